@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench/bench.h - the protocol every dmaguard benchmark follows (STYLE.md rule 12).
+ *
+ * A benchmark is a suite ("pt", "iova", "iotlb", ...) of named cases. Each case runs in one
+ * of two modes:
+ *  - timed: warm-up, then repeated fixed-size batches timed with CLOCK_MONOTONIC (one clock
+ *    read per batch, never per operation); the result is ns per operation, reported as the
+ *    median of several rounds with its spread, next to the baseline measured in the same run;
+ *  - fixed count (--case NAME --ops N): exactly N operations, no timing loop, so that
+ *    valgrind --tool=callgrind instruction counts of runs with 2N and N ops differ by exactly
+ *    the cost of N operations.
+ * Results go to stdout as a table and one grep-able summary line per case
+ * ("RESULT suite=... case=... ns_per_op=..."), and to --json FILE (docs/bench-json.md).
+ *
+ * Suites register themselves with DG_BENCH_SUITE(); the dmaguard CLI dispatches by name.
+ */
+#ifndef DG_BENCH_BENCH_H
+#define DG_BENCH_BENCH_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct bench_suite {
+	const char *name;    /* "pt": dmaguard bench pt */
+	const char *summary; /* one line for dmaguard bench --list */
+	int (*main)(int argc, char **argv); /* argv[0] is the suite name; returns exit status */
+	struct bench_suite *next;
+};
+
+void bench_register(struct bench_suite *suite);
+struct bench_suite *bench_find(const char *name);
+struct bench_suite *bench_suites(void);
+
+#define DG_BENCH_SUITE(id, name_, summary_, main_)                                              \
+	static struct bench_suite bench_suite_##id = {                                          \
+		.name = name_, .summary = summary_, .main = main_};                             \
+	__attribute__((constructor)) static void bench_register_##id(void)                     \
+	{                                                                                      \
+		bench_register(&bench_suite_##id);                                             \
+	}
+
+/* Options every suite accepts (parsed by bench_parse_common). */
+struct bench_opts {
+	const char *json_path;  /* --json FILE */
+	const char *case_name;  /* --case NAME: run only this case */
+	uint64_t ops;           /* --ops N: fixed-count mode (no timing) when non-zero */
+	double duration_s;      /* --duration S: seconds per timed measurement */
+	unsigned int threads;   /* --threads N (0: the suite's default) */
+	unsigned int rounds;    /* --rounds N: timed repetitions for median and spread */
+	bool quick;             /* --quick: a smoke run of a few seconds in all */
+	bool list;              /* --list: print case names */
+};
+
+/*
+ * Parse the common options; unknown options are left in argv (compacted, argc updated) for the
+ * suite. Returns 0, or -EINVAL after printing the problem to stderr.
+ */
+int bench_parse_common(int *argc, char **argv, struct bench_opts *opts);
+void bench_usage_common(FILE *out);
+
+/* True when case @name is selected by --case (or no --case given). */
+bool bench_case_selected(const struct bench_opts *opts, const char *name);
+
+/* Monotonic ns. */
+uint64_t bench_now_ns(void);
+
+/* Keep @p alive so the compiler cannot drop the work that produced it. */
+static inline void bench_do_not_optimize(const void *p)
+{
+	__asm__ __volatile__("" : : "r"(p) : "memory");
+}
+
+/* Pin the calling thread to CPU @cpu modulo the CPUs available; returns 0 or -errno. */
+int bench_pin_cpu(unsigned int cpu);
+unsigned int bench_ncpus(void);
+
+/*
+ * Statistics over a sample (bench/stats.c). The array is sorted in place.
+ * spread is (max - min) / median, 0 for fewer than two samples.
+ */
+struct bench_summary {
+	double median;
+	double min;
+	double max;
+	double mean;
+	double spread;
+	double p90;
+	double p99;
+	size_t n;
+};
+void bench_summarize(double *samples, size_t n, struct bench_summary *out);
+/* Linear-interpolated percentile (0..100) of a sorted array. */
+double bench_percentile_sorted(const double *sorted, size_t n, double pct);
+
+/*
+ * Log2 latency histogram (ns): bucket i counts values in [2^i, 2^(i+1)); percentiles
+ * interpolate inside a bucket. Cheap enough to record per operation in a thread.
+ */
+#define BENCH_HIST_BUCKETS 48
+struct bench_hist {
+	uint64_t bucket[BENCH_HIST_BUCKETS];
+	uint64_t count;
+	uint64_t max;
+};
+void bench_hist_add(struct bench_hist *h, uint64_t value);
+void bench_hist_merge(struct bench_hist *dst, const struct bench_hist *src);
+double bench_hist_percentile(const struct bench_hist *h, double pct);
+
+/*
+ * The JSON report: {"tool", "version", "suite", "machine": {cpu_model, cores}, "results": [...]}.
+ * Each result is an object the suite builds; bench_report_write() writes it to opts->json_path.
+ */
+struct bench_report {
+	json_t *root;
+	json_t *results;
+};
+int bench_report_init(struct bench_report *r, const char *suite);
+void bench_report_add(struct bench_report *r, json_t *result); /* takes the reference */
+int bench_report_write(struct bench_report *r, const char *path);
+void bench_report_fini(struct bench_report *r);
+
+/* Machine facts for reports. */
+const char *bench_cpu_model(void);
+
+#endif /* DG_BENCH_BENCH_H */
