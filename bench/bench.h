@@ -24,8 +24,8 @@
 #include <stdint.h>
 
 struct bench_suite {
-	const char *name;    /* "pt": dmaguard bench pt */
-	const char *summary; /* one line for dmaguard bench --list */
+	const char *name;		    /* "pt": dmaguard bench pt */
+	const char *summary;		    /* one line for dmaguard bench --list */
 	int (*main)(int argc, char **argv); /* argv[0] is the suite name; returns exit status */
 	struct bench_suite *next;
 };
@@ -34,24 +34,24 @@ void bench_register(struct bench_suite *suite);
 struct bench_suite *bench_find(const char *name);
 struct bench_suite *bench_suites(void);
 
-#define DG_BENCH_SUITE(id, name_, summary_, main_)                                              \
-	static struct bench_suite bench_suite_##id = {                                          \
-		.name = name_, .summary = summary_, .main = main_};                             \
-	__attribute__((constructor)) static void bench_register_##id(void)                     \
-	{                                                                                      \
-		bench_register(&bench_suite_##id);                                             \
+#define DG_BENCH_SUITE(id, name_, summary_, main_)                         \
+	static struct bench_suite bench_suite_##id = {                     \
+		.name = name_, .summary = summary_, .main = main_};        \
+	__attribute__((constructor)) static void bench_register_##id(void) \
+	{                                                                  \
+		bench_register(&bench_suite_##id);                         \
 	}
 
 /* Options every suite accepts (parsed by bench_parse_common). */
 struct bench_opts {
-	const char *json_path;  /* --json FILE */
-	const char *case_name;  /* --case NAME: run only this case */
-	uint64_t ops;           /* --ops N: fixed-count mode (no timing) when non-zero */
-	double duration_s;      /* --duration S: seconds per timed measurement */
-	unsigned int threads;   /* --threads N (0: the suite's default) */
-	unsigned int rounds;    /* --rounds N: timed repetitions for median and spread */
-	bool quick;             /* --quick: a smoke run of a few seconds in all */
-	bool list;              /* --list: print case names */
+	const char *json_path; /* --json FILE */
+	const char *case_name; /* --case NAME: run only this case */
+	uint64_t ops;	       /* --ops N: fixed-count mode (no timing) when non-zero */
+	double duration_s;     /* --duration S: seconds per timed measurement */
+	unsigned int threads;  /* --threads N (0: the suite's default) */
+	unsigned int rounds;   /* --rounds N: timed repetitions for median and spread */
+	bool quick;	       /* --quick: a smoke run of a few seconds in all */
+	bool list;	       /* --list: print case names */
 };
 
 /*

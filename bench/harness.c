@@ -107,7 +107,8 @@ int bench_parse_common(int *argc, char **argv, struct bench_opts *opts)
 			char *end;
 			double d = strtod(val, &end);
 			if (end == val || *end || !(d > 0) || d > 86400.0 * 7) {
-				fprintf(stderr, "bench: --duration wants seconds > 0, got '%s'\n", val);
+				fprintf(stderr, "bench: --duration wants seconds > 0, got '%s'\n",
+					val);
 				return -EINVAL;
 			}
 			opts->duration_s = d;

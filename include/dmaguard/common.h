@@ -46,8 +46,8 @@ extern "C" {
 #define DG_PROT_NOEXEC (1u << 3)
 #define DG_PROT_MMIO   (1u << 4)
 #define DG_PROT_PRIV   (1u << 5)
-#define DG_PROT_ALL                                                                             \
-	(DG_PROT_READ | DG_PROT_WRITE | DG_PROT_CACHE | DG_PROT_NOEXEC | DG_PROT_MMIO |        \
+#define DG_PROT_ALL                                                                     \
+	(DG_PROT_READ | DG_PROT_WRITE | DG_PROT_CACHE | DG_PROT_NOEXEC | DG_PROT_MMIO | \
 	 DG_PROT_PRIV)
 
 /* The library's version, for dmaguard info and pkg-config consumers. */

@@ -48,12 +48,12 @@ enum dg_pt_format {
  */
 struct dg_pt_geometry {
 	enum dg_pt_format format;
-	unsigned int ias;       /* input (IOVA) bits; VT-d 39/48/57, LPAE 32..48 (52: 64K); flat: 0 */
-	unsigned int oas;       /* output bits; VT-d <= 52, LPAE 32..48 (52: 64K); flat <= 52 */
-	uint64_t granule;       /* smallest page; VT-d 4K, LPAE 4K/16K/64K, flat 4K/64K/2M */
+	unsigned int ias; /* input (IOVA) bits; VT-d 39/48/57, LPAE 32..48 (52: 64K); flat: 0 */
+	unsigned int oas; /* output bits; VT-d <= 52, LPAE 32..48 (52: 64K); flat <= 52 */
+	uint64_t granule; /* smallest page; VT-d 4K, LPAE 4K/16K/64K, flat 4K/64K/2M */
 	uint64_t pgsize_bitmap; /* page sizes allowed, a subset of the format's; 0 = all of them */
-	uint64_t window_base;   /* flat only: first IOVA of the window, granule aligned */
-	uint64_t window_size;   /* flat only: bytes covered by the window, multiple of granule */
+	uint64_t window_base;	/* flat only: first IOVA of the window, granule aligned */
+	uint64_t window_size;	/* flat only: bytes covered by the window, multiple of granule */
 };
 
 /*
@@ -72,19 +72,19 @@ struct dg_pt_mem_ops {
  * (a batch); its range is then the hull of all of them.
  */
 struct dg_pt_gather {
-	uint64_t start;     /* lowest IOVA whose translation changed; start == end: nothing */
-	uint64_t end;       /* one past the highest */
+	uint64_t start;	    /* lowest IOVA whose translation changed; start == end: nothing */
+	uint64_t end;	    /* one past the highest */
 	uint64_t pgsize;    /* largest leaf removed (invalidation granularity hint) */
-	bool leaf_only;     /* true while no table page was unlinked: walk caches may stay */
+	bool leaf_only;	    /* true while no table page was unlinked: walk caches may stay */
 	uint32_t nr_tables; /* table pages on freelist */
-	void *freelist;     /* unlinked table pages, chained through word 0; see release */
+	void *freelist;	    /* unlinked table pages, chained through word 0; see release */
 };
 
 /* The result of a read-only walk. */
 struct dg_pt_walk {
-	uint64_t phys;      /* output address of the walked IOVA (leaf base + offset) */
+	uint64_t phys;	    /* output address of the walked IOVA (leaf base + offset) */
 	uint64_t pgsize;    /* size of the leaf */
-	uint64_t pte;       /* the leaf descriptor, exactly as the hardware reads it */
+	uint64_t pte;	    /* the leaf descriptor, exactly as the hardware reads it */
 	unsigned int prot;  /* DG_PROT_* decoded from the leaf */
 	unsigned int level; /* leaf level in the format's own numbering (LPAE: Linux's 0..3, leaf
 			       3; VT-d: 1 = 4K leaf, 2 = 2M, 3 = 1G; flat: 0) */

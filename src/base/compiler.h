@@ -11,19 +11,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DG_CACHELINE 64
+#define DG_CACHELINE			   64
 
-#define dg_likely(x)	__builtin_expect(!!(x), 1)
-#define dg_unlikely(x)	__builtin_expect(!!(x), 0)
-#define dg_aligned(n)	__attribute__((aligned(n)))
-#define dg_cacheline	dg_aligned(DG_CACHELINE)
-#define dg_unused	__attribute__((unused))
-#define dg_noinline	__attribute__((noinline))
-#define dg_always_inline inline __attribute__((always_inline))
+#define dg_likely(x)			   __builtin_expect(!!(x), 1)
+#define dg_unlikely(x)			   __builtin_expect(!!(x), 0)
+#define dg_aligned(n)			   __attribute__((aligned(n)))
+#define dg_cacheline			   dg_aligned(DG_CACHELINE)
+#define dg_unused			   __attribute__((unused))
+#define dg_noinline			   __attribute__((noinline))
+#define dg_always_inline		   inline __attribute__((always_inline))
 
-#define dg_container_of(ptr, type, member) ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+#define dg_container_of(ptr, type, member) ((type *)(void *)((char *)(ptr)-offsetof(type, member)))
 
-#define DG_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define DG_ARRAY_SIZE(a)		   (sizeof(a) / sizeof((a)[0]))
 
 static inline int dg_is_pow2(uint64_t x)
 {

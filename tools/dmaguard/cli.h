@@ -20,12 +20,12 @@ struct cli_command {
 
 void cli_register(struct cli_command *cmd);
 
-#define DG_CLI_COMMAND(id, name_, summary_, main_)                                              \
-	static struct cli_command cli_command_##id = {                                          \
-		.name = name_, .summary = summary_, .main = main_};                             \
-	__attribute__((constructor)) static void cli_register_##id(void)                       \
-	{                                                                                      \
-		cli_register(&cli_command_##id);                                               \
+#define DG_CLI_COMMAND(id, name_, summary_, main_)                       \
+	static struct cli_command cli_command_##id = {                   \
+		.name = name_, .summary = summary_, .main = main_};      \
+	__attribute__((constructor)) static void cli_register_##id(void) \
+	{                                                                \
+		cli_register(&cli_command_##id);                         \
 	}
 
 #endif /* DG_TOOLS_CLI_H */

@@ -67,7 +67,9 @@ static void test_percentile_random(void **state)
 	qsort(v, N, sizeof(v[0]), cmp_double);
 	/* N - 1 = 1000 makes every tenth of a percent land on an element exactly. */
 	for (int p = 0; p <= 1000; p += 7)
-		assert_true(bench_percentile_sorted(v, N, p / 10.0) == v[p]);
+		assert_true(fabs(bench_percentile_sorted(v, N, p / 10.0) - v[p]) < 1e-6);
+	/* Halfway between two ranks interpolates linearly. */
+	assert_true(fabs(bench_percentile_sorted(v, N, 50.05) - (v[500] + v[501]) / 2) < 1e-6);
 }
 
 static void test_histogram(void **state)
