@@ -1169,6 +1169,86 @@ static void test_restricted_sizes(void **state)
 	dg_pt_destroy(pt);
 }
 
+/* The io-pgtable-arm selftest sequence for one configuration (Linux 6.13+ unmap semantics). */
+static void lpae_selftest(const struct dg_pt_geometry *geo)
+{
+	struct dg_pt *pt = dg_pt_create(geo, NULL, NULL);
+	uint64_t iova = 0, bytes, small = geo->granule, size;
+	uint64_t second = geo->pgsize_bitmap & (geo->pgsize_bitmap - 1);
+	struct pt_model m;
+
+	assert_non_null(pt);
+	pt_model_init(&m, pt);
+	assert_int_equal(dg_pt_iova_to_phys(pt, 42), 0);
+	assert_int_equal(dg_pt_iova_to_phys(pt, SZ_1G + 42), 0);
+	assert_int_equal(dg_pt_iova_to_phys(pt, 2 * SZ_1G + 42), 0);
+	/* Distinct mappings of every page size, 1G apart; overlaps refused. */
+	for (uint64_t b = geo->pgsize_bitmap; b; b &= b - 1, iova += SZ_1G) {
+		size = b & -b;
+		assert_int_equal(
+			do_map(pt, &m, iova, iova, size, RW | DG_PROT_NOEXEC | DG_PROT_CACHE), 0);
+		assert_int_equal(do_map(pt, &m, iova, iova + size, size,
+					DG_PROT_READ | DG_PROT_NOEXEC),
+				 -EEXIST);
+		assert_int_equal(dg_pt_iova_to_phys(pt, iova + 42), iova + 42);
+	}
+	/* Partial unmap: the whole (second-size) leaf at 1G goes. */
+	assert_int_equal(do_unmap(pt, &m, SZ_1G + small, small, &bytes), 0);
+	assert_int_equal(bytes, second & -second);
+	assert_int_equal(dg_pt_iova_to_phys(pt, SZ_1G + 42), 0);
+	/* Remap of the partial unmap. */
+	assert_int_equal(do_map(pt, &m, SZ_1G + small, small, small, DG_PROT_READ), 0);
+	assert_int_equal(dg_pt_iova_to_phys(pt, SZ_1G + small + 42), small + 42);
+	assert_int_equal(do_unmap(pt, &m, SZ_1G + small, small, &bytes), 0);
+	/* Full unmap, remap of full blocks. */
+	iova = 0;
+	for (uint64_t b = geo->pgsize_bitmap; b; b &= b - 1, iova += SZ_1G) {
+		size = b & -b;
+		if (iova != SZ_1G) {
+			assert_int_equal(do_unmap(pt, &m, iova, size, &bytes), 0);
+			assert_int_equal(bytes, size);
+		}
+		assert_int_equal(dg_pt_iova_to_phys(pt, iova + 42), 0);
+		assert_int_equal(do_map(pt, &m, iova, iova, size, DG_PROT_WRITE), 0);
+		assert_int_equal(dg_pt_iova_to_phys(pt, iova + 42), iova + 42);
+	}
+	check_ok(pt, &m);
+	drain(pt);
+	pt_model_fini(&m);
+	dg_pt_destroy(pt);
+}
+
+/*
+ * The io-pgtable-arm selftest matrix: page-size sets {4K,2M,1G}, {16K,32M}, {64K,512M} x
+ * IAS/OAS in {32,36,40,42,44,48} (IAS <= OAS) x stage 1 and 2.
+ */
+static void test_lpae_sweep(void **state)
+{
+	static const uint64_t sets[] = {SZ_4K | SZ_2M | SZ_1G, SZ_16K | 0x2000000,
+					SZ_64K | 0x20000000};
+	static const unsigned int bits[] = {32, 36, 40, 42, 44, 48};
+	unsigned int configs = 0;
+
+	(void)state;
+	for (unsigned int stage = 1; stage <= 2; stage++)
+		for (size_t ps = 0; ps < DG_ARRAY_SIZE(sets); ps++)
+			for (size_t ia = 0; ia < DG_ARRAY_SIZE(bits); ia++)
+				for (size_t oa = ia; oa < DG_ARRAY_SIZE(bits); oa++) {
+					struct dg_pt_geometry geo = {
+						.format = stage == 1 ? DG_PT_FMT_ARM_LPAE_S1 :
+								       DG_PT_FMT_ARM_LPAE_S2,
+						.ias = bits[ia],
+						.oas = bits[oa],
+						.granule = sets[ps] & -sets[ps],
+						.pgsize_bitmap = sets[ps],
+					};
+
+					lpae_selftest(&geo);
+					configs++;
+				}
+	assert_int_equal(configs, 2 * 3 * 21);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1189,6 +1269,7 @@ int main(void)
 		cmocka_unit_test(test_gather_and_stale_walk),
 		cmocka_unit_test(test_check_catches),
 		cmocka_unit_test(test_restricted_sizes),
+		cmocka_unit_test(test_lpae_sweep),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
