@@ -182,6 +182,15 @@ static void read_desc(struct vring_desc *d, const struct vring_desc *src)
 	memcpy(d, src, sizeof(*d)); /* one copy: the driver may rewrite it meanwhile */
 }
 
+/* A chain the driver granted without the access it needs is consumed (and returned empty by
+ * the caller): the front end said so, asking again would loop. */
+static int consume_on_eacces(struct vhost_vq *vq, int rc)
+{
+	if (rc == -EACCES)
+		vq->last_avail++;
+	return rc;
+}
+
 int vhost_vq_pop(struct vhost_vq *vq, const struct vhost_as *as, struct vhost_chain *ch,
 		 struct vhost_fault *fault)
 {
@@ -225,7 +234,7 @@ int vhost_vq_pop(struct vhost_vq *vq, const struct vhost_as *as, struct vhost_ch
 			rc = vhost_xlate(as, &vq->tcache, d.addr, d.len, VU_ACCESS_RO, false, seg,
 					 VHOST_MAX_SEGS, &ns, fault);
 			if (rc)
-				return rc;
+				return consume_on_eacces(vq, rc);
 			vhost_segs_read(seg, ns, 0, vq->ind, d.len);
 			table = vq->ind;
 			tsize = n;
@@ -247,7 +256,7 @@ int vhost_vq_pop(struct vhost_vq *vq, const struct vhost_as *as, struct vhost_ch
 			ch->read_len += d.len;
 		}
 		if (rc)
-			return rc;
+			return consume_on_eacces(vq, rc);
 		if (!(d.flags & VRING_DESC_F_NEXT))
 			break;
 		idx = d.next;

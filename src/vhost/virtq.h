@@ -118,7 +118,9 @@ int vhost_vq_avail(struct vhost_vq *vq);
 
 /*
  * Walk the chain at the head of the avail ring into @ch. Returns 1 and consumes the entry,
- * 0 when the ring is empty, or (nothing consumed) -EAGAIN/-EACCES with @fault set, or an error
+ * 0 when the ring is empty, -EACCES with @fault and @ch->head set (a descriptor was granted
+ * without the access it needs: the entry is consumed, to be returned empty), or (nothing
+ * consumed) -EAGAIN with @fault set (IOTLB miss), or an error
  * of the ring (-EINVAL bad index or flags, -ELOOP loop or chain too long, -E2BIG, -EFAULT,
  * -EPERM: see vhost_xlate()) after which the queue must stop.
  */
