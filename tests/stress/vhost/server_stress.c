@@ -9,6 +9,9 @@
  * Under ThreadSanitizer this checks the lock-free IOTLB readers against the writer, the
  * quiescent-state acknowledgement of invalidations and the pause protocol.
  *
+ * Before that, three front ends misbehave on the socket (bad version, too many fds, a payload
+ * too long) and must each be disconnected without harm.
+ *
  *   stress_vhost_server [PINGS] [ROUNDS]     (default 300 pings, 2 front ends)
  */
 #include "../../unit/vhost/fake_frontend.h"
@@ -44,7 +47,7 @@ static uint64_t sock_msg(uint32_t req, uint32_t flags, const void *payload, uint
 	uint8_t buf[DG_VHOST_MSG_MAX];
 	struct vu_hdr h = {.request = req, .flags = VU_VERSION | flags, .size = size};
 	union {
-		char c[CMSG_SPACE(8 * sizeof(int))];
+		char c[CMSG_SPACE(16 * sizeof(int))];
 		struct cmsghdr a;
 	} ctl;
 	struct iovec iov = {.iov_base = buf, .iov_len = sizeof(h) + size};
@@ -133,6 +136,39 @@ static void session(const char *path)
 		st.num = 1;
 		CHECK(sock_msg(VU_SET_VRING_ENABLE, VU_FLAG_NEED_REPLY, &st, 8, NULL, 0, true) ==
 		      0);
+	}
+}
+
+/* Front ends that misbehave on the socket: each is dropped, and the server goes on. */
+static void bad_front_ends(const char *path)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	uint8_t b[16];
+
+	strcpy(a.sun_path, path);
+	for (int k = 0; k < 3; k++) {
+		int fds[12];
+
+		conn = socket(AF_UNIX, SOCK_STREAM, 0);
+		CHECK(conn >= 0);
+		for (int i = 0; connect(conn, (struct sockaddr *)&a, sizeof(a)); i++) {
+			CHECK(i < 500);
+			usleep(10000);
+		}
+		if (k == 0) { /* version 2 */
+			struct vu_hdr h = {.request = VU_SET_OWNER, .flags = 2};
+			CHECK(send(conn, &h, sizeof(h), 0) == sizeof(h));
+		} else if (k == 1) { /* more fds than any message carries */
+			for (int i = 0; i < 12; i++)
+				fds[i] = dup(f.memfd);
+			sock_msg(VU_SET_OWNER, 0, NULL, 0, fds, 12, false);
+		} else { /* a payload far too long */
+			struct vu_hdr h = {
+				.request = VU_SET_MEM_TABLE, .flags = 1, .size = 1u << 20};
+			CHECK(send(conn, &h, sizeof(h), 0) == sizeof(h));
+		}
+		CHECK(recv(conn, b, sizeof(b), 0) == 0); /* the server hung up */
+		close(conn);
 	}
 }
 
@@ -227,6 +263,7 @@ int main(int argc, char **argv)
 	CHECK(f.v);
 	CHECK(pthread_create(&srv, NULL, server_main, f.v) == 0);
 
+	bad_front_ends(path);
 	for (unsigned int r = 0; r < rounds; r++) {
 		atomic_store(&done, false);
 		session(path);
@@ -256,7 +293,7 @@ int main(int argc, char **argv)
 	       rounds, pings, (unsigned long long)s.iotlb_misses,
 	       (unsigned long long)s.iotlb_miss_dedup, (unsigned long long)s.iotlb_updates,
 	       (unsigned long long)s.iotlb_invalidations, (unsigned long long)s.outside_memtable);
-	CHECK(s.connections == rounds);
+	CHECK(s.connections == rounds + 3);
 	CHECK(s.icmp_replies == (uint64_t)rounds * pings);
 	CHECK(s.outside_memtable == 0 && s.ring_errors == 0 && s.iotlb_access_fails == 0);
 	CHECK(s.iotlb_misses > 0 && s.iotlb_invalidations > 0);
