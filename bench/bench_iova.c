@@ -22,7 +22,7 @@
  *
  * An operation is one alloc+free pair; ns_per_op is the wall time of a round divided by the
  * operations each thread did in it (so with 2 threads it is the cost each thread sees), the
- * median of --rounds rounds of about --duration / 2 / rounds seconds in all. nodes_per_op is the
+ * median of --rounds rounds of --duration / 4 seconds in all (--quick: --duration). nodes_per_op is the
  * deterministic work counter (tree nodes examined per operation), magazine_hit_rate the
  * share of allocations served without the tree, speedup_vs_linux the Linux reference's
  * ns_per_op divided by this allocator's for the same pattern, live ranges and threads.
@@ -37,6 +37,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,11 +155,15 @@ static uint64_t run_ops(struct thr *t, uint64_t ops)
 
 static pthread_barrier_t bar_start, bar_end;
 static atomic_bool quit;
+static cpu_set_t all_cpus; /* the affinity the suite started with */
 
 static void *worker(void *arg)
 {
 	struct thr *t = arg;
 
+	/* A new thread inherits the caller's affinity, which may already be one CPU: widen it
+	 * back before picking this thread's own CPU. */
+	pthread_setaffinity_np(pthread_self(), sizeof(all_cpus), &all_cpus);
 	bench_pin_cpu(t->cpu);
 	for (;;) {
 		pthread_barrier_wait(&bar_start);
@@ -307,7 +312,7 @@ static void measure(const struct bench_opts *o, struct thr *t, const char *name,
 		run_round(t, nthr, o->ops);
 		r.ops = o->ops;
 	} else {
-		double budget_ns = o->duration_s * 1e9 / (o->quick ? 1.0 : 2.0) / o->rounds;
+		double budget_ns = o->duration_s * 1e9 / (o->quick ? 1.0 : 4.0) / o->rounds;
 		uint64_t probe = 1, ns;
 		double samples[1000];
 
@@ -422,6 +427,8 @@ static int iova_main(int argc, char **argv)
 
 	if (bench_parse_common(&argc, argv, &o))
 		return 2;
+	if (sched_getaffinity(0, sizeof(all_cpus), &all_cpus))
+		CPU_ZERO(&all_cpus);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);

@@ -64,7 +64,8 @@ struct dg_iova_config {
 	uint64_t granule;	/* smallest IOMMU page: a power of two, 1 .. 2^32 */
 	enum dg_iova_algo algo; /* DG_IOVA_ALGO_* */
 	unsigned int flags;	/* DG_IOVA_CFG_* */
-	unsigned int ncpus;	/* magazine slots (1 .. 4096); 0 = the CPUs configured */
+	unsigned int ncpus;	/* magazine slots (1 .. 4096, rounded up to a power of two);
+				   0 = the CPUs configured */
 };
 
 /*
