@@ -73,7 +73,7 @@ DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
 DG_EXPORT int dg_dev_read(struct dg_device *dev, uint64_t iova, void *dst, size_t len);
 DG_EXPORT int dg_dev_write(struct dg_device *dev, uint64_t iova, const void *src, size_t len);
 
-/* A quiescent point: apply queued invalidations and acknowledge them. */
+/* A quiescent point: apply queued invalidations and acknowledge them (no-op offline). */
 DG_EXPORT void dg_dev_quiesce(struct dg_device *dev);
 
 /* Become online (catching up first); DMA calls do this implicitly. */

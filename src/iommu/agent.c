@@ -14,9 +14,9 @@
  *
  *         enter (DMA call) / dg_dev_online: RMW, then catch up
  *   OFFLINE -------------------------------------------------> ONLINE
- *      ^   <-------------------------------------------------  |  quiescent point:
- *      |         dg_dev_offline: catch up, then RMW             |  catch up, store ack
- *      +--- catch up while offline: RMW (ack | OFFLINE)         +---(release)
+ *           <-------------------------------------------------  |  quiescent point:
+ *                dg_dev_offline: catch up, then RMW              |  catch up, store ack
+ *                                                                +---(release)
  *
  * Why RMWs around OFFLINE: a waiter that skips an offline device must be sure the device will
  * see the waiter's page-table changes when it comes back. Plain loads and stores would form
@@ -25,8 +25,12 @@
  * an RMW: RMWs on one word are totally ordered, so either the device went online first (the
  * waiter's RMW returns ONLINE and it waits for an ack) or the waiter's release RMW is read by
  * the device's acquire RMW, and the device's catch-up then reads a published value at least as
- * new as the one the waiter checked. While offline, the device updates its slot only with RMWs
- * so that this chain is never broken by a plain store.
+ * new as the one the waiter checked.
+ *
+ * An offline device applies nothing (dg_dev_quiesce() is a no-op for it): a CONTEXT command
+ * makes the device read its context entry and the domain it names, and that domain is only
+ * guaranteed alive while waits cannot skip the device. Online, a domain stays referenced until
+ * a wait the device has acknowledged confirms the change away from it.
  *
  * A device that fell a whole queue behind (its commands overwritten) cannot know what it
  * missed: it flushes its IOTLB and walk cache and reloads its context (a "lap").
@@ -164,7 +168,7 @@ void agent_catch_up(struct dg_device *dev)
 	uint64_t pub = atomic_load_explicit(dev->published, memory_order_acquire);
 	uint64_t n = 0;
 
-	if (pub == dev->seen)
+	if (pub == dev->seen || !dev->online)
 		return;
 	if (pub - dev->seen > q->len) {
 		lap(dev);
@@ -181,17 +185,11 @@ void agent_catch_up(struct dg_device *dev)
 	}
 	stat_inc(&dev->st_cmds, n);
 	dev->seen = pub;
-	if (dev->online)
-		/*
-		 * The acknowledgement. Release pairs with the waiter's acquire load of the slot
-		 * (inval.c): every access this device made before it happens before the wait
-		 * returns.
-		 */
-		atomic_store_explicit(&dev->slot->ack, pub, memory_order_release);
-	else
-		/* Offline: an RMW keeps the waiter -> online chain intact (see the preamble). */
-		atomic_exchange_explicit(&dev->slot->ack, pub | AGENT_OFFLINE,
-					 memory_order_acq_rel);
+	/*
+	 * The acknowledgement. Release pairs with the waiter's acquire load of the slot
+	 * (inval.c): every access this device made before it happens before the wait returns.
+	 */
+	atomic_store_explicit(&dev->slot->ack, pub, memory_order_release);
 	update_check(dev);
 }
 

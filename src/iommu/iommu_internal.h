@@ -144,7 +144,7 @@ void agent_fini(struct dg_device *dev);
 /* Slow path of a DMA call's start: come online and/or apply pending commands. */
 void agent_enter_slow(struct dg_device *dev);
 
-/* A quiescent point: apply commands published since the last one, acknowledge. */
+/* A quiescent point: apply commands published since the last one, acknowledge (online only). */
 void agent_catch_up(struct dg_device *dev);
 
 void agent_online(struct dg_device *dev);

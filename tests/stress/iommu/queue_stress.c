@@ -119,7 +119,7 @@ static void *device_main(void *arg)
 			sched_yield();
 		}
 	}
-	dg_dev_quiesce(dev);
+	dg_dev_online(dev); /* catch up with everything, then go idle */
 	dg_dev_offline(dev);
 	return NULL;
 }
