@@ -2,9 +2,10 @@
 /*
  * bench/bench_invq.c - dmaguard bench invq: what the CPU side pays to invalidate.
  *
- * Every timed case runs with one device thread doing DMA in a loop through the same IOMMU
- * (dg_dev_read of 8 bytes from a hot page: each call is a quiescent point), so a wait really
- * waits for a device acknowledgement. Each case runs on the lock-free queue (one atomic add
+ * Every timed case with a wait runs with one device thread doing DMA in a loop through the
+ * same IOMMU (dg_dev_read of 8 bytes from a hot page: each call is a quiescent point), so a
+ * wait really waits for a device acknowledgement; the submit-only cases measure the queue
+ * alone (the device stays offline). Each case runs on the lock-free queue (one atomic add
  * per batch, one owner publishes) and on the single-lock reference queue (the library's
  * `reference` configuration: one mutex around reserve, write and publish), in the same run:
  *
@@ -56,6 +57,7 @@ struct invq_case {
 	unsigned int producers;
 	bool reference;
 	unsigned int pages; /* per operation, for the unmap cases */
+	bool device;	    /* a device thread does DMA meanwhile (waits wait for it) */
 };
 
 static uint64_t op_submit_wait(struct qenv *q, unsigned int tid, uint64_t n)
@@ -143,19 +145,20 @@ static uint64_t op_unmap_perpage(struct qenv *q, unsigned int tid, uint64_t n)
 }
 
 static const struct invq_case cases[] = {
-	{"submit_wait_1p", "submit 1 PAGE + wait, 1 producer", op_submit_wait, 1, false, 0},
-	{"submit_wait_1p_lock", "same, single-lock queue", op_submit_wait, 1, true, 0},
-	{"submit_wait_2p", "submit 1 PAGE + wait, 2 producers", op_submit_wait, 2, false, 0},
-	{"submit_wait_2p_lock", "same, single-lock queue", op_submit_wait, 2, true, 0},
-	{"submit_1p", "submit 1 PAGE, 1 producer", op_submit, 1, false, 0},
-	{"submit_1p_lock", "same, single-lock queue", op_submit, 1, true, 0},
-	{"submit_2p", "submit 1 PAGE, 2 producers", op_submit, 2, false, 0},
-	{"submit_2p_lock", "same, single-lock queue", op_submit, 2, true, 0},
-	{"unmap64_batched", "map+unmap 64 pages, 1 range + 1 wait", op_unmap_batched, 1, false, 64},
-	{"unmap64_batched_lock", "same, single-lock queue", op_unmap_batched, 1, true, 64},
+	{"submit_wait_1p", "submit 1 PAGE + wait, 1 producer", op_submit_wait, 1, false, 0, true},
+	{"submit_wait_1p_lock", "same, single-lock queue", op_submit_wait, 1, true, 0, true},
+	{"submit_wait_2p", "submit 1 PAGE + wait, 2 producers", op_submit_wait, 2, false, 0, true},
+	{"submit_wait_2p_lock", "same, single-lock queue", op_submit_wait, 2, true, 0, true},
+	{"submit_1p", "submit 1 PAGE, 1 producer", op_submit, 1, false, 0, false},
+	{"submit_1p_lock", "same, single-lock queue", op_submit, 1, true, 0, false},
+	{"submit_2p", "submit 1 PAGE, 2 producers", op_submit, 2, false, 0, false},
+	{"submit_2p_lock", "same, single-lock queue", op_submit, 2, true, 0, false},
+	{"unmap64_batched", "map+unmap 64 pages, 1 range + 1 wait", op_unmap_batched, 1, false, 64,
+	 true},
+	{"unmap64_batched_lock", "same, single-lock queue", op_unmap_batched, 1, true, 64, true},
 	{"unmap64_perpage", "map+unmap 64 pages, 64 x (page + wait)", op_unmap_perpage, 1, false,
-	 64},
-	{"unmap64_perpage_lock", "same, single-lock queue", op_unmap_perpage, 1, true, 64},
+	 64, true},
+	{"unmap64_perpage_lock", "same, single-lock queue", op_unmap_perpage, 1, true, 64, true},
 };
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
 
@@ -316,6 +319,7 @@ static json_t *result_json(const struct invq_case *c, const struct result *r)
 			      (json_int_t)r->ops, "rounds", (int)r->ns.n, "producers",
 			      (int)c->producers, "reference_queue", c->reference);
 
+	json_object_set_new(j, "device_thread", json_boolean(c->device));
 	json_object_set_new(j, "waits", json_integer((json_int_t)r->st.waits));
 	json_object_set_new(j, "waits_coalesced", json_integer((json_int_t)r->st.waits_coalesced));
 	json_object_set_new(j, "publications", json_integer((json_int_t)r->st.batches));
@@ -361,7 +365,7 @@ static int invq_main(int argc, char **argv)
 		if (!bench_case_selected(&o, c->name))
 			continue;
 		any = true;
-		if (mk_qenv(&q, c, !o.ops)) {
+		if (mk_qenv(&q, c, c->device && !o.ops)) {
 			fprintf(stderr, "bench invq: %s: set-up failed\n", c->name);
 			free_qenv(&q);
 			rc = 1;

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define RESV_TAIL(w)   ((uint32_t)((w) >> 32))
-#define RESV_CLOSED(w) ((uint32_t)(w))
+#define RESV_JOINED(w) ((uint32_t)(w))
 
 /*
  * Back off in a spin wait: a pause at first, then yield the CPU. The thread we wait for (a
@@ -82,13 +82,9 @@ uint64_t inv_queue_reserve(struct inv_queue *q, uint32_t n, bool *owner)
 		*owner = true;
 		return atomic_load_explicit(&q->published, memory_order_relaxed);
 	}
-	/*
-	 * The one atomic add of a submission. Acquire pairs with the release CAS by which the
-	 * previous owner closed its batch (inv_queue_commit): a new owner starts from the
-	 * `published` that owner left.
-	 */
-	old = atomic_fetch_add_explicit(&q->resv, (uint64_t)n << 32, memory_order_acquire);
-	*owner = RESV_TAIL(old) == RESV_CLOSED(old);
+	/* The one atomic add of a submission: n slots, and one more producer in the batch. */
+	old = atomic_fetch_add_explicit(&q->resv, (uint64_t)n << 32 | 1, memory_order_relaxed);
+	*owner = RESV_JOINED(old) == 0;
 	/*
 	 * Widen the 32-bit tail to 64 bits. Our slots are not written yet, so published cannot
 	 * have passed them, and fewer than 2^32 slots are ever outstanding: published <= start
@@ -129,25 +125,16 @@ static void bump(_Atomic uint64_t *c, uint64_t n)
 			      memory_order_relaxed);
 }
 
-static void note_batch(struct inv_queue *q, uint64_t n, const uint64_t *ops, uint64_t submits,
-		       uint64_t ranges)
+static void note_batch(struct inv_queue *q, uint64_t n)
 {
 	bump(&q->batches, 1);
 	if (n > atomic_load_explicit(&q->batch_max, memory_order_relaxed))
 		atomic_store_explicit(&q->batch_max, n, memory_order_relaxed);
-	for (unsigned int i = 0; i < INV_NR_OPS; i++)
-		if (ops[i])
-			bump(&q->ops[i], ops[i]);
-	bump(&q->submits, submits);
-	if (ranges)
-		bump(&q->ranges, ranges);
 }
 
 /* Owner: wait until the slots [cur, end) are written, then make them visible. */
 static void publish(struct inv_queue *q, uint64_t cur, uint64_t end)
 {
-	uint64_t ops[INV_NR_OPS] = {0}, submits = 0, ranges = 0;
-
 	for (uint64_t s = cur; s < end; s++) {
 		const struct inv_slot *slot = &q->slots[s & q->mask];
 		unsigned int spins = 0;
@@ -157,9 +144,11 @@ static void publish(struct inv_queue *q, uint64_t cur, uint64_t end)
 		while (atomic_load_explicit(&slot->stamp, memory_order_acquire) != s + 1)
 			backoff(&spins);
 		word = atomic_load_explicit(&slot->word, memory_order_relaxed);
-		ops[(word & 0xff) % INV_NR_OPS]++;
-		submits += (word >> 24) & INV_MARK_SUBMIT;
-		ranges += ((word >> 24) & INV_MARK_RANGE) != 0;
+		bump(&q->ops[(word & 0xff) % INV_NR_OPS], 1);
+		if ((word >> 24) & INV_MARK_SUBMIT)
+			bump(&q->submits, 1);
+		if ((word >> 24) & INV_MARK_RANGE)
+			bump(&q->ranges, 1);
 	}
 	/*
 	 * Release pairs with the acquire loads of published by devices (agent catch-up), by
@@ -167,12 +156,13 @@ static void publish(struct inv_queue *q, uint64_t cur, uint64_t end)
 	 * producers did before submitting them (the page-table updates), are visible first.
 	 */
 	atomic_store_explicit(&q->published, end, memory_order_release);
-	note_batch(q, end - cur, ops, submits, ranges);
+	note_batch(q, end - cur);
 }
 
 void inv_queue_commit(struct inv_queue *q, uint64_t start, uint32_t n, bool owner)
 {
-	uint64_t cur = start, w;
+	uint64_t end, w;
+	unsigned int spins = 0;
 
 	if (q->reference) {
 		publish(q, start, start + n);
@@ -181,26 +171,23 @@ void inv_queue_commit(struct inv_queue *q, uint64_t start, uint32_t n, bool owne
 	}
 	if (!owner)
 		return; /* the owner of the batch we joined publishes our slots */
-	w = atomic_load_explicit(&q->resv, memory_order_relaxed);
-	for (;;) {
-		uint64_t tail = cur + (uint32_t)(RESV_TAIL(w) - (uint32_t)cur);
+	/*
+	 * a. The previous owner publishes everything before our start. Acquire pairs with its
+	 *    release store of published.
+	 */
+	while (atomic_load_explicit(&q->published, memory_order_acquire) != start)
+		backoff(&spins);
+	/* b. Close the batch: whoever reserves from now on owns or joins the next one. */
+	w = atomic_fetch_and_explicit(&q->resv, ~0xffffffffull, memory_order_relaxed);
+	end = start + (uint32_t)(RESV_TAIL(w) - (uint32_t)start);
+	/* c, d. Publish, in steps of at most len: producers beyond wait for that space. */
+	for (uint64_t cur = start; cur < end;) {
+		uint64_t step = end - cur > q->len ? cur + q->len : end;
 
-		/* Publish in steps of at most len: producers beyond wait for that space. */
-		while (cur < tail) {
-			uint64_t end = tail - cur > q->len ? cur + q->len : tail;
-
-			publish(q, cur, end);
-			cur = end;
-		}
-		/*
-		 * Close the batch: closed = tail. Fails if producers joined meanwhile; they are
-		 * ours to publish. Release pairs with the acquire fetch_add of the next owner.
-		 */
-		if (atomic_compare_exchange_weak_explicit(
-			    &q->resv, &w, (w & 0xffffffff00000000ull) | RESV_TAIL(w),
-			    memory_order_release, memory_order_relaxed))
-			break;
+		publish(q, cur, step);
+		cur = step;
 	}
+	(void)n;
 }
 
 int inv_queue_read(const struct inv_queue *q, uint64_t seq, struct inv_cmd *c)
@@ -246,10 +233,10 @@ int inv_queue_check(struct inv_queue *q, FILE *why)
 	uint64_t from = pub > q->len ? pub - q->len : 0;
 	uint64_t w = atomic_load_explicit(&q->resv, memory_order_relaxed);
 
-	if (!q->reference && RESV_TAIL(w) != RESV_CLOSED(w)) {
+	if (!q->reference && RESV_JOINED(w)) {
 		if (why)
-			fprintf(why, "inv_queue: batch open (tail %u closed %u)\n", RESV_TAIL(w),
-				RESV_CLOSED(w));
+			fprintf(why, "inv_queue: batch open (tail %u, %u producers)\n",
+				RESV_TAIL(w), RESV_JOINED(w));
 		return -EUCLEAN;
 	}
 	if (!q->reference && RESV_TAIL(w) != (uint32_t)pub) {

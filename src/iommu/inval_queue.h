@@ -11,20 +11,23 @@
  *
  * Multi-producer protocol (after the SMMUv3 command queue, Linux 2019):
  *
- *   resv = tail32 << 32 | closed32        (one 64-bit word, producers only)
+ *   resv = tail32 << 32 | joined32        (one 64-bit word, producers only)
  *
- *   reserve  old = fetch_add(resv, n << 32)       ONE atomic add, no cmpxchg loop
- *            owner = (old.tail32 == old.closed32) the queue was idle: this batch owns it
+ *   reserve  old = fetch_add(resv, n << 32 | 1)   ONE atomic add, no cmpxchg loop
+ *            owner = (old.joined32 == 0)          nobody gathers a batch: this one does
  *   write    wait for space, stamp = 0, fields, stamp = seq + 1   (no lock)
- *   commit   non-owner: done (the owner publishes its slots);
- *            owner: loop { t = resv.tail; wait until stamps [published, t) are valid;
- *                          published = t; CAS(resv, (t, closed) -> (t, t)) or go on }
+ *   commit   non-owner: done (its owner publishes its slots);
+ *            owner: a. wait until published == its start (the previous owner is done)
+ *                   b. close: end = fetch_and(resv, ~0xffffffff).tail32  (one RMW)
+ *                   c. wait until the stamps of [start, end) are valid
+ *                   d. published = end (release)
  *
- * Whoever reserves while an owner is active joins the owner's batch: the owner's closing CAS
- * fails while the tail keeps moving, so every joined slot is published by it, and the first
- * producer after a successful close becomes the next owner. Devices see one store of
- * `published` per batch. In the reference configuration a mutex serializes reserve, write and
- * publish instead (the single-lock queue of the Linux-like baseline).
+ * Everyone who reserves between an owner's reserve and its close joins that owner's batch;
+ * the first producer after the close owns the next batch and publishes it after this one.
+ * An owner publishes only what was reserved before its close, so its work is bounded, and
+ * devices see one store of `published` per batch. In the reference configuration a mutex
+ * serializes reserve, write and publish instead (the single-lock queue of the Linux-like
+ * baseline).
  *
  * Invariants: published <= every reserved-but-unpublished seq; a slot is overwritten only
  * after it was published (space check), so a consumer never misses a command silently.
@@ -75,7 +78,7 @@ struct inv_queue {
 	/* Read by every device on every DMA call: written once per batch. */
 	dg_cacheline _Atomic uint64_t published; /* commands < published are visible */
 	/* Producers' reservation word. */
-	dg_cacheline _Atomic uint64_t resv; /* tail32 << 32 | closed32, see above */
+	dg_cacheline _Atomic uint64_t resv; /* tail32 << 32 | joined32, see above */
 	dg_cacheline struct inv_slot *slots;
 	uint64_t mask; /* len - 1 */
 	uint32_t len;
