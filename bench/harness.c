@@ -158,29 +158,39 @@ uint64_t bench_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/*
+ * The CPUs the process may use, read once before any thread pins itself: a thread inherits its
+ * creator's affinity, so asking sched_getaffinity() from a worker created by a pinned thread
+ * would see one CPU only.
+ */
+static cpu_set_t initial_cpus;
+static int initial_cpus_ok;
+
+__attribute__((constructor)) static void bench_read_initial_cpus(void)
+{
+	initial_cpus_ok = sched_getaffinity(0, sizeof(initial_cpus), &initial_cpus) == 0 &&
+			  CPU_COUNT(&initial_cpus) > 0;
+}
+
 unsigned int bench_ncpus(void)
 {
-	cpu_set_t set;
-
-	if (sched_getaffinity(0, sizeof(set), &set) == 0)
-		return (unsigned int)CPU_COUNT(&set);
+	if (initial_cpus_ok)
+		return (unsigned int)CPU_COUNT(&initial_cpus);
 	long n = sysconf(_SC_NPROCESSORS_ONLN);
 	return n > 0 ? (unsigned int)n : 1;
 }
 
 int bench_pin_cpu(unsigned int cpu)
 {
-	cpu_set_t avail, one;
+	cpu_set_t one;
 	unsigned int n, seen = 0;
 
-	if (sched_getaffinity(0, sizeof(avail), &avail))
-		return -errno;
-	n = (unsigned int)CPU_COUNT(&avail);
-	if (!n)
-		return -EINVAL;
+	if (!initial_cpus_ok)
+		return -ENOSYS;
+	n = (unsigned int)CPU_COUNT(&initial_cpus);
 	cpu %= n;
 	for (int c = 0; c < CPU_SETSIZE; c++) {
-		if (!CPU_ISSET(c, &avail))
+		if (!CPU_ISSET(c, &initial_cpus))
 			continue;
 		if (seen++ == cpu) {
 			CPU_ZERO(&one);

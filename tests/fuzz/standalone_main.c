@@ -21,6 +21,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv) __attribute__((weak));
 
+#undef MAX_INPUT /* <limits.h> has one (the terminal input queue) */
 #define MAX_INPUT 4096
 
 struct corpus {

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vhost/dev.h - the back end's state shared by its control plane (dev.c: vhost-user messages),
+ * its data path (net.c: the net device's queues) and its server (server.c: socket, threads).
+ *
+ * Two agents touch a device: the control thread (messages) and the data path (one thread in
+ * dg_vhost_run(), or the caller of dg_vhost_poll()). They meet in three ways, all in struct
+ * vhost_sync:
+ *  - pause: a message that changes the memory table, a ring, a feature or an fd first parks the
+ *    data path at a quiescent point (between bursts), changes the state, then lets it go;
+ *  - invalidation: the control thread clears IOTLB leaves, marks rings the range overlaps as
+ *    stale, bumps inval_gen, and acknowledges the INVALIDATE to the front end only once the data
+ *    path has acknowledged that generation at a quiescent point (having emptied its per-queue
+ *    caches and dropped stale ring translations) or is offline (asleep, holding nothing);
+ *  - update: after an UPDATE the control thread bumps update_gen and wakes the data path, which
+ *    retries the queues that stopped on a miss.
+ * With no data-path thread (in-process use) the caller serialises everything; dg_vhost_poll()
+ * passes the quiescent point itself before each run.
+ */
+#ifndef DG_VHOST_DEV_H
+#define DG_VHOST_DEV_H
+
+#include <dmaguard/vhost.h>
+
+#include "vhost/iotlb.h"
+#include "vhost/memtable.h"
+#include "vhost/virtq.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define VHOST_NR_VQ	     2 /* 0 receive, 1 transmit */
+#define VHOST_RXQ	     0
+#define VHOST_TXQ	     1
+#define VHOST_BURST	     64
+#define VHOST_MAX_PENDING    32	  /* outstanding IOTLB misses remembered for de-duplication */
+#define VHOST_FRAME_MAX	     9216 /* largest frame carried (jumbo); larger ones are dropped */
+#define VHOST_FRAMEQ	     64	  /* frames waiting for receive buffers */
+#define VHOST_MISS_RESEND_NS 250000000ull /* a miss unanswered this long may be sent again */
+
+struct vhost_counters {
+	_Atomic uint64_t connections, messages, bad_messages;
+	_Atomic uint64_t iotlb_misses, iotlb_miss_dedup, iotlb_updates, iotlb_invalidations;
+	_Atomic uint64_t iotlb_access_fails, iotlb_entries, ring_translations, ring_errors;
+	_Atomic uint64_t outside_memtable, arp_replies, icmp_replies, ignored;
+	struct {
+		_Atomic uint64_t packets, bytes, dropped, kicks, calls;
+	} q[VHOST_NR_VQ];
+};
+
+struct vhost_sync {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	bool worker;		     /* a data-path thread exists (set before it starts) */
+	_Atomic uint64_t inval_gen;  /* bumped by the control thread after each invalidation */
+	_Atomic uint64_t acked_gen;  /* last inval_gen the data path acknowledged */
+	_Atomic uint64_t update_gen; /* bumped by the control thread after each UPDATE */
+	_Atomic bool online;	     /* data path running (not asleep in epoll_wait) */
+	_Atomic bool pause_req;	     /* control thread wants the data path parked */
+	bool parked;		     /* data path parked (lock) */
+	_Atomic bool stop;	     /* data-path thread must exit */
+	int wake_fd;		     /* eventfd: wakes the data path */
+};
+
+struct vhost_miss {
+	uint64_t page; /* IOVA page asked for */
+	unsigned int perm;
+	uint64_t sent_ns;
+};
+
+struct vhost_frame {
+	uint32_t len;
+	uint8_t data[VHOST_FRAME_MAX];
+};
+
+struct dg_vhost {
+	struct dg_vhost_config cfg;
+	char *socket_path;
+	uint8_t mac[6];
+
+	/* Control thread state (the data path reads it only while not paused). */
+	uint64_t features;	    /* acked virtio features */
+	uint64_t protocol_features; /* acked protocol features */
+	bool iommu;		    /* VIRTIO_F_IOMMU_PLATFORM acked */
+	int backend_fd;		    /* back-end channel, -1: none; the data path sends on it */
+	struct vhost_memtable mt;
+	struct vhost_iotlb iotlb;
+	struct vhost_vq vq[VHOST_NR_VQ];
+	int epoll_fd; /* kick fds and wake_fd, waited on by the data path */
+
+	/* Data path state. */
+	uint64_t local_gen;	  /* inval_gen last acknowledged */
+	uint64_t seen_update_gen; /* update_gen last acted upon */
+	struct vhost_miss miss[VHOST_MAX_PENDING];
+	unsigned int nmiss;
+	struct vhost_frame *frames; /* VHOST_FRAMEQ frames waiting for receive buffers */
+	unsigned int fq_head, fq_len;
+	uint8_t *txbuf; /* VHOST_FRAME_MAX + header */
+
+	struct vhost_sync sync;
+	struct vhost_counters st;
+	int stop_fd;   /* eventfd: dg_vhost_stop() */
+	int report_fd; /* eventfd: dg_vhost_report() */
+	pthread_t thread;
+};
+
+/* Count one event. */
+static inline void vhost_count(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
+}
+
+/* Error log (always) and debug log (cfg.verbose >= level). */
+void vhost_log(const struct dg_vhost *v, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* The address space the queues use now. */
+static inline struct vhost_as vhost_dev_as(struct dg_vhost *v)
+{
+	return (struct vhost_as){.mt = &v->mt,
+				 .iotlb = v->iommu ? &v->iotlb : NULL,
+				 .outside = &v->st.outside_memtable};
+}
+
+/* Data path (net.c): quiescent point, then one pass over the queues. */
+void vhost_dp_quiescent(struct dg_vhost *v);
+unsigned int vhost_dp_poll(struct dg_vhost *v);
+/* Forget data-path state tied to the front end (queued frames, pending misses). */
+void vhost_dp_reset(struct dg_vhost *v);
+
+/* Echo mode: the reply to @in (ARP or ICMP echo for @ip), or 0 if none. Pure function. */
+size_t vhost_net_echo(const uint8_t *in, size_t len, uint32_t ip, const uint8_t mac[6],
+		      uint8_t *out, size_t cap, int *kind);
+#define VHOST_ECHO_ARP	   1
+#define VHOST_ECHO_ICMP	   2
+#define VHOST_ECHO_IGNORED 3
+
+/* Control side of struct vhost_sync (dev.c). */
+void vhost_sync_pause(struct dg_vhost *v);
+void vhost_sync_resume(struct dg_vhost *v);
+
+#endif /* DG_VHOST_DEV_H */

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vhost/iotlb.h - the device IOTLB of the vhost-user back end (private).
+ *
+ * What the front end granted (IOTLB UPDATE: iova -> its virtual address, with a permission) is
+ * held per 4 KiB page in a radix tree indexed by the IOVA page number, so a lookup costs the
+ * same four dependent loads whatever the number and order of entries (DPDK's sorted list costs a
+ * scan, Linux vhost's interval tree a log; QEMU's VT-d hash flushes itself when full). A leaf is
+ * one 64-bit word: the back end's host address of the page, bit 62 = device may read, bit 63 =
+ * device may write; 0 = nothing granted.
+ *
+ *   pfn = iova >> 12 (52 bits):  [51:36] root (65536 slots)  [35:24] [23:12] [11:0] nodes of 4096
+ *
+ * Concurrency: one writer (the thread serving the socket: update, invalidate, flush), any
+ * number of lock-free readers (vhost_iotlb_lookup() from data-path threads). Interior nodes are
+ * published with a release store after they are zeroed, and are never freed while readers may
+ * run (only vhost_iotlb_destroy()/vhost_iotlb_reset(), with the data path paused). Leaves are
+ * written and cleared with relaxed stores: a reader may see an old or a new leaf until it passes
+ * a quiescent point; the writer acknowledges an INVALIDATE only after every online reader has
+ * passed one (vhost/dev.c), which is what makes an invalidation complete.
+ *
+ * Per-queue translation cache (struct vhost_tcache): a direct-mapped array of 64 (pfn, leaf)
+ * pairs private to the thread that owns the queue, so a hit is one load and a compare, no
+ * atomic at all. It is emptied by its owner at a quiescent point when the IOTLB's invalidation
+ * generation moved, before that point is acknowledged.
+ *
+ * Coalescing happens at translation time (vhost/virtq.c): consecutive pages become one segment
+ * only when their IOVAs and their host addresses are both contiguous.
+ */
+#ifndef DG_VHOST_IOTLB_H
+#define DG_VHOST_IOTLB_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define VHOST_IOTLB_PAGE_SHIFT 12
+#define VHOST_IOTLB_PAGE_SIZE  (1ull << VHOST_IOTLB_PAGE_SHIFT)
+#define VHOST_IOTLB_ROOT_BITS  16
+#define VHOST_IOTLB_NODE_BITS  12
+#define VHOST_IOTLB_READ       (1ull << 62)
+#define VHOST_IOTLB_WRITE      (1ull << 63)
+#define VHOST_IOTLB_ADDR_MASK  (VHOST_IOTLB_READ - 1)
+
+/* Default cap on tree nodes (32 KiB each): 4096 nodes = 128 MiB, room for 64 GiB of pages. */
+#define VHOST_IOTLB_MAX_NODES 4096
+
+struct vhost_iotlb {
+	_Atomic uint64_t *root; /* 2^16 slots: address of a level-1 node or 0; writer publishes */
+	size_t nodes;		/* nodes below the root; writer only */
+	size_t max_nodes;	/* allocation cap: update fails with -ENOSPC beyond it */
+	uint64_t entries;	/* leaves != 0; writer only */
+};
+
+/* 0 or -ENOMEM. @max_nodes 0 = VHOST_IOTLB_MAX_NODES. */
+int vhost_iotlb_init(struct vhost_iotlb *t, size_t max_nodes);
+
+/* Free every node (no reader may run). */
+void vhost_iotlb_destroy(struct vhost_iotlb *t);
+
+/* Remove every entry and free the nodes (no reader may run). */
+void vhost_iotlb_reset(struct vhost_iotlb *t);
+
+/*
+ * Grant [iova, iova + size) -> [host, host + size) with @perm (VHOST_IOTLB_READ|WRITE, at least
+ * one). Replaces whatever was there. @host need not be page aligned (the leaf keeps it whole).
+ * Returns 0, or -EINVAL (size 0, iova or size not 4 KiB aligned, perm empty or unknown, host 0
+ * or above 2^62), -ERANGE (iova + size wraps past 2^64), -ENOSPC (node cap reached), -ENOMEM;
+ * on error no translation changed.
+ */
+int vhost_iotlb_update(struct vhost_iotlb *t, uint64_t iova, uint64_t size, uintptr_t host,
+		       uint64_t perm);
+
+/*
+ * Remove every page that [iova, iova + size) touches; iova + size may equal 2^64 exactly (a
+ * full flush as QEMU sends it). Sets *@removed (may be NULL) to the number of pages removed.
+ * Returns 0, -EINVAL (size 0) or -ERANGE (the end wraps past 2^64); on error nothing changed.
+ * Cost: proportional to the tree nodes the range touches, never to the range's size.
+ */
+int vhost_iotlb_invalidate(struct vhost_iotlb *t, uint64_t iova, uint64_t size, uint64_t *removed);
+
+/* Remove every entry, keep the nodes (readers may run). */
+void vhost_iotlb_flush(struct vhost_iotlb *t);
+
+/* Check the invariants (entry and node counts, leaf format). 0 or -EUCLEAN. Writer only. */
+int vhost_iotlb_check(const struct vhost_iotlb *t);
+
+/* The leaf of IOVA page @pfn (< 2^52), 0 if none. Lock-free, any thread. */
+static inline uint64_t vhost_iotlb_lookup(const struct vhost_iotlb *t, uint64_t pfn)
+{
+	const unsigned int nb = VHOST_IOTLB_NODE_BITS;
+	const uint64_t m = (1ull << nb) - 1;
+	/* Acquire pairs with the release in publish_node(): the node is zeroed before it is seen. */
+	uint64_t n = atomic_load_explicit(&t->root[pfn >> (3 * nb)], memory_order_acquire);
+
+	if (!n)
+		return 0;
+	n = atomic_load_explicit(&((_Atomic uint64_t *)(uintptr_t)n)[(pfn >> (2 * nb)) & m],
+				 memory_order_acquire);
+	if (!n)
+		return 0;
+	n = atomic_load_explicit(&((_Atomic uint64_t *)(uintptr_t)n)[(pfn >> nb) & m],
+				 memory_order_acquire);
+	if (!n)
+		return 0;
+	return atomic_load_explicit(&((_Atomic uint64_t *)(uintptr_t)n)[pfn & m],
+				    memory_order_relaxed);
+}
+
+#define VHOST_TCACHE_SIZE 64
+
+/* Per-queue translation cache; owned by one thread. */
+struct vhost_tcache {
+	uint64_t tag[VHOST_TCACHE_SIZE];  /* pfn + 1, 0 = empty */
+	uint64_t leaf[VHOST_TCACHE_SIZE]; /* the leaf cached for tag - 1 */
+};
+
+static inline void vhost_tcache_flush(struct vhost_tcache *c)
+{
+	for (unsigned int i = 0; i < VHOST_TCACHE_SIZE; i++)
+		c->tag[i] = 0;
+}
+
+/* The leaf of @pfn through the cache @c (NULL: no cache). */
+static inline uint64_t vhost_tcache_lookup(struct vhost_tcache *c, const struct vhost_iotlb *t,
+					   uint64_t pfn)
+{
+	if (!c)
+		return vhost_iotlb_lookup(t, pfn);
+
+	unsigned int i = (unsigned int)(pfn % VHOST_TCACHE_SIZE);
+
+	if (c->tag[i] == pfn + 1)
+		return c->leaf[i];
+
+	uint64_t leaf = vhost_iotlb_lookup(t, pfn);
+
+	if (leaf) {
+		c->tag[i] = pfn + 1;
+		c->leaf[i] = leaf;
+	}
+	return leaf;
+}
+
+#endif /* DG_VHOST_IOTLB_H */

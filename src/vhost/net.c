@@ -1,0 +1,478 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * vhost/net.c - the data path of the net device: transmit queue in, receive queue out.
+ *
+ * One pass (vhost_dp_poll) = for each started queue: make sure its rings are translated, then
+ * at most VHOST_BURST chains. Transmitted frames are copied out of guest memory once (the
+ * driver may change them), handled by the mode (echo builds its reply in a private buffer,
+ * loop queues the frame, sink counts it), and replies wait in a small frame queue until the
+ * driver posts receive buffers. Used entries are published once per burst and the driver is
+ * notified once per burst.
+ *
+ * IOTLB misses: a chain or a ring that needs a translation the IOTLB does not hold is left
+ * where it is (nothing consumed), a MISS is sent on the back-end channel unless the same page
+ * with the same access is already pending (de-duplicated for VHOST_MISS_RESEND_NS), and the
+ * queue is marked to be retried when the control thread reports an UPDATE (update_gen). The
+ * control thread never waits for the data path to make progress, only for it to reach a
+ * quiescent point, so the front end's UPDATE (sent in answer to the MISS, and acknowledged
+ * before the front end does anything else) is always served.
+ *
+ * Sends on the back-end channel are non-blocking: if the socket is full the miss is simply not
+ * recorded as pending and will be sent again at the next retry.
+ */
+#include "vhost/dev.h"
+
+#include "base/clock.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define HDR_LEN sizeof(struct virtio_net_hdr_v1)
+
+/* ---- echo mode: ARP and ICMP echo ---- */
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)(v >> 8);
+	p[1] = (uint8_t)v;
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* One's-complement sum of @len bytes, folded, not inverted. */
+static uint32_t csum_add(uint32_t sum, const uint8_t *p, size_t len)
+{
+	for (size_t i = 0; i + 1 < len; i += 2)
+		sum += get16(p + i);
+	if (len & 1)
+		sum += (uint32_t)p[len - 1] << 8;
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return sum;
+}
+
+size_t vhost_net_echo(const uint8_t *in, size_t len, uint32_t ip, const uint8_t mac[6],
+		      uint8_t *out, size_t cap, int *kind)
+{
+	*kind = VHOST_ECHO_IGNORED;
+	if (len < 14 || len > cap)
+		return 0;
+	uint16_t type = get16(in + 12);
+
+	if (type == 0x0806) { /* ARP */
+		const uint8_t *a = in + 14;
+
+		if (len < 14 + 28 || get16(a) != 1 || get16(a + 2) != 0x0800 || a[4] != 6 ||
+		    a[5] != 4 || get16(a + 6) != 1 || get32(a + 24) != ip)
+			return 0;
+		memcpy(out, in + 6, 6); /* to the asker */
+		memcpy(out + 6, mac, 6);
+		put16(out + 12, 0x0806);
+		uint8_t *r = out + 14;
+		put16(r, 1);
+		put16(r + 2, 0x0800);
+		r[4] = 6;
+		r[5] = 4;
+		put16(r + 6, 2);       /* reply */
+		memcpy(r + 8, mac, 6); /* sender: us */
+		memcpy(r + 14, a + 24, 4);
+		memcpy(r + 18, a + 8, 6); /* target: the asker */
+		memcpy(r + 24, a + 14, 4);
+		*kind = VHOST_ECHO_ARP;
+		return 14 + 28;
+	}
+	if (type != 0x0800 || len < 14 + 20)
+		return 0;
+
+	const uint8_t *iph = in + 14;
+	size_t ihl = (size_t)(iph[0] & 0xf) * 4, tot = get16(iph + 2);
+
+	if ((iph[0] >> 4) != 4 || ihl < 20 || tot < ihl + 8 || 14 + tot > len || iph[9] != 1 ||
+	    get32(iph + 16) != ip || (get16(iph + 6) & 0x3fff) || /* fragments: not ours */
+	    csum_add(0, iph, ihl) != 0xffff)
+		return 0;
+	const uint8_t *icmp = iph + ihl;
+	if (icmp[0] != 8 || icmp[1] != 0 || csum_add(0, icmp, tot - ihl) != 0xffff)
+		return 0;
+
+	/* The reply: same frame, addresses swapped, type 0; the payload is copied untouched. */
+	memcpy(out, in, 14 + tot);
+	memcpy(out, in + 6, 6);
+	memcpy(out + 6, mac, 6);
+	uint8_t *oip = out + 14;
+	memcpy(oip + 12, iph + 16, 4);
+	memcpy(oip + 16, iph + 12, 4);
+	/* Swapping the addresses leaves the IP checksum as it was. */
+	uint8_t *oicmp = oip + ihl;
+	oicmp[0] = 0;
+	/* RFC 1624 incremental update for the type byte 8 -> 0: HC' = ~(~HC + ~m + m'). */
+	uint32_t sum = (uint32_t)(~get16(icmp + 2) & 0xffff) + (uint32_t)(~0x0800u & 0xffff);
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	put16(oicmp + 2, (uint16_t)~sum);
+	*kind = VHOST_ECHO_ICMP;
+	return 14 + tot;
+}
+
+/* ---- IOTLB misses and access failures, on the back-end channel ---- */
+
+static int backend_send(struct dg_vhost *v, uint64_t iova, unsigned int perm, uint8_t type)
+{
+	struct vu_hdr h = {.request = VU_BACKEND_IOTLB_MSG,
+			   .flags = VU_VERSION,
+			   .size = sizeof(struct vu_iotlb)};
+	struct vu_iotlb m = {.iova = iova, .perm = (uint8_t)perm, .type = type};
+	uint8_t msg[VU_HDR_SIZE + sizeof(m)]; /* packed on the wire: no padding after the header */
+
+	if (v->backend_fd < 0)
+		return -ENOTCONN;
+	memcpy(msg, &h, VU_HDR_SIZE);
+	memcpy(msg + VU_HDR_SIZE, &m, sizeof(m));
+	ssize_t n = send(v->backend_fd, msg, sizeof(msg), MSG_DONTWAIT | MSG_NOSIGNAL);
+	return n == (ssize_t)sizeof(msg) ? 0 : -EAGAIN;
+}
+
+static void miss(struct dg_vhost *v, struct vhost_vq *q, const struct vhost_fault *f)
+{
+	uint64_t now = dg_now_ns();
+	unsigned int i;
+
+	q->retry = true;
+	for (i = 0; i < v->nmiss; i++) {
+		if (v->miss[i].page == f->addr && (v->miss[i].perm & f->perm) == f->perm) {
+			if (now - v->miss[i].sent_ns < VHOST_MISS_RESEND_NS) {
+				vhost_count(&v->st.iotlb_miss_dedup, 1);
+				return;
+			}
+			break;
+		}
+	}
+	if (backend_send(v, f->addr, f->perm, VU_IOTLB_MISS))
+		return; /* not pending: sent again at the next retry */
+	vhost_count(&v->st.iotlb_misses, 1);
+	vhost_log(v, 2, "iotlb miss iova 0x%llx perm %u", (unsigned long long)f->addr, f->perm);
+	if (i == v->nmiss) {
+		if (v->nmiss == VHOST_MAX_PENDING) {
+			/* Forget the oldest: at worst it is asked for once more. */
+			memmove(&v->miss[0], &v->miss[1], sizeof(v->miss[0]) * (v->nmiss - 1));
+			i = --v->nmiss;
+		}
+		v->nmiss++;
+	}
+	v->miss[i] = (struct vhost_miss){.page = f->addr, .perm = f->perm, .sent_ns = now};
+}
+
+/* After UPDATEs: forget the pending misses that now translate, retry every queue. */
+static void updates_arrived(struct dg_vhost *v)
+{
+	unsigned int k = 0;
+
+	for (unsigned int i = 0; i < v->nmiss; i++) {
+		uint64_t leaf =
+			vhost_iotlb_lookup(&v->iotlb, v->miss[i].page >> VHOST_IOTLB_PAGE_SHIFT);
+		unsigned int p = (leaf & VHOST_IOTLB_READ ? VU_ACCESS_RO : 0) |
+				 (leaf & VHOST_IOTLB_WRITE ? VU_ACCESS_WO : 0);
+
+		if (!leaf || (p & v->miss[i].perm) != v->miss[i].perm)
+			v->miss[k++] = v->miss[i];
+	}
+	v->nmiss = k;
+	for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
+		v->vq[i].retry = false;
+}
+
+static void access_fail(struct dg_vhost *v, const struct vhost_fault *f)
+{
+	vhost_count(&v->st.iotlb_access_fails, 1);
+	vhost_log(v, 0, "access outside what was granted: iova 0x%llx needs %s",
+		  (unsigned long long)f->addr, f->perm == VU_ACCESS_WO ? "write" : "read");
+	(void)backend_send(v, f->addr, f->perm, VU_IOTLB_ACCESS_FAIL);
+}
+
+static void ring_error(struct dg_vhost *v, unsigned int qi, int rc)
+{
+	struct vhost_vq *q = &v->vq[qi];
+	uint64_t one = 1;
+
+	q->broken = true;
+	vhost_count(&v->st.ring_errors, 1);
+	vhost_log(v, 0, "vring %u stopped: malformed ring or descriptor (%s)", qi, strerror(-rc));
+	if (q->rings_ok)
+		vhost_log(v, 0, "vring %u: avail idx %u flags %u, next avail %u, used idx %u", qi,
+			  atomic_load_explicit((_Atomic uint16_t *)(void *)(q->avail + 2),
+					       memory_order_relaxed),
+			  atomic_load_explicit((_Atomic uint16_t *)(void *)q->avail,
+					       memory_order_relaxed),
+			  q->last_avail, q->used_idx);
+	if (q->err_fd >= 0)
+		(void)!write(q->err_fd, &one, sizeof(one));
+}
+
+/* ---- the data path ---- */
+
+void vhost_dp_reset(struct dg_vhost *v)
+{
+	v->nmiss = 0;
+	v->fq_head = v->fq_len = 0;
+}
+
+void vhost_dp_quiescent(struct dg_vhost *v)
+{
+	/* Seq_cst: Dekker with sync_invalidated() (see there); also acquire of the leaves and
+	 * ring_stale flags the control thread wrote before bumping the generation. */
+	uint64_t g = atomic_load_explicit(&v->sync.inval_gen, memory_order_seq_cst);
+
+	if (g != v->local_gen) {
+		for (unsigned int i = 0; i < VHOST_NR_VQ; i++) {
+			struct vhost_vq *q = &v->vq[i];
+
+			vhost_tcache_flush(&q->tcache);
+			if (atomic_exchange_explicit(&q->ring_stale, false, memory_order_relaxed))
+				q->rings_ok = false;
+		}
+		v->local_gen = g;
+		/* What answered a pending miss may be gone again: let every miss be re-sent. */
+		v->nmiss = 0;
+		if (v->sync.worker) {
+			pthread_mutex_lock(&v->sync.lock);
+			/* Release pairs with the acquire in sync_invalidated(). */
+			atomic_store_explicit(&v->sync.acked_gen, g, memory_order_release);
+			pthread_cond_broadcast(&v->sync.cond);
+			pthread_mutex_unlock(&v->sync.lock);
+		}
+	}
+	/* Acquire pairs with the release in vhost_sync_pause(). */
+	if (v->sync.worker && atomic_load_explicit(&v->sync.pause_req, memory_order_acquire)) {
+		pthread_mutex_lock(&v->sync.lock);
+		v->sync.parked = true;
+		pthread_cond_broadcast(&v->sync.cond);
+		while (atomic_load_explicit(&v->sync.pause_req, memory_order_relaxed))
+			pthread_cond_wait(&v->sync.cond, &v->sync.lock);
+		v->sync.parked = false;
+		pthread_mutex_unlock(&v->sync.lock);
+	}
+	/* Acquire pairs with the release after each UPDATE in handle_iotlb(). */
+	uint64_t u = atomic_load_explicit(&v->sync.update_gen, memory_order_acquire);
+	if (u != v->seen_update_gen) {
+		v->seen_update_gen = u;
+		updates_arrived(v);
+	}
+}
+
+static bool queue_ready(struct dg_vhost *v, unsigned int qi)
+{
+	struct vhost_vq *q = &v->vq[qi];
+
+	if (!q->enabled || !q->started || q->broken || q->retry || !q->num || !q->addr_set ||
+	    !v->mt.n)
+		return false;
+	if (!q->rings_ok) {
+		struct vhost_as as = vhost_dev_as(v);
+		struct vhost_fault f;
+		int rc = vhost_vq_map_rings(q, &as, &f);
+
+		if (rc == -EAGAIN) {
+			miss(v, q, &f);
+			return false;
+		}
+		if (rc) {
+			if (rc == -EACCES)
+				access_fail(v, &f);
+			ring_error(v, qi, rc);
+			return false;
+		}
+		vhost_count(&v->st.ring_translations, 1);
+	}
+	return true;
+}
+
+static void notify(struct dg_vhost *v, unsigned int qi)
+{
+	struct vhost_vq *q = &v->vq[qi];
+	uint64_t one = 1;
+
+	if (vhost_vq_publish(q) && q->call_fd >= 0) {
+		(void)!write(q->call_fd, &one, sizeof(one));
+		vhost_count(&v->st.q[qi].calls, 1);
+	}
+}
+
+static void enqueue_frame(struct dg_vhost *v, const uint8_t *data, size_t len)
+{
+	if (v->fq_len == VHOST_FRAMEQ || len > VHOST_FRAME_MAX) {
+		vhost_count(&v->st.q[VHOST_RXQ].dropped, 1);
+		return;
+	}
+	struct vhost_frame *f = &v->frames[(v->fq_head + v->fq_len) % VHOST_FRAMEQ];
+
+	memcpy(f->data, data, len);
+	f->len = (uint32_t)len;
+	v->fq_len++;
+}
+
+static unsigned int do_rx(struct dg_vhost *v)
+{
+	struct vhost_vq *q = &v->vq[VHOST_RXQ];
+	struct vhost_as as = vhost_dev_as(v);
+	struct vhost_chain ch;
+	struct vhost_fault f;
+	unsigned int done = 0;
+	uint64_t bytes = 0;
+
+	while (v->fq_len && done < VHOST_BURST) {
+		struct vhost_frame *fr = &v->frames[v->fq_head];
+		int rc = vhost_vq_pop(q, &as, &ch, &f);
+
+		if (rc == 0)
+			break; /* no buffer posted: the frame waits */
+		if (rc == -EAGAIN) {
+			miss(v, q, &f);
+			break;
+		}
+		if (rc == -EACCES) {
+			access_fail(v, &f);
+			vhost_vq_push(q, ch.head, 0);
+			done++;
+			continue;
+		}
+		if (rc < 0) {
+			ring_error(v, VHOST_RXQ, rc);
+			break;
+		}
+		const struct vhost_seg *ws = ch.seg + ch.nread;
+		unsigned int nw = ch.nseg - ch.nread;
+
+		if (ch.write_len < HDR_LEN + fr->len) {
+			vhost_vq_push(q, ch.head, 0);
+			vhost_count(&v->st.q[VHOST_RXQ].dropped, 1);
+		} else {
+			struct virtio_net_hdr_v1 h = {.num_buffers = 1};
+
+			vhost_segs_write(ws, nw, 0, &h, HDR_LEN);
+			vhost_segs_write(ws, nw, HDR_LEN, fr->data, fr->len);
+			vhost_vq_push(q, ch.head, (uint32_t)(HDR_LEN + fr->len));
+			bytes += fr->len;
+			vhost_count(&v->st.q[VHOST_RXQ].packets, 1);
+		}
+		v->fq_head = (v->fq_head + 1) % VHOST_FRAMEQ;
+		v->fq_len--;
+		done++;
+	}
+	if (bytes)
+		vhost_count(&v->st.q[VHOST_RXQ].bytes, bytes);
+	notify(v, VHOST_RXQ);
+	return done;
+}
+
+static void handle_frame(struct dg_vhost *v, const uint8_t *frame, size_t len)
+{
+	uint8_t reply[VHOST_FRAME_MAX];
+	size_t n;
+	int kind;
+
+	switch (v->cfg.mode) {
+	case DG_VHOST_SINK:
+		return;
+	case DG_VHOST_LOOP:
+		enqueue_frame(v, frame, len);
+		return;
+	case DG_VHOST_ECHO:
+		n = vhost_net_echo(frame, len, v->cfg.ipv4, v->mac, reply, sizeof(reply), &kind);
+		if (kind == VHOST_ECHO_ARP)
+			vhost_count(&v->st.arp_replies, 1);
+		else if (kind == VHOST_ECHO_ICMP)
+			vhost_count(&v->st.icmp_replies, 1);
+		else
+			vhost_count(&v->st.ignored, 1);
+		if (n)
+			enqueue_frame(v, reply, n);
+		return;
+	}
+}
+
+static unsigned int do_tx(struct dg_vhost *v)
+{
+	struct vhost_vq *q = &v->vq[VHOST_TXQ];
+	struct vhost_as as = vhost_dev_as(v);
+	struct vhost_chain ch;
+	struct vhost_fault f;
+	unsigned int done = 0;
+	uint64_t bytes = 0;
+
+	while (done < VHOST_BURST) {
+		if (v->cfg.mode != DG_VHOST_SINK && v->fq_len == VHOST_FRAMEQ)
+			break; /* receive side full: leave frames in the ring (back-pressure) */
+		int rc = vhost_vq_pop(q, &as, &ch, &f);
+
+		if (rc == 0)
+			break;
+		if (rc == -EAGAIN) {
+			miss(v, q, &f);
+			break;
+		}
+		if (rc == -EACCES) {
+			access_fail(v, &f);
+			vhost_vq_push(q, ch.head, 0);
+			done++;
+			continue;
+		}
+		if (rc < 0) {
+			ring_error(v, VHOST_TXQ, rc);
+			break;
+		}
+		if (ch.read_len < HDR_LEN || ch.read_len - HDR_LEN > VHOST_FRAME_MAX) {
+			vhost_count(&v->st.q[VHOST_TXQ].dropped, 1);
+		} else {
+			size_t len = (size_t)ch.read_len - HDR_LEN;
+
+			vhost_segs_read(ch.seg, ch.nread, HDR_LEN, v->txbuf, len);
+			bytes += len;
+			vhost_count(&v->st.q[VHOST_TXQ].packets, 1);
+			handle_frame(v, v->txbuf, len);
+		}
+		vhost_vq_push(q, ch.head, 0);
+		done++;
+	}
+	if (bytes)
+		vhost_count(&v->st.q[VHOST_TXQ].bytes, bytes);
+	notify(v, VHOST_TXQ);
+	return done;
+}
+
+unsigned int vhost_dp_poll(struct dg_vhost *v)
+{
+	unsigned int work = 0;
+
+	if (queue_ready(v, VHOST_TXQ))
+		work += do_tx(v);
+	if (v->fq_len && queue_ready(v, VHOST_RXQ))
+		work += do_rx(v);
+	/* Frames delivered may have made room for more transmitted ones. */
+	if (work && queue_ready(v, VHOST_TXQ))
+		work += do_tx(v);
+	return work;
+}
+
+int dg_vhost_poll(dg_vhost *v, unsigned int *work)
+{
+	unsigned int w;
+
+	if (!v)
+		return -EINVAL;
+	vhost_dp_quiescent(v);
+	w = vhost_dp_poll(v);
+	if (work)
+		*work = w;
+	return 0;
+}

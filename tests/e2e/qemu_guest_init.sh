@@ -1,0 +1,43 @@
+#!/bin/sh
+# /init of the QEMU guest (packed by qemu_guest_prepare.sh): load virtio_net, give eth0
+# 10.0.0.2/24, ping the back end (10.0.0.1) dg.count times with dg.size bytes, print the result
+# line the test looks for, take eth0 down, unload virtio_net (the driver's teardown unmaps its
+# rings: invalidations) and power off.
+export PATH=/bin:/sbin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev 2>/dev/null
+mkdir -p /tmp
+count=2000
+size=1400
+interval=0.003
+for arg in $(cat /proc/cmdline); do
+	case "$arg" in
+	dg.count=*) count=${arg#dg.count=} ;;
+	dg.size=*) size=${arg#dg.size=} ;;
+	dg.interval=*) interval=${arg#dg.interval=} ;;
+	esac
+done
+for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci failover \
+	net_failover virtio_net; do
+	insmod /lib/modules/$m.ko || echo "DG-ERROR insmod $m"
+done
+n=0
+while [ ! -e /sys/class/net/eth0 ] && [ $n -lt 50 ]; do
+	sleep 0.1
+	n=$((n + 1))
+done
+ip link set lo up
+ip link set eth0 up
+ip addr add 10.0.0.2/24 dev eth0
+ping -q -c "$count" -s "$size" -i "$interval" -W 5 -w 120 10.0.0.1 >/tmp/ping.out 2>&1
+cat /tmp/ping.out
+tx=$(sed -n 's/^\([0-9]*\) packets transmitted.*/\1/p' /tmp/ping.out)
+rx=$(sed -n 's/.* \([0-9]*\) packets received.*/\1/p' /tmp/ping.out)
+echo "DG-PING transmitted=${tx:-0} received=${rx:-0}"
+grep round-trip /tmp/ping.out | sed "s/^/DG-RTT /"
+cat /proc/net/dev
+ip link set eth0 down
+rmmod virtio_net && echo "DG-RMMOD ok"
+echo "DG-DONE"
+poweroff -f

@@ -1,0 +1,1058 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the IOVA allocator (dmaguard/iova.h): configuration and argument errors,
+ * alignment, limits, prefer32, reserved ranges, find, exhaustion and recovery, magazines and
+ * the depot (zones, flush, trim), memory-allocation failures, randomized operations against
+ * the reference model with dg_iova_check() after every step, the nodes-visited bound on the
+ * EiovaR pattern and on a 32-bit device in a nearly full space (and the Linux reference's
+ * linear walk on the same layouts), and that dg_iova_check() catches corruption.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dmaguard/iova.h>
+
+#include "iova/iova_priv.h"
+#include "iova_model.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define K4   4096ull
+#define GIB4 (1ull << 32)
+
+static struct dg_iova_space *mk(uint64_t start, uint64_t end, uint64_t granule,
+				enum dg_iova_algo algo, unsigned int flags, unsigned int ncpus)
+{
+	struct dg_iova_config cfg = {.start = start,
+				     .end = end,
+				     .granule = granule,
+				     .algo = algo,
+				     .flags = flags,
+				     .ncpus = ncpus};
+	struct dg_iova_space *s = dg_iova_create(&cfg);
+
+	assert_non_null(s);
+	return s;
+}
+
+static void assert_ok(const struct dg_iova_space *s)
+{
+	int err = dg_iova_check(s, stderr);
+
+	if (err)
+		dg_iova_dump(s, stderr);
+	assert_int_equal(err, 0);
+}
+
+/* The three ways to run a space. */
+struct variant {
+	const char *name;
+	enum dg_iova_algo algo;
+	unsigned int flags;
+};
+
+static const struct variant variants[] = {
+	{"augmented+magazines", DG_IOVA_ALGO_AUGMENTED, 0},
+	{"augmented", DG_IOVA_ALGO_AUGMENTED, DG_IOVA_CFG_NO_MAGAZINES},
+	{"linux-reference", DG_IOVA_ALGO_LINUX_REFERENCE, 0},
+};
+
+static void test_create_errors(void **state)
+{
+	(void)state;
+	static const struct dg_iova_config bad[] = {
+		{.start = 0, .end = (1ull << 36) - 1, .granule = 0},
+		{.start = 0, .end = (1ull << 36) - 1, .granule = 3 * K4},
+		{.start = 0, .end = UINT64_MAX, .granule = 1ull << 33},
+		{.start = 100, .end = (1ull << 36) - 1, .granule = K4},
+		{.start = 0, .end = (1ull << 36), .granule = K4},
+		{.start = 2 * K4, .end = K4 - 1, .granule = K4},
+		{.start = 0, .end = K4 - 1, .granule = K4}, /* only IOVA 0: nothing usable */
+		{.start = 0, .end = UINT64_MAX, .granule = 1},
+		{.start = 0, .end = (1ull << 36) - 1, .granule = K4, .algo = 7},
+		{.start = 0, .end = (1ull << 36) - 1, .granule = K4, .flags = 1u << 5},
+		{.start = 0, .end = (1ull << 36) - 1, .granule = K4, .ncpus = 5000},
+	};
+
+	errno = 0;
+	assert_null(dg_iova_create(NULL));
+	assert_int_equal(errno, EINVAL);
+	for (size_t i = 0; i < DG_ARRAY_SIZE(bad); i++) {
+		errno = 0;
+		assert_null(dg_iova_create(&bad[i]));
+		assert_int_equal(errno, EINVAL);
+	}
+	/* Edges that are fine. */
+	struct dg_iova_space *s = mk(0, UINT64_MAX, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	uint64_t iova;
+	assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &iova), 0);
+	assert_int_equal(iova, UINT64_MAX - K4 + 1);
+	assert_ok(s);
+	dg_iova_destroy(s);
+	s = mk(0, UINT64_MAX - 2, 1, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	assert_int_equal(dg_iova_alloc(s, 1, UINT64_MAX, 0, &iova), 0);
+	assert_int_equal(iova, UINT64_MAX - 2);
+	assert_ok(s);
+	dg_iova_destroy(s);
+	dg_iova_destroy(NULL);
+}
+
+static void stats(const struct dg_iova_space *s, struct dg_iova_stats *st)
+{
+	dg_iova_get_stats(s, st);
+}
+
+static void test_basic(void **state)
+{
+	(void)state;
+	for (size_t v = 0; v < DG_ARRAY_SIZE(variants); v++) {
+		struct dg_iova_space *s =
+			mk(0, (1ull << 36) - 1, K4, variants[v].algo, variants[v].flags, 2);
+		uint64_t a, b, c, d, start, size;
+		struct dg_iova_stats st;
+
+		stats(s, &st);
+		assert_int_equal(st.reserved_ranges, 1); /* IOVA 0 */
+		assert_int_equal(dg_iova_find(s, 0, &start, &size), -EPERM);
+		assert_int_equal(start, 0);
+		assert_int_equal(size, K4);
+
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &a), 0);
+		assert_int_equal(a, (1ull << 36) - K4); /* highest first */
+		assert_int_equal(dg_iova_alloc(s, 2 * K4, UINT64_MAX, 0, &b), 0);
+		assert_int_equal(b, (1ull << 36) - 4 * K4); /* 8K aligned below a */
+		assert_int_equal(dg_iova_alloc(s, 3 * K4, UINT64_MAX, 0, &c), 0);
+		assert_int_equal(c, (1ull << 36) - 8 * K4); /* 3 pages: 4 reserved, 16K aligned */
+		assert_int_equal(dg_iova_alloc(s, 3 * K4, UINT64_MAX, DG_IOVA_ALLOC_PAGE_ALIGN, &d),
+				 0);
+		assert_int_equal(d, (1ull << 36) - 11 * K4); /* exactly 3 pages below c */
+		assert_ok(s);
+
+		assert_int_equal(dg_iova_find(s, c + 3 * K4 + 5, &start, &size), 0);
+		assert_int_equal(start, c); /* the padding granule belongs to c */
+		assert_int_equal(size, 3 * K4);
+		assert_int_equal(dg_iova_find(s, b + 100, &start, NULL), 0);
+		assert_int_equal(start, b);
+		assert_int_equal(dg_iova_find(s, a - K4, NULL, NULL), -ENOENT);
+
+		/* Bad frees: counted, nothing changes. */
+		stats(s, &st);
+		uint64_t live = st.live_ranges;
+		assert_int_equal(dg_iova_free(s, c, 4 * K4 + 1), -EINVAL); /* 5 granules */
+		assert_int_equal(dg_iova_free(s, c + K4, 3 * K4), -ENOENT);
+		assert_int_equal(dg_iova_free(s, c + 1, 3 * K4), -EINVAL);
+		assert_int_equal(dg_iova_free(s, c, 0), -EINVAL);
+		assert_int_equal(dg_iova_free(s, 0, K4), -ENOENT); /* reserved */
+		assert_int_equal(dg_iova_free(s, 1ull << 40, K4), -ENOENT);
+		stats(s, &st);
+		assert_int_equal(st.bad_frees, 6);
+		assert_int_equal(st.live_ranges, live);
+		assert_ok(s);
+
+		/* A size that rounds to the same granules is accepted. */
+		assert_int_equal(dg_iova_free(s, c, 3 * K4 - 100), 0);
+		assert_int_equal(dg_iova_free(s, c, 3 * K4), -ENOENT); /* double free */
+		assert_int_equal(dg_iova_find(s, c, NULL, NULL), -ENOENT);
+		assert_int_equal(dg_iova_free(s, a, K4), 0);
+		assert_int_equal(dg_iova_free(s, b, 2 * K4), 0);
+		assert_int_equal(dg_iova_free(s, d, 3 * K4), 0);
+		stats(s, &st);
+		assert_int_equal(st.live_ranges, 0);
+		assert_int_equal(st.allocs, 4);
+		assert_int_equal(st.frees, 4);
+		assert_int_equal(st.bad_frees, 7);
+		assert_ok(s);
+		dg_iova_flush_caches(s);
+		stats(s, &st);
+		assert_int_equal(st.cached_ranges, 0);
+		assert_int_equal(st.tree_nodes, 2);
+		assert_ok(s);
+		dg_iova_destroy(s);
+	}
+}
+
+static void test_alloc_errors(void **state)
+{
+	(void)state;
+	for (size_t v = 0; v < DG_ARRAY_SIZE(variants); v++) {
+		struct dg_iova_space *s =
+			mk(16 * K4, 1024 * K4 - 1, K4, variants[v].algo, variants[v].flags, 1);
+		uint64_t iova = 12345;
+		struct dg_iova_stats st;
+
+		assert_int_equal(dg_iova_alloc(s, 0, UINT64_MAX, 0, &iova), -EINVAL);
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 1u << 7, &iova), -EINVAL);
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, NULL), -EINVAL);
+		/* 1008 granules: page aligned fits, natural (1024) is larger than the space */
+		assert_int_equal(dg_iova_alloc(s, 1009 * K4, UINT64_MAX, DG_IOVA_ALLOC_PAGE_ALIGN,
+					       &iova),
+				 -EINVAL);
+		assert_int_equal(dg_iova_alloc(s, 1008 * K4, UINT64_MAX, 0, &iova), -EINVAL);
+		assert_int_equal(dg_iova_alloc(s, UINT64_MAX, UINT64_MAX, 0, &iova), -EINVAL);
+		assert_int_equal(dg_iova_alloc(s, K4, 16 * K4 - 1, 0, &iova), -ERANGE);
+		assert_int_equal(dg_iova_alloc_prefer32(s, K4, 100, 0, &iova), -ERANGE);
+		/* A limit inside the first granule leaves no whole granule. */
+		assert_int_equal(dg_iova_alloc(s, K4, 16 * K4 + 10, 0, &iova), -ENOSPC);
+		assert_int_equal(iova, 12345);
+		stats(s, &st);
+		assert_int_equal(st.allocs, 0);
+		assert_int_equal(st.alloc_failures, 1);
+		assert_int_equal(st.tree_nodes, 1);
+		/* The whole space in one page-aligned range. */
+		assert_int_equal(dg_iova_alloc(s, 1008 * K4, UINT64_MAX, DG_IOVA_ALLOC_PAGE_ALIGN,
+					       &iova),
+				 0);
+		assert_int_equal(iova, 16 * K4);
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &iova), -ENOSPC);
+		assert_int_equal(dg_iova_free(s, 16 * K4, 1008 * K4), 0);
+		/* A limit: the highest fit ends at or below it. */
+		assert_int_equal(dg_iova_alloc(s, 4 * K4, 100 * K4 + 5, 0, &iova), 0);
+		assert_int_equal(iova, 96 * K4);
+		assert_int_equal(dg_iova_alloc(s, 4 * K4, 100 * K4 - 1, 0, &iova), 0);
+		assert_int_equal(iova, 92 * K4);
+		assert_ok(s);
+		dg_iova_destroy(s);
+	}
+}
+
+/* Magazines never give a caller a range above its limit; prefer32 goes below 4 GiB first. */
+static void test_limits_and_zones(void **state)
+{
+	(void)state;
+	for (size_t v = 0; v < DG_ARRAY_SIZE(variants); v++) {
+		struct dg_iova_space *s =
+			mk(K4, (1ull << 40) - 1, K4, variants[v].algo, variants[v].flags, 1);
+		uint64_t lo, hi, x, y, z;
+
+		/* Only 16 granules below 4 GiB stay free. */
+		assert_int_equal(dg_iova_reserve(s, K4, GIB4 - 17 * K4), 0);
+		assert_int_equal(dg_iova_alloc(s, K4, GIB4 - 1, 0, &lo), 0);
+		assert_true(lo < GIB4);
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &hi), 0);
+		assert_int_equal(hi, (1ull << 40) - K4);
+		assert_int_equal(dg_iova_free(s, lo, K4), 0);
+		assert_int_equal(dg_iova_free(s, hi, K4), 0);
+		/* The cached low range must not serve a 64-bit request (it keeps the low space),
+		 * and the cached high one must never serve a 32-bit request. */
+		assert_int_equal(dg_iova_alloc(s, K4, GIB4 - 1, 0, &x), 0);
+		assert_true(x < GIB4);
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &y), 0);
+		assert_true(y >= GIB4);
+		/* A limit between 4 GiB and the end. */
+		assert_int_equal(dg_iova_free(s, y, K4), 0);
+		assert_int_equal(dg_iova_alloc(s, K4, (1ull << 38) - 1, 0, &z), 0);
+		assert_true(z < 1ull << 38);
+		assert_int_equal(dg_iova_free(s, z, K4), 0);
+		assert_int_equal(dg_iova_free(s, x, K4), 0);
+		assert_ok(s);
+
+		/* prefer32: the 16 free low granules first, then high. */
+		uint64_t got[17];
+		for (int i = 0; i < 17; i++) {
+			assert_int_equal(dg_iova_alloc_prefer32(s, K4, UINT64_MAX, 0, &got[i]), 0);
+			if (i < 16)
+				assert_true(got[i] < GIB4 && got[i] >= GIB4 - 16 * K4);
+			else
+				assert_true(got[i] >= GIB4);
+		}
+		assert_int_equal(dg_iova_alloc(s, K4, GIB4 - 1, 0, &x), -ENOSPC);
+		/* A device limited to 32 bits on a full low space: ENOSPC, and the high space is
+		 * untouched. */
+		struct dg_iova_stats st;
+		stats(s, &st);
+		assert_int_equal(st.alloc_failures, 1);
+		assert_int_equal(dg_iova_alloc_prefer32(s, K4, GIB4 - 1, 0, &x), -ENOSPC);
+		for (int i = 0; i < 17; i++)
+			assert_int_equal(dg_iova_free(s, got[i], K4), 0);
+		assert_ok(s);
+		dg_iova_destroy(s);
+	}
+}
+
+static void test_reserve(void **state)
+{
+	(void)state;
+	for (size_t v = 0; v < DG_ARRAY_SIZE(variants); v++) {
+		struct dg_iova_space *s =
+			mk(0, GIB4 - 1, 1ull << 20, variants[v].algo, variants[v].flags, 1);
+		uint64_t iova, start, size;
+		struct dg_iova_stats st;
+
+		assert_int_equal(dg_iova_reserve(s, 0xfee00000, 0x100000), 0); /* x86 MSI */
+		assert_int_equal(dg_iova_find(s, 0xfee12345, &start, &size), -EPERM);
+		assert_int_equal(start, 0xfee00000);
+		assert_int_equal(size, 0x100000);
+		/* Every 1 MiB granule but IOVA 0 and the MSI window. */
+		unsigned int n = 0;
+		while (dg_iova_alloc(s, 1 << 20, UINT64_MAX, 0, &iova) == 0) {
+			assert_true(iova != 0xfee00000 && iova != 0);
+			n++;
+		}
+		assert_int_equal(n, 4096 - 2);
+		/* Overlapping a live range: -EBUSY, nothing changes. */
+		stats(s, &st);
+		assert_int_equal(dg_iova_reserve(s, 0x10000000, 1), -EBUSY);
+		struct dg_iova_stats st2;
+		stats(s, &st2);
+		assert_int_equal(st2.reserved_ranges, st.reserved_ranges);
+		assert_int_equal(st2.tree_nodes, st.tree_nodes);
+		for (uint64_t a = 1 << 20; a < GIB4; a += 1 << 20)
+			if (a != 0xfee00000)
+				assert_int_equal(dg_iova_free(s, a, 1 << 20), 0);
+		assert_ok(s);
+		/* Overlapping cached ranges: flushed first, then reserved. */
+		assert_int_equal(dg_iova_reserve(s, 0x10000000, 0x200000), 0);
+		/* Touching and overlapping reserved ranges merge; the part outside is ignored. */
+		assert_int_equal(dg_iova_reserve(s, 0x10200000, 0x100000), 0);
+		assert_int_equal(dg_iova_reserve(s, 0x0ff00000, 0x180000), 0);
+		assert_int_equal(dg_iova_reserve(s, 0xffe00000, 0x400000), 0);
+		assert_int_equal(dg_iova_reserve(s, 0x100000000ull, 0x400000), 0);
+		stats(s, &st);
+		assert_int_equal(st.reserved_ranges, 4); /* 0, MSI, merged, top */
+		assert_int_equal(dg_iova_find(s, 0x10250000, &start, &size), -EPERM);
+		assert_int_equal(start, 0x0ff00000);
+		assert_int_equal(size, 0x400000);
+		assert_int_equal(dg_iova_reserve(s, 5, 0), -EINVAL);
+		assert_int_equal(dg_iova_reserve(s, UINT64_MAX - 5, 7), -EINVAL);
+		assert_int_equal(dg_iova_reserve(s, UINT64_MAX - 5, 6), 0);
+		assert_int_equal(dg_iova_alloc(s, 1 << 20, UINT64_MAX, 0, &iova), 0);
+		assert_int_equal(iova, 0xffd00000);
+		assert_ok(s);
+		dg_iova_destroy(s);
+	}
+}
+
+/* Fill a small space, -ENOSPC, free everything, then the largest range fits again. */
+static void test_exhaustion_recovery(void **state)
+{
+	(void)state;
+	for (size_t v = 0; v < DG_ARRAY_SIZE(variants); v++) {
+		struct dg_iova_space *s =
+			mk(0, 1024 * K4 - 1, K4, variants[v].algo, variants[v].flags, 2);
+		static uint64_t got[1024];
+		struct dg_iova_stats st;
+		unsigned int n = 0;
+		uint64_t iova;
+
+		for (int round = 0; round < 3; round++) {
+			n = 0;
+			while (dg_iova_alloc(s, K4, UINT64_MAX, 0, &got[n]) == 0)
+				n++;
+			assert_int_equal(n, 1023);
+			assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &iova), -ENOSPC);
+			assert_ok(s);
+			for (unsigned int i = 0; i < n; i++)
+				assert_int_equal(dg_iova_free(s, got[i], K4), 0);
+			assert_ok(s);
+			/* Natural 512: the only place is [512, 1023]. */
+			assert_int_equal(dg_iova_alloc(s, 512 * K4, UINT64_MAX, 0, &iova), 0);
+			assert_int_equal(iova, 512 * K4);
+			assert_int_equal(dg_iova_alloc(s, 511 * K4, UINT64_MAX,
+						       DG_IOVA_ALLOC_PAGE_ALIGN, &got[0]),
+					 0);
+			assert_int_equal(got[0], K4);
+			assert_int_equal(dg_iova_free(s, iova, 512 * K4), 0);
+			assert_int_equal(dg_iova_free(s, got[0], 511 * K4), 0);
+			assert_ok(s);
+		}
+		stats(s, &st);
+		assert_int_equal(st.alloc_failures, 6); /* two -ENOSPC per round */
+		assert_int_equal(st.live_ranges, 0);
+		dg_iova_destroy(s);
+	}
+}
+
+/* ---- magazines and depot ---- */
+
+static void test_depot_and_trim(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	const unsigned int nr = (DG_IOVA_DEPOT_MAX + 4) * DG_IOVA_MAG_SIZE;
+	uint64_t *got = malloc(nr * sizeof(*got));
+	struct dg_iova_stats st;
+
+	for (unsigned int i = 0; i < nr; i++)
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &got[i]), 0);
+	stats(s, &st);
+	assert_int_equal(st.magazine_misses, nr);
+	for (unsigned int i = 0; i < nr; i++)
+		assert_int_equal(dg_iova_free(s, got[i], K4), 0);
+	assert_ok(s);
+	stats(s, &st);
+	/* 2 magazines in the slot, the depot full, the rest went back to the tree. */
+	assert_int_equal(st.depot_magazines, DG_IOVA_DEPOT_MAX);
+	assert_int_equal(st.cached_ranges, (DG_IOVA_DEPOT_MAX + 2) * DG_IOVA_MAG_SIZE);
+	assert_int_equal(st.tree_frees, 2 * DG_IOVA_MAG_SIZE);
+	assert_int_equal(st.live_ranges, 0);
+
+	/* Gradual trim: the first step only sets the low-water mark, then one per step. */
+	dg_iova_trim(s);
+	stats(s, &st);
+	assert_int_equal(st.depot_magazines, DG_IOVA_DEPOT_MAX);
+	dg_iova_trim(s);
+	dg_iova_trim(s);
+	stats(s, &st);
+	assert_int_equal(st.depot_magazines, DG_IOVA_DEPOT_MAX - 2);
+	assert_int_equal(st.trimmed_magazines, 2);
+	assert_ok(s);
+	/* Using the depot (down to zero) stops the trimming for one interval. */
+	for (unsigned int i = 0; i < (DG_IOVA_DEPOT_MAX)*DG_IOVA_MAG_SIZE; i++)
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &got[i]), 0);
+	stats(s, &st);
+	assert_int_equal(st.depot_magazines, 0);
+	assert_int_equal(st.magazine_hits, DG_IOVA_DEPOT_MAX * DG_IOVA_MAG_SIZE);
+	for (unsigned int i = 0; i < (DG_IOVA_DEPOT_MAX)*DG_IOVA_MAG_SIZE; i++)
+		assert_int_equal(dg_iova_free(s, got[i], K4), 0);
+	stats(s, &st);
+	uint64_t depot = st.depot_magazines;
+	dg_iova_trim(s);
+	stats(s, &st);
+	assert_int_equal(st.depot_magazines, depot);
+	dg_iova_trim(s);
+	stats(s, &st);
+	assert_int_equal(st.depot_magazines, depot - 1);
+	assert_ok(s);
+	dg_iova_flush_caches(s);
+	stats(s, &st);
+	assert_int_equal(st.cached_ranges, 0);
+	assert_int_equal(st.depot_magazines, 0);
+	assert_int_equal(st.tree_nodes, 2);
+	assert_ok(s);
+	dg_iova_destroy(s);
+	free(got);
+}
+
+/* Every power-of-two class up to the maximum is served by the magazines, in both zones. */
+static void test_magazine_classes(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 40) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	struct dg_iova_stats st;
+	uint64_t a, b;
+
+	for (unsigned int o = 0; o <= DG_IOVA_MAG_MAX_ORDER; o++) {
+		uint64_t sz = K4 << o;
+
+		for (int zone = 0; zone < 2; zone++) {
+			uint64_t lim = zone ? GIB4 - 1 : UINT64_MAX;
+
+			assert_int_equal(dg_iova_alloc(s, sz, lim, 0, &a), 0);
+			assert_int_equal(dg_iova_free(s, a, sz), 0);
+			stats(s, &st);
+			uint64_t hits = st.magazine_hits;
+			assert_int_equal(dg_iova_alloc(s, sz, lim, 0, &b), 0);
+			assert_int_equal(b, a);
+			assert_true(b % sz == 0 && b + sz - 1 <= lim);
+			stats(s, &st);
+			assert_int_equal(st.magazine_hits, hits + 1);
+			/* page-aligned requests of the class use it too */
+			assert_int_equal(dg_iova_free(s, b, sz), 0);
+			assert_int_equal(dg_iova_alloc(s, sz, lim, DG_IOVA_ALLOC_PAGE_ALIGN, &b),
+					 0);
+			assert_int_equal(b, a);
+			assert_int_equal(dg_iova_free(s, b, sz), 0);
+		}
+	}
+	/* One class above: the tree, not cached. */
+	uint64_t big = K4 << (DG_IOVA_MAG_MAX_ORDER + 1);
+	assert_int_equal(dg_iova_alloc(s, big, UINT64_MAX, 0, &a), 0);
+	assert_int_equal(dg_iova_free(s, a, big), 0);
+	stats(s, &st);
+	assert_int_equal(st.cached_ranges, 2 * (DG_IOVA_MAG_MAX_ORDER + 1));
+	/* A page-aligned range that is not naturally aligned is not cached. */
+	assert_int_equal(dg_iova_alloc(s, 2 * K4, 1003 * K4 - 1, DG_IOVA_ALLOC_PAGE_ALIGN, &b), 0);
+	assert_int_equal(b, 1001 * K4);
+	assert_int_equal(dg_iova_free(s, b, 2 * K4), 0);
+	stats(s, &st);
+	assert_int_equal(st.cached_ranges, 2 * (DG_IOVA_MAG_MAX_ORDER + 1));
+	assert_ok(s);
+	dg_iova_destroy(s);
+}
+
+/* ---- memory-allocation failures ---- */
+
+struct fail_ctl {
+	int after;	  /* allocations to let through, then fail; -1 never */
+	size_t only_size; /* 0: any size */
+	unsigned int failed;
+};
+
+static bool fail_hook(void *arg, size_t size)
+{
+	struct fail_ctl *f = arg;
+
+	if (f->after < 0 || (f->only_size && size != f->only_size))
+		return false;
+	if (f->after > 0) {
+		f->after--;
+		return false;
+	}
+	f->failed++;
+	return true;
+}
+
+/* Fail everything but tree nodes and magazines: the index cannot grow. */
+static bool fail_tables(void *arg, size_t size)
+{
+	(void)arg;
+	return size != sizeof(struct iova_node) && size != sizeof(struct iova_mag);
+}
+
+static void test_enomem(void **state)
+{
+	(void)state;
+	for (size_t v = 0; v < DG_ARRAY_SIZE(variants); v++) {
+		struct dg_iova_space *s =
+			mk(0, (1ull << 36) - 1, K4, variants[v].algo, variants[v].flags, 1);
+		struct fail_ctl f = {.after = 0};
+		struct dg_iova_stats st, st2;
+		uint64_t iova = 7, a;
+
+		dg_iova_set_fail_hook(s, fail_hook, &f);
+		stats(s, &st);
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &iova), -ENOMEM);
+		assert_int_equal(iova, 7);
+		assert_int_equal(dg_iova_reserve(s, 1ull << 30, K4), -ENOMEM);
+		stats(s, &st2);
+		assert_int_equal(st2.tree_nodes, st.tree_nodes);
+		assert_int_equal(st2.alloc_failures, 1);
+		assert_ok(s);
+		/* No memory for a magazine: the free goes to the tree instead. */
+		f.after = -1;
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &a), 0);
+		f.after = 0;
+		assert_int_equal(dg_iova_free(s, a, K4), 0);
+		stats(s, &st);
+		assert_int_equal(st.live_ranges, 0);
+		assert_int_equal(st.cached_ranges, 0);
+		assert_int_equal(st.frees, 1);
+		assert_ok(s);
+		f.after = -1;
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &iova), 0);
+		assert_int_equal(iova, a);
+		assert_int_equal(dg_iova_free(s, iova, K4), 0);
+		assert_ok(s);
+		dg_iova_destroy(s);
+	}
+
+	/* Index tables that cannot grow: chains get longer, everything stays correct. */
+	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	const unsigned int n = 4000;
+	uint64_t *got = malloc(n * sizeof(*got));
+
+	dg_iova_set_fail_hook(s, fail_tables, NULL);
+	for (unsigned int i = 0; i < n; i++)
+		assert_int_equal(
+			dg_iova_alloc(s, 8 * K4, UINT64_MAX, DG_IOVA_ALLOC_PAGE_ALIGN, &got[i]), 0);
+	bool crowded = false;
+	for (unsigned int i = 0; i < IOVA_INDEX_SHARDS; i++)
+		crowded |= s->index[i].count > 2ull << s->index[i].bits;
+	assert_true(crowded);
+	assert_ok(s);
+	for (unsigned int i = 0; i < n; i++)
+		assert_int_equal(dg_iova_free(s, got[i], 8 * K4), 0);
+	assert_ok(s);
+	dg_iova_set_fail_hook(s, NULL, NULL);
+	dg_iova_destroy(s);
+	free(got);
+}
+
+/* ---- randomized against the model ---- */
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+struct live {
+	uint64_t iova, size;
+};
+
+/*
+ * Random allocations, frees, bad frees, reserves, finds, flushes and trims on a space of 8192
+ * granules of 1 MiB that straddles 4 GiB. Every allocation is checked for alignment, limit and
+ * overlap with what the model holds (live and reserved); without magazines the augmented
+ * allocator must return exactly the model's highest fit, and -ENOSPC must mean the model has
+ * no fit either. dg_iova_check() after every step.
+ */
+static void run_random(const struct variant *v, uint64_t seed, unsigned int steps)
+{
+	const uint64_t g = 1ull << 20, ng = 8192;
+	struct dg_iova_space *s = mk(0, ng * g - 1, g, v->algo, v->flags, 3);
+	struct live *lv = malloc(4096 * sizeof(*lv));
+	size_t nlive = 0;
+	struct model m;
+	bool exact = v->algo == DG_IOVA_ALGO_AUGMENTED && (v->flags & DG_IOVA_CFG_NO_MAGAZINES);
+
+	rng_state = seed;
+	model_init(&m, 0, ng - 1);
+	model_add(&m, 0, 1, 0); /* IOVA 0 */
+	for (unsigned int step = 0; step < steps; step++) {
+		unsigned int op = rnd() % 100;
+
+		if (op < 55 && nlive < 4096) {
+			static const uint64_t sizes[] = {1, 1, 1, 2,  2,  3,  4,
+							 4, 5, 8, 16, 33, 64, 200};
+			uint64_t npfn = sizes[rnd() % DG_ARRAY_SIZE(sizes)];
+			uint64_t size = npfn * g - (rnd() % 2 ? rnd() % g : 0);
+			unsigned int flags = rnd() % 4 == 0 ? DG_IOVA_ALLOC_PAGE_ALIGN : 0;
+			uint64_t limit, lim, iova, want = 0, len, align;
+			unsigned int lk = rnd() % 4;
+			bool p32 = rnd() % 5 == 0;
+			int err;
+
+			limit = lk == 0 ? UINT64_MAX :
+				lk == 1 ? GIB4 - 1 :
+				lk == 2 ? ng * g - 1 :
+					  (rnd() % ng) * g + g - 1;
+			lim = limit >= ng * g ? ng - 1 : limit / g;
+			len = flags ? npfn : dg_roundup_pow2(npfn);
+			align = flags ? 1 : len;
+			if (p32)
+				err = dg_iova_alloc_prefer32(s, size, limit, flags, &iova);
+			else
+				err = dg_iova_alloc(s, size, limit, flags, &iova);
+			bool fit = model_highest_fit(&m, len, align, lim, &want);
+			if (p32 && lim > 4095) {
+				uint64_t w32;
+
+				if (model_highest_fit(&m, len, align, 4095, &w32)) {
+					want = w32;
+					fit = true;
+				}
+			}
+			if (err) {
+				assert_int_equal(err, -ENOSPC);
+				if (fit && v->algo == DG_IOVA_ALGO_AUGMENTED) {
+					fprintf(stderr, "ENOSPC but %#llx fits (len %llu)\n",
+						(unsigned long long)want, (unsigned long long)len);
+					fail();
+				}
+			} else {
+				uint64_t pfn = iova / g;
+
+				assert_true(iova % g == 0);
+				assert_true(pfn % align == 0);
+				assert_true(fit);
+				assert_true(model_is_free(&m, pfn, len));
+				assert_true(pfn + len - 1 <= lim);
+				/* Exact: the highest fit, below 4 GiB first for prefer32. (With
+				 * magazines the first, 32-bit try does not flush the caches, and
+				 * Linux's max32_alloc_size ignores alignment: both may go high.) */
+				if (exact)
+					assert_int_equal(pfn, want);
+				model_add(&m, pfn, len, npfn);
+				lv[nlive++] = (struct live){iova, size};
+			}
+		} else if (op < 90 && nlive) {
+			size_t i = rnd() % nlive;
+
+			assert_int_equal(dg_iova_free(s, lv[i].iova, lv[i].size), 0);
+			model_del(&m, lv[i].iova / g);
+			lv[i] = lv[--nlive];
+		} else if (op < 93) {
+			/* a bad free: an address that no live allocation starts at, or a live one
+			 * with a wrong size */
+			struct dg_iova_stats a, b;
+
+			stats(s, &a);
+			if (nlive && rnd() % 2) {
+				size_t i = rnd() % nlive;
+				struct model_range *r = model_get(&m, lv[i].iova / g);
+
+				assert_int_equal(dg_iova_free(s, lv[i].iova, (r->npfn + 1) * g),
+						 -EINVAL);
+			} else {
+				uint64_t pfn = rnd() % ng;
+				struct model_range *r = model_get(&m, pfn);
+
+				if (!r || !r->npfn)
+					assert_int_equal(dg_iova_free(s, pfn * g, g), -ENOENT);
+			}
+			stats(s, &b);
+			assert_int_equal(a.live_ranges, b.live_ranges);
+		} else if (op < 95) {
+			uint64_t pfn = rnd() % ng, n = 1 + rnd() % 4;
+			bool free_now = model_is_free(&m, pfn, n);
+			int err = dg_iova_reserve(s, pfn * g, n * g);
+
+			if (free_now) {
+				assert_int_equal(err, 0);
+				model_add(&m, pfn, n, 0);
+			} else if (err == 0) {
+				/* it may overlap only reserved ranges: merge them in the model */
+				for (uint64_t p = pfn; p < pfn + n && p < ng; p++) {
+					size_t k = model_lower(&m, p + 1);
+
+					assert_true(k > 0);
+					const struct model_range *r = &m.r[k - 1];
+					if (r->lo + r->len > p) {
+						assert_int_equal(r->npfn, 0);
+						p = r->lo + r->len - 1;
+					} else {
+						model_add(&m, p, 1, 0);
+					}
+				}
+			} else {
+				assert_int_equal(err, -EBUSY);
+			}
+		} else if (op < 97) {
+			uint64_t pfn = rnd() % ng, start, size;
+			size_t k = model_lower(&m, pfn + 1);
+			int err = dg_iova_find(s, pfn * g + rnd() % g, &start, &size);
+
+			if (k && m.r[k - 1].lo + m.r[k - 1].len > pfn) {
+				const struct model_range *r = &m.r[k - 1];
+
+				assert_int_equal(err, r->npfn ? 0 : -EPERM);
+				if (r->npfn) {
+					assert_int_equal(start, r->lo * g);
+					assert_int_equal(size, r->npfn * g);
+				}
+			} else {
+				assert_int_equal(err, -ENOENT);
+			}
+		} else if (op < 98) {
+			dg_iova_flush_caches(s);
+		} else {
+			dg_iova_trim(s);
+		}
+		if (dg_iova_check(s, stderr)) {
+			fprintf(stderr, "%s seed %llu step %u\n", v->name, (unsigned long long)seed,
+				step);
+			dg_iova_dump(s, stderr);
+			fail();
+		}
+	}
+	struct dg_iova_stats st;
+	stats(s, &st);
+	assert_int_equal(st.live_ranges, nlive);
+	model_fini(&m);
+	free(lv);
+	dg_iova_destroy(s);
+}
+
+static void test_random_model(void **state)
+{
+	(void)state;
+	for (size_t v = 0; v < DG_ARRAY_SIZE(variants); v++)
+		for (uint64_t seed = 1; seed <= 2; seed++)
+			run_random(&variants[v], seed * 7919 + v, 3000);
+}
+
+/* ---- the nodes-visited bound ---- */
+
+/*
+ * Proven in iova_tree.c: a search examines at most 3h + 1 nodes, an insertion 2h, a removal
+ * 3h (successor, retrace, and the descent that finds the node without magazines), with
+ * h <= 1.4405 log2(n + 2). So an operation examines at most 5h + 2 nodes:
+ */
+static uint64_t visit_bound(uint64_t nodes)
+{
+	return (uint64_t)(5.0 * 1.4405 * log2((double)nodes + 2.0)) + 2;
+}
+
+/*
+ * The adversarial layout: N one-granule ranges separated by one-granule holes at the top of
+ * the space, a range H above them (so Linux's cached node sits above the holes), and each
+ * round: a two-granule request, its free, H freed and allocated again.
+ */
+static uint64_t adversarial_round_visits(struct dg_iova_space *s, uint64_t g, uint64_t *h,
+					 uint64_t *worst)
+{
+	struct dg_iova_stats a, b;
+	uint64_t x, max = 0;
+
+	dg_iova_get_stats(s, &a);
+	assert_int_equal(dg_iova_alloc(s, 2 * g, UINT64_MAX, 0, &x), 0);
+	dg_iova_get_stats(s, &b);
+	max = b.last_op_nodes_visited;
+	assert_int_equal(dg_iova_free(s, x, 2 * g), 0);
+	assert_int_equal(dg_iova_free(s, *h, g), 0);
+	assert_int_equal(dg_iova_alloc(s, g, UINT64_MAX, 0, h), 0);
+	dg_iova_get_stats(s, &b);
+	*worst = max;
+	return b.tree_nodes_visited - a.tree_nodes_visited;
+}
+
+static void build_adversarial(struct dg_iova_space *s, uint64_t g, unsigned int n, uint64_t *h)
+{
+	uint64_t *tmp = malloc((2 * n + 1) * sizeof(*tmp));
+
+	assert_int_equal(dg_iova_alloc(s, g, UINT64_MAX, 0, h), 0);
+	for (unsigned int i = 0; i < 2 * n; i++)
+		assert_int_equal(dg_iova_alloc(s, g, UINT64_MAX, 0, &tmp[i]), 0);
+	for (unsigned int i = 0; i < 2 * n; i += 2)
+		assert_int_equal(dg_iova_free(s, tmp[i], g), 0);
+	free(tmp);
+}
+
+static void test_adversarial_bound(void **state)
+{
+	(void)state;
+	const unsigned int n = 8192;
+	const uint64_t g = K4;
+
+	/* dmaguard, tree path: every operation within the bound. */
+	struct dg_iova_space *s =
+		mk(0, (1ull << 40) - 1, g, DG_IOVA_ALGO_AUGMENTED, DG_IOVA_CFG_NO_MAGAZINES, 1);
+	uint64_t h, worst;
+	struct dg_iova_stats st;
+
+	build_adversarial(s, g, n, &h);
+	assert_ok(s);
+	dg_iova_get_stats(s, &st);
+	uint64_t bound = visit_bound(st.tree_nodes);
+	assert_true(st.max_op_nodes_visited <= bound);
+	for (int r = 0; r < 50; r++) {
+		uint64_t total = adversarial_round_visits(s, g, &h, &worst);
+
+		assert_true(worst <= bound);
+		assert_true(total <= 4 * bound);
+	}
+	dg_iova_get_stats(s, &st);
+	assert_true(st.max_op_nodes_visited <= bound);
+	assert_ok(s);
+	dg_iova_destroy(s);
+
+	/* The Linux reference on the same layout walks past every one of the N ranges: the
+	 * layout really is adversarial, and the counter really counts. */
+	s = mk(0, (1ull << 40) - 1, g, DG_IOVA_ALGO_LINUX_REFERENCE, 0, 1);
+	build_adversarial(s, g, n, &h);
+	for (int r = 0; r < 3; r++) {
+		adversarial_round_visits(s, g, &h, &worst);
+		assert_true(worst >= n);
+	}
+	assert_ok(s);
+	dg_iova_destroy(s);
+}
+
+/*
+ * EiovaR (FAST'15): a ring of long-lived buffers interleaved with short-lived ones, all
+ * in flight at once, then the short-lived ones cycle. And a device limited to 32 bits on a
+ * space that is nearly full below 4 GiB: one aligned pair left at the bottom, found in
+ * O(log n), and then -ENOSPC found in O(log n).
+ */
+static void test_eiovar_and_dma32_bound(void **state)
+{
+	(void)state;
+	const uint64_t g = 1ull << 18; /* 16384 granules below 4 GiB */
+	const unsigned int ring = 4096;
+	uint64_t *longl = malloc(ring * sizeof(uint64_t)),
+		 *shortl = malloc(ring * sizeof(uint64_t));
+	struct dg_iova_stats st;
+
+	for (int mags = 0; mags < 2; mags++) {
+		struct dg_iova_space *s = mk(0, (1ull << 40) - 1, g, DG_IOVA_ALGO_AUGMENTED,
+					     mags ? 0 : DG_IOVA_CFG_NO_MAGAZINES, 1);
+
+		for (unsigned int i = 0; i < ring; i++) {
+			assert_int_equal(dg_iova_alloc(s, g, UINT64_MAX, 0, &longl[i]), 0);
+			assert_int_equal(dg_iova_alloc(s, 2 * g, UINT64_MAX, 0, &shortl[i]), 0);
+		}
+		for (int round = 0; round < 20; round++) {
+			for (unsigned int i = 0; i < ring; i += 7) {
+				assert_int_equal(dg_iova_free(s, shortl[i], 2 * g), 0);
+				assert_int_equal(dg_iova_alloc(s, (1 + round % 3) * g, UINT64_MAX,
+							       0, &shortl[i]),
+						 0);
+				dg_iova_get_stats(s, &st);
+				assert_true(st.last_op_nodes_visited <= visit_bound(st.tree_nodes));
+				assert_int_equal(dg_iova_free(s, shortl[i], (1 + round % 3) * g),
+						 0);
+				assert_int_equal(dg_iova_alloc(s, 2 * g, UINT64_MAX, 0, &shortl[i]),
+						 0);
+			}
+		}
+		dg_iova_get_stats(s, &st);
+		assert_true(st.max_op_nodes_visited <= visit_bound(st.tree_nodes));
+		assert_ok(s);
+
+		/* Nearly full below 4 GiB: one-granule ranges with one-granule holes, an aligned
+		 * free pair at the very bottom. */
+		const uint64_t low = GIB4 / g; /* granules below 4 GiB */
+		for (uint64_t p = 4; p + 1 < low; p += 2)
+			assert_int_equal(dg_iova_reserve(s, p * g, g), 0);
+		assert_int_equal(dg_iova_reserve(s, g, g), 0);
+		/* left: [2, 3] aligned pair, and the odd holes */
+		dg_iova_get_stats(s, &st);
+		uint64_t before = st.tree_nodes_visited, x;
+		assert_int_equal(dg_iova_alloc(s, 2 * g, GIB4 - 1, 0, &x), 0);
+		assert_int_equal(x, 2 * g);
+		dg_iova_get_stats(s, &st);
+		assert_true(st.tree_nodes > low / 2);
+		assert_true(st.tree_nodes_visited - before <= visit_bound(st.tree_nodes));
+		before = st.tree_nodes_visited;
+		assert_int_equal(dg_iova_alloc(s, 2 * g, GIB4 - 1, 0, &x), -ENOSPC);
+		dg_iova_get_stats(s, &st);
+		/* with magazines the -ENOSPC path flushes the caches and searches again */
+		uint64_t tries = mags ? 2 : 1;
+		assert_true(st.tree_nodes_visited - before <=
+			    tries * visit_bound(st.tree_nodes) +
+				    2 * ring * visit_bound(st.tree_nodes));
+		if (!mags)
+			assert_true(st.tree_nodes_visited - before <= visit_bound(st.tree_nodes));
+		assert_ok(s);
+		dg_iova_destroy(s);
+	}
+	free(longl);
+	free(shortl);
+}
+
+/* ---- check and dump ---- */
+
+static void test_check_catches_corruption(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	uint64_t a[8];
+	FILE *null = fopen("/dev/null", "w");
+
+	for (int i = 0; i < 8; i++)
+		assert_int_equal(dg_iova_alloc(s, K4 << (i % 3), UINT64_MAX, 0, &a[i]), 0);
+	assert_int_equal(dg_iova_free(s, a[3], K4 << 0), 0); /* cached */
+	assert_ok(s);
+
+	struct iova_node *root = s->tree.root;
+	uint64_t saved = root->max_gap;
+	root->max_gap++;
+	assert_int_equal(dg_iova_check(s, null), -EUCLEAN);
+	root->max_gap = saved;
+	int8_t o = root->gap_order;
+	root->gap_order = 40;
+	assert_int_equal(dg_iova_check(s, null), -EUCLEAN);
+	root->gap_order = o;
+	saved = root->gap;
+	root->gap++;
+	assert_int_equal(dg_iova_check(s, null), -EUCLEAN);
+	root->gap = saved;
+	uint8_t hgt = root->height;
+	root->height++;
+	assert_int_equal(dg_iova_check(s, null), -EUCLEAN);
+	root->height = hgt;
+	assert_ok(s);
+
+	/* A cached node marked live, and a live node marked cached. */
+	struct iova_node *n = s->slots[0].cc[0].loaded->e[0];
+	atomic_store(&n->state, IOVA_LIVE(1));
+	assert_int_equal(dg_iova_check(s, null), -EUCLEAN);
+	atomic_store(&n->state, IOVA_ST_CACHED);
+	assert_ok(s);
+	/* A node missing from the index. */
+	struct iova_index_shard *sh = iova_index_shard(s, a[0] / K4);
+	struct iova_node *live = iova_index_lookup(sh, a[0] / K4);
+	iova_index_remove(s, sh, live);
+	assert_int_equal(dg_iova_check(s, null), -EUCLEAN);
+	iova_index_insert(s, sh, live);
+	assert_ok(s);
+	/* The same node twice in a magazine. */
+	struct iova_mag *m = s->slots[0].cc[0].loaded;
+	m->e[m->n++] = n;
+	assert_int_equal(dg_iova_check(s, null), -EUCLEAN);
+	m->n--;
+	assert_ok(s);
+
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&buf, &len);
+	dg_iova_dump(s, mem);
+	fclose(mem);
+	assert_non_null(strstr(buf, "algo augmented magazines on"));
+	assert_non_null(strstr(buf, "cached"));
+	assert_non_null(strstr(buf, "reserved"));
+	assert_non_null(strstr(buf, "anchor"));
+	free(buf);
+	fclose(null);
+	dg_iova_destroy(s);
+}
+
+/* Many live ranges through the index: shards grow and drain incrementally. */
+static void test_index_growth(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 40) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 2);
+	const unsigned int n = 20000;
+	uint64_t *got = malloc(n * sizeof(*got));
+
+	for (unsigned int i = 0; i < n; i++) {
+		assert_int_equal(dg_iova_alloc(s, (1 + i % 5) * K4, UINT64_MAX,
+					       DG_IOVA_ALLOC_PAGE_ALIGN, &got[i]),
+				 0);
+		if (i % 2500 == 0)
+			assert_ok(s);
+	}
+	assert_ok(s);
+	for (unsigned int i = 0; i < n; i += 2)
+		assert_int_equal(dg_iova_free(s, got[i], (1 + i % 5) * K4), 0);
+	assert_ok(s);
+	for (unsigned int i = 1; i < n; i += 2)
+		assert_int_equal(dg_iova_free(s, got[i], (1 + i % 5) * K4), 0);
+	assert_ok(s);
+	free(got);
+	dg_iova_destroy(s);
+}
+
+/* Granule 1 and 64 KiB, and a space that does not start at 0. */
+static void test_granules(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(4096, 8191, 1, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	uint64_t x;
+
+	assert_int_equal(dg_iova_alloc(s, 100, UINT64_MAX, 0, &x), 0);
+	assert_int_equal(x, 8192 - 128);
+	assert_int_equal(dg_iova_alloc(s, 100, UINT64_MAX, DG_IOVA_ALLOC_PAGE_ALIGN, &x), 0);
+	assert_int_equal(x, 8192 - 228);
+	assert_int_equal(dg_iova_alloc(s, 4096, UINT64_MAX, 0, &x), -ENOSPC);
+	assert_int_equal(dg_iova_find(s, 0, NULL, NULL), -ENOENT);
+	assert_ok(s);
+	dg_iova_destroy(s);
+
+	s = mk(1ull << 32, (1ull << 48) - 1, 1ull << 16, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	assert_int_equal(dg_iova_alloc(s, 1, UINT64_MAX, 0, &x), 0);
+	assert_int_equal(x, (1ull << 48) - (1ull << 16));
+	assert_int_equal(dg_iova_alloc(s, 1, GIB4 - 1, 0, &x), -ERANGE);
+	assert_int_equal(dg_iova_alloc(s, 1, GIB4 + (1ull << 16) - 1, 0, &x), 0);
+	assert_int_equal(x, GIB4);
+	assert_int_equal(dg_iova_alloc_prefer32(s, 1, UINT64_MAX, 0, &x), 0);
+	assert_int_equal(x, (1ull << 48) - (2ull << 16));
+	assert_ok(s);
+	dg_iova_destroy(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_create_errors),
+		cmocka_unit_test(test_basic),
+		cmocka_unit_test(test_alloc_errors),
+		cmocka_unit_test(test_limits_and_zones),
+		cmocka_unit_test(test_reserve),
+		cmocka_unit_test(test_exhaustion_recovery),
+		cmocka_unit_test(test_depot_and_trim),
+		cmocka_unit_test(test_magazine_classes),
+		cmocka_unit_test(test_enomem),
+		cmocka_unit_test(test_random_model),
+		cmocka_unit_test(test_adversarial_bound),
+		cmocka_unit_test(test_eiovar_and_dma32_bound),
+		cmocka_unit_test(test_check_catches_corruption),
+		cmocka_unit_test(test_index_growth),
+		cmocka_unit_test(test_granules),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,589 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the vhost-user back end driven in process (fake_frontend.h): negotiation,
+ * every kind of malformed message (refused or disconnect, fds closed), the echo/sink/loop data
+ * path with and without the IOMMU, IOTLB misses on the back-end channel and their
+ * de-duplication, invalidations (per-queue caches emptied, rings re-translated only when a ring
+ * is hit), access failures, descriptor-chain attacks (loops, chains longer than the ring, bad
+ * indirect tables, bad heads, rings outside the memory table), reset and a new front end.
+ * Every test ends with the memory-table defence counter at 0.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "fake_frontend.h"
+
+#include <fcntl.h>
+
+static struct dg_vhost_stats stats(struct fe *f)
+{
+	struct dg_vhost_stats s;
+
+	dg_vhost_get_stats(f->v, &s);
+	return s;
+}
+
+static void poll_n(struct fe *f, int n)
+{
+	for (int i = 0; i < n; i++)
+		assert_int_equal(dg_vhost_poll(f->v, NULL), 0);
+}
+
+static bool fd_open(int fd)
+{
+	return fcntl(fd, F_GETFD) != -1;
+}
+
+static void finish(struct fe *f)
+{
+	assert_int_equal(stats(f).outside_memtable, 0);
+	fe_fini(f);
+}
+
+static void test_negotiation(void **state)
+{
+	(void)state;
+	struct fe f;
+
+	assert_int_equal(fe_init(&f, DG_VHOST_ECHO, true), 0);
+	assert_int_equal(fe_send(&f, VU_GET_FEATURES, 0, NULL, 0, NULL, 0), 0);
+	uint64_t feat = fe_reply_u64(&f);
+	assert_true(feat & (1ull << VIRTIO_F_VERSION_1));
+	assert_true(feat & (1ull << VIRTIO_F_IOMMU_PLATFORM));
+	assert_true(feat & (1ull << VHOST_USER_F_PROTOCOL_FEATURES));
+	assert_false(feat & (1ull << VIRTIO_NET_F_MRG_RXBUF));
+	assert_int_equal(fe_send(&f, VU_GET_PROTOCOL_FEATURES, 0, NULL, 0, NULL, 0), 0);
+	assert_int_equal(fe_reply_u64(&f),
+			 (1ull << VU_PROTOCOL_F_REPLY_ACK) | (1ull << VU_PROTOCOL_F_BACKEND_REQ));
+	/* Not offered: refused with a non-zero ack. */
+	assert_int_equal(fe_u64(&f, VU_SET_FEATURES, 1ull << VIRTIO_NET_F_MRG_RXBUF), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_u64(&f, VU_SET_PROTOCOL_FEATURES, 1ull << VU_PROTOCOL_F_MQ), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	/* need_reply on a message without reply: ack 0; no need_reply: no reply at all. */
+	assert_int_equal(fe_send(&f, VU_SET_OWNER, VU_FLAG_NEED_REPLY, NULL, 0, NULL, 0), 0);
+	assert_int_equal(fe_reply_u64(&f), 0);
+	assert_int_equal(fe_send(&f, VU_SET_OWNER, 0, NULL, 0, NULL, 0), 0);
+	assert_int_equal(f.reply_len, 0);
+	assert_int_equal(fe_start(&f), 0);
+	/* Reply header: same request, version 1, reply bit. */
+	assert_int_equal(fe_state(&f, VU_GET_VRING_BASE, 1, 0), 0);
+	struct vu_hdr h;
+	memcpy(&h, f.reply, sizeof(h));
+	assert_int_equal(h.request, VU_GET_VRING_BASE);
+	assert_int_equal(h.flags, VU_VERSION | VU_FLAG_REPLY);
+	assert_int_equal(h.size, 8);
+	finish(&f);
+}
+
+static void test_bad_messages(void **state)
+{
+	(void)state;
+	uint8_t raw[64] = {0}, reply[DG_VHOST_REPLY_MAX];
+	struct vu_hdr h;
+	size_t rlen;
+	struct fe f;
+	int p[2];
+
+	assert_int_equal(fe_init(&f, DG_VHOST_ECHO, true), 0);
+	/* Short header, bad version, a reply bit, payload size not matching the bytes. */
+	assert_int_equal(dg_vhost_handle_message(f.v, raw, 11, NULL, 0, reply, &rlen), -EPROTO);
+	h = (struct vu_hdr){.request = VU_SET_OWNER, .flags = 2, .size = 0};
+	memcpy(raw, &h, sizeof(h));
+	assert_int_equal(dg_vhost_handle_message(f.v, raw, 12, NULL, 0, reply, &rlen), -EPROTO);
+	h.flags = VU_VERSION | VU_FLAG_REPLY;
+	memcpy(raw, &h, sizeof(h));
+	assert_int_equal(dg_vhost_handle_message(f.v, raw, 12, NULL, 0, reply, &rlen), -EPROTO);
+	h = (struct vu_hdr){.request = VU_SET_OWNER, .flags = VU_VERSION, .size = 8};
+	memcpy(raw, &h, sizeof(h));
+	assert_int_equal(dg_vhost_handle_message(f.v, raw, 12, NULL, 0, reply, &rlen), -EPROTO);
+	/* Long: more than any payload. */
+	h.size = 300;
+	memcpy(raw, &h, sizeof(h));
+	uint8_t big[400] = {0};
+	memcpy(big, &h, sizeof(h));
+	assert_int_equal(dg_vhost_handle_message(f.v, big, 312, NULL, 0, reply, &rlen), -EPROTO);
+	/* Unknown request: refused politely. */
+	assert_int_equal(fe_send(&f, 99, VU_FLAG_NEED_REPLY, NULL, 0, NULL, 0), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_send(&f, VU_SET_LOG_BASE, VU_FLAG_NEED_REPLY, raw, 16, NULL, 0), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	/* Wrong payload size for its type: refused; for a GET with data: disconnect. */
+	assert_int_equal(fe_send(&f, VU_SET_VRING_NUM, VU_FLAG_NEED_REPLY, raw, 4, NULL, 0), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_send(&f, VU_GET_VRING_BASE, 0, raw, 4, NULL, 0), -EPROTO);
+	assert_int_equal(fe_state(&f, VU_GET_VRING_BASE, 2, 0), -EPROTO);
+	/* Extra fds are closed; the message is refused. */
+	assert_int_equal(pipe(p), 0);
+	int extra = p[0];
+	assert_int_equal(fe_send(&f, VU_SET_OWNER, VU_FLAG_NEED_REPLY, NULL, 0, &extra, 1), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_false(fd_open(p[0]));
+	/* Missing fd. */
+	assert_int_equal(fe_u64(&f, VU_SET_VRING_KICK, 0), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	/* NOFD flag and an fd anyway. */
+	uint64_t u = 0 | VU_VRING_NOFD;
+	assert_int_equal(fe_send(&f, VU_SET_VRING_CALL, VU_FLAG_NEED_REPLY, &u, 8, &p[1], 1), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_false(fd_open(p[1]));
+	/* Bad vring index, size, base. */
+	assert_int_equal(fe_state(&f, VU_SET_VRING_NUM, 2, 256), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_state(&f, VU_SET_VRING_NUM, 0, 255), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_state(&f, VU_SET_VRING_NUM, 0, 65536), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_state(&f, VU_SET_VRING_BASE, 0, 0x10000), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_u64(&f, VU_SET_VRING_KICK, 7 | VU_VRING_NOFD), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	/* Memory tables: fd count, overlap, unmappable fd, file too short. */
+	struct vu_memory m = {.nregions = 2};
+	m.regions[0] = (struct vu_region){.gpa = 0, .size = 0x1000, .uaddr = 0x10000};
+	m.regions[1] = (struct vu_region){.gpa = 0x800, .size = 0x1000, .uaddr = 0x20000};
+	int fds[3] = {dup(f.memfd), dup(f.memfd), dup(f.memfd)};
+	assert_int_equal(fe_send(&f, VU_SET_MEM_TABLE, VU_FLAG_NEED_REPLY, &m, 72, fds, 3), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	for (int i = 0; i < 3; i++)
+		assert_false(fd_open(fds[i]));
+	fds[0] = dup(f.memfd), fds[1] = dup(f.memfd);
+	assert_int_equal(fe_send(&f, VU_SET_MEM_TABLE, VU_FLAG_NEED_REPLY, &m, 72, fds, 2), 0);
+	assert_int_equal(fe_reply_u64(&f), 1); /* gpa overlap */
+	m.regions[1].gpa = 0x1000;
+	m.regions[1].size = FE_MEM_SIZE; /* past the end of the file */
+	m.regions[1].mmap_off = 0x1000;
+	fds[0] = dup(f.memfd), fds[1] = dup(f.memfd);
+	assert_int_equal(fe_send(&f, VU_SET_MEM_TABLE, VU_FLAG_NEED_REPLY, &m, 72, fds, 2), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	m.regions[1].size = 0x1000;
+	m.regions[1].mmap_off = 0;
+	assert_int_equal(pipe(p), 0);
+	fds[0] = p[0], fds[1] = dup(f.memfd);
+	assert_int_equal(fe_send(&f, VU_SET_MEM_TABLE, VU_FLAG_NEED_REPLY, &m, 72, fds, 2), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_false(fd_open(p[0]));
+	close(p[1]);
+	assert_int_equal(fe_send(&f, VU_SET_MEM_TABLE, VU_FLAG_NEED_REPLY, &m, 40, NULL, 0), 0);
+	assert_int_equal(fe_reply_u64(&f), 1); /* size says 1 region, table says 2 */
+	/* IOTLB before any memory table; IOTLB types the front end may not send. */
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_UPDATE, 0, 0x1000, FE_UVA_BASE + FE_GPA_BASE, 3), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(stats(&f).bad_messages, 24);
+	finish(&f);
+}
+
+static void test_iotlb_messages(void **state)
+{
+	(void)state;
+	struct fe f;
+
+	assert_int_equal(fe_init(&f, DG_VHOST_ECHO, true), 0);
+	assert_int_equal(fe_start(&f), 0);
+	const uint64_t uva = FE_UVA_BASE + FE_GPA_BASE;
+	/* Outside the memory table, partly outside, wrapping, empty, misaligned, bad perm. */
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_UPDATE, 0, 0x1000, uva - 0x1000, 3), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_UPDATE, 0, 0x2000, uva + FE_MEM_SIZE - 0x1000, 3),
+			 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_UPDATE, UINT64_MAX - 0xfff, 0x2000, uva, 3), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_UPDATE, 0, 0, uva, 3), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_UPDATE, 0x800, 0x1000, uva, 3), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_UPDATE, 0, 0x1000, uva, 0), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_UPDATE, 0, 0x1000, uva, 7), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_MISS, 0, 0x1000, uva, 3), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_ACCESS_FAIL, 0, 0x1000, uva, 3), 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(stats(&f).iotlb_updates, 0);
+	/* Good ones, and an INVALIDATE with garbage uaddr/perm, then a wrapping one. */
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_UPDATE, 0x10000, 0x3000, uva, 3), 0);
+	assert_int_equal(fe_reply_u64(&f), 0);
+	assert_int_equal(stats(&f).iotlb_entries, 3);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_INVALIDATE, 0x11000, 0x1000, 0xdeadbeef, 0xa5), 0);
+	assert_int_equal(fe_reply_u64(&f), 0);
+	assert_int_equal(stats(&f).iotlb_entries, 2);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_INVALIDATE, 0xfffff000ull << 32, 1ull << 63, 0, 0),
+			 0);
+	assert_int_equal(fe_reply_u64(&f), 1);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_INVALIDATE, 0xfef00000ull, 0xffffffff01100000ull,
+				  0x1234, 9),
+			 0);
+	assert_int_equal(fe_reply_u64(&f), 0);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_INVALIDATE, 0, 0xfee00000ull, 0, 0), 0);
+	assert_int_equal(fe_reply_u64(&f), 0);
+	assert_int_equal(stats(&f).iotlb_entries, 0);
+	assert_int_equal(stats(&f).iotlb_invalidations, 3);
+	/* A new memory table empties the IOTLB. */
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_UPDATE, 0x10000, 0x3000, uva, 3), 0);
+	assert_int_equal(fe_set_mem_table(&f), 0);
+	assert_int_equal(fe_reply_u64(&f), 0);
+	assert_int_equal(stats(&f).iotlb_entries, 0);
+	finish(&f);
+}
+
+/* Transmit a ping and expect the echo reply on the receive queue. */
+static void ping_once(struct fe *f, uint16_t seq, size_t plen)
+{
+	uint8_t req[2048], *rep;
+	size_t len = fe_make_ping(req, 0x0a000001, seq, plen);
+	uint32_t id, rlen;
+
+	fe_rx_post(f, seq % 128);
+	fe_tx(f, seq % 128, req, (uint32_t)len);
+	for (int i = 0; i < 100; i++) {
+		struct vu_iotlb m;
+
+		poll_n(f, 1);
+		while (fe_backend_msg(f, &m)) { /* answer misses like QEMU */
+			assert_int_equal(m.type, VU_IOTLB_MISS);
+			uint64_t gpa = m.iova - FE_IOVA_OFF;
+			assert_int_equal(fe_map(f, gpa, 0x1000, VU_ACCESS_RW), 0);
+			assert_int_equal(fe_reply_u64(f), 0);
+		}
+		if (f->used_seen[0] != *(uint16_t *)(void *)(fe_ptr(f, FE_RING(0) + 0x2002)))
+			break;
+	}
+	assert_true(fe_used(f, 1, &id, &rlen));
+	assert_int_equal(id, seq % 128);
+	assert_true(fe_used(f, 0, &id, &rlen));
+	assert_int_equal(id, seq % 128);
+	assert_int_equal(rlen, FE_HDR + len);
+	rep = fe_ptr(f, FE_BUF(256 + seq % 128)) + FE_HDR;
+	assert_memory_equal(rep, req + 6, 6);		      /* back to the sender */
+	assert_memory_equal(rep + 14 + 12, req + 14 + 16, 4); /* addresses swapped */
+	assert_memory_equal(rep + 14 + 16, req + 14 + 12, 4);
+	assert_int_equal(rep[14 + 20], 0);	    /* echo reply */
+	assert_int_equal(fe_csum(rep + 14, 20), 0); /* checksums valid */
+	assert_int_equal(fe_csum(rep + 34, len - 34), 0);
+	assert_memory_equal(rep + 42, req + 42, plen); /* payload untouched */
+}
+
+static void test_echo_no_iommu(void **state)
+{
+	(void)state;
+	struct fe f;
+
+	assert_int_equal(fe_init(&f, DG_VHOST_ECHO, false), 0);
+	assert_int_equal(fe_start(&f), 0);
+	for (uint16_t s = 0; s < 300; s++)
+		ping_once(&f, s, s % 2 ? 1400 : 56 + s);
+	/* ARP for our address. */
+	uint8_t arp[42] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x52, 0x54, 0, 1, 2,
+			   3,	 0x08, 0x06, 0,	   1,	 0x08, 0,    6,	   4, 0, 1,
+			   0x52, 0x54, 0,    1,	   2,	 3,    10,   0,	   0, 2, 0,
+			   0,	 0,    0,    0,	   0,	 10,   0,    0,	   1};
+	uint32_t id, len;
+	fe_rx_post(&f, 5);
+	fe_tx(&f, 5, arp, sizeof(arp));
+	poll_n(&f, 2);
+	assert_true(fe_used(&f, 1, &id, &len));
+	assert_true(fe_used(&f, 0, &id, &len));
+	assert_int_equal(len, FE_HDR + 42);
+	uint8_t *r = fe_ptr(&f, FE_BUF(256 + 5)) + FE_HDR;
+	assert_int_equal(r[21], 2); /* ARP reply */
+	assert_memory_equal(r + 28, "\x0a\x00\x00\x01", 4);
+	struct dg_vhost_stats s = stats(&f);
+	assert_int_equal(s.icmp_replies, 300);
+	assert_int_equal(s.arp_replies, 1);
+	assert_int_equal(s.queue[1].packets, 301);
+	assert_int_equal(s.queue[0].packets, 301);
+	assert_int_equal(s.iotlb_misses, 0);
+	/* Something else: counted, no reply. */
+	uint8_t junk[60] = {0};
+	fe_tx(&f, 6, junk, sizeof(junk));
+	poll_n(&f, 2);
+	assert_int_equal(stats(&f).ignored, 1);
+	assert_false(fe_used(&f, 0, &id, &len));
+	finish(&f);
+}
+
+static void test_echo_iommu(void **state)
+{
+	(void)state;
+	struct vu_iotlb m;
+	struct fe f;
+
+	assert_int_equal(fe_init(&f, DG_VHOST_ECHO, true), 0);
+	assert_int_equal(fe_start(&f), 0);
+	/* Nothing granted yet: the first poll misses on the transmit ring; polling again while
+	 * the miss is pending sends nothing more (de-duplicated). */
+	poll_n(&f, 1);
+	assert_true(fe_backend_msg(&f, &m));
+	assert_int_equal(m.type, VU_IOTLB_MISS);
+	assert_int_equal(m.iova, fe_addr(&f, FE_RING(1)));
+	assert_int_equal(m.perm, VU_ACCESS_RO);
+	poll_n(&f, 1);
+	assert_false(fe_backend_msg(&f, &m));
+	/* A queue that waits for a miss is retried after an UPDATE for another page too; the
+	 * still-missing page is not asked again. */
+	assert_int_equal(fe_map(&f, FE_BUF(400), 0x1000, VU_ACCESS_RW), 0);
+	poll_n(&f, 1);
+	assert_false(fe_backend_msg(&f, &m));
+	assert_true(stats(&f).iotlb_miss_dedup >= 1);
+	assert_int_equal(fe_map(&f, FE_RING(1), 0x1000, VU_ACCESS_RW), 0);
+	for (uint16_t s = 0; s < 200; s++)
+		ping_once(&f, s, 1400);
+	struct dg_vhost_stats st = stats(&f);
+	assert_int_equal(st.icmp_replies, 200);
+	assert_true(st.iotlb_misses >= 5);
+	uint64_t rt = st.ring_translations, misses = st.iotlb_misses;
+
+	/* Invalidate a buffer page: the next use misses again (caches emptied), rings stay. */
+	assert_int_equal(
+		fe_iotlb(&f, VU_IOTLB_INVALIDATE, fe_addr(&f, FE_BUF(7)), 0x1000, 0x55, 0xff), 0);
+	ping_once(&f, 7, 100);
+	st = stats(&f);
+	assert_int_equal(st.iotlb_misses, misses + 1);
+	assert_int_equal(st.ring_translations, rt);
+	/* Invalidate the receive ring's used page: that ring is translated again. */
+	assert_int_equal(
+		fe_iotlb(&f, VU_IOTLB_INVALIDATE, fe_addr(&f, FE_RING(0) + 0x2100), 1, 0, 0), 0);
+	ping_once(&f, 8, 100);
+	st = stats(&f);
+	assert_int_equal(st.ring_translations, rt + 1);
+	assert_int_equal(st.iotlb_misses, misses + 2);
+	/* A full flush: every ring again. */
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_INVALIDATE, 0, UINT64_MAX, 0, 0), 0);
+	ping_once(&f, 9, 100);
+	assert_int_equal(stats(&f).ring_translations, rt + 3);
+	finish(&f);
+}
+
+static void test_access_fail(void **state)
+{
+	(void)state;
+	uint8_t req[256];
+	struct vu_iotlb m;
+	uint32_t id, len;
+	struct fe f;
+
+	assert_int_equal(fe_init(&f, DG_VHOST_ECHO, true), 0);
+	assert_int_equal(fe_start(&f), 0);
+	assert_int_equal(fe_map(&f, FE_RING(0), 0x3000, VU_ACCESS_RW), 0);
+	assert_int_equal(fe_map(&f, FE_RING(1), 0x3000, VU_ACCESS_RW), 0);
+	/* The transmit buffer is granted write-only: the device may not read it. */
+	assert_int_equal(fe_map(&f, FE_BUF(3), 0x1000, VU_ACCESS_WO), 0);
+	fe_tx(&f, 3, req, (uint32_t)fe_make_ping(req, 0x0a000001, 1, 64));
+	poll_n(&f, 2);
+	assert_true(fe_backend_msg(&f, &m));
+	assert_int_equal(m.type, VU_IOTLB_ACCESS_FAIL);
+	assert_int_equal(m.iova, fe_addr(&f, FE_BUF(3)));
+	assert_true(fe_used(&f, 1, &id, &len)); /* returned unprocessed */
+	assert_int_equal(len, 0);
+	assert_int_equal(stats(&f).iotlb_access_fails, 1);
+	assert_int_equal(stats(&f).icmp_replies, 0);
+	finish(&f);
+}
+
+static void test_sink_loop(void **state)
+{
+	(void)state;
+	uint8_t fr[1000];
+	uint32_t id, len;
+	struct fe f;
+
+	assert_int_equal(fe_init(&f, DG_VHOST_SINK, false), 0);
+	assert_int_equal(fe_start(&f), 0);
+	fe_rx_post(&f, 0);
+	for (uint16_t i = 0; i < 10; i++)
+		fe_tx(&f, i, fr, 100 + i);
+	poll_n(&f, 2);
+	assert_int_equal(stats(&f).queue[1].packets, 10);
+	assert_int_equal(stats(&f).queue[1].bytes, 1045);
+	assert_false(fe_used(&f, 0, &id, &len));
+	fe_fini(&f);
+
+	assert_int_equal(fe_init(&f, DG_VHOST_LOOP, true), 0);
+	assert_int_equal(fe_start(&f), 0);
+	assert_int_equal(fe_map(&f, FE_GPA_BASE, FE_MEM_SIZE, VU_ACCESS_RW), 0);
+	for (unsigned int i = 0; i < sizeof(fr); i++)
+		fr[i] = (uint8_t)(i * 3);
+	fe_tx(&f, 0, fr, sizeof(fr));
+	poll_n(&f, 2);
+	assert_false(fe_used(&f, 0, &id, &len)); /* no buffer yet: the frame waits */
+	fe_rx_post(&f, 0);
+	poll_n(&f, 1);
+	assert_true(fe_used(&f, 0, &id, &len));
+	assert_int_equal(len, FE_HDR + sizeof(fr));
+	assert_memory_equal(fe_ptr(&f, FE_BUF(256)) + FE_HDR, fr, sizeof(fr));
+	/* A receive buffer too small for the frame: returned empty, frame dropped. */
+	fe_tx(&f, 1, fr, sizeof(fr));
+	fe_set_desc(&f, 0, 1, FE_BUF(257), 100, VRING_DESC_F_WRITE, 0);
+	fe_avail(&f, 0, 1);
+	poll_n(&f, 2);
+	assert_true(fe_used(&f, 0, &id, &len));
+	assert_int_equal(len, 0);
+	assert_int_equal(stats(&f).queue[0].dropped, 1);
+	finish(&f);
+}
+
+/* Ring attacks: each stops the queue with a ring error and touches nothing outside. */
+enum attack {
+	A_LOOP,
+	A_TOO_LONG,
+	A_BAD_HEAD,
+	A_NEXT_OOB,
+	A_IND_OOB,
+	A_IND_NESTED,
+	A_IND_LEN,
+	A_IND_NEXT_OOB,
+	A_IND_LOOP,
+	A_BUF_OUTSIDE,
+	A_RD_AFTER_WR,
+	A_AVAIL_JUMP,
+	A_RING_OUTSIDE,
+	A_N
+};
+
+static void test_ring_attacks(void **state)
+{
+	(void)state;
+
+	for (int a = 0; a < A_N; a++) {
+		struct vring_desc *ind;
+		struct fe f;
+
+		assert_int_equal(fe_init(&f, DG_VHOST_ECHO, false), 0);
+		assert_int_equal(fe_start(&f), 0);
+		ind = (struct vring_desc *)(void *)fe_ptr(&f, FE_BUF(100));
+		switch (a) {
+		case A_LOOP:
+			fe_set_desc(&f, 1, 0, FE_BUF(0), 64, VRING_DESC_F_NEXT, 1);
+			fe_set_desc(&f, 1, 1, FE_BUF(1), 64, VRING_DESC_F_NEXT, 0);
+			fe_avail(&f, 1, 0);
+			break;
+		case A_TOO_LONG: /* every descriptor chained: 256 + 1 */
+			for (uint16_t i = 0; i < FE_QSIZE; i++)
+				fe_set_desc(&f, 1, i, FE_BUF(0), 16, VRING_DESC_F_NEXT,
+					    (uint16_t)((i + 1) % FE_QSIZE));
+			fe_avail(&f, 1, 0);
+			break;
+		case A_BAD_HEAD:
+			fe_avail(&f, 1, FE_QSIZE);
+			break;
+		case A_NEXT_OOB:
+			fe_set_desc(&f, 1, 0, FE_BUF(0), 64, VRING_DESC_F_NEXT, 300);
+			fe_avail(&f, 1, 0);
+			break;
+		case A_IND_OOB: /* indirect table outside the memory table */
+			fe_set_desc(&f, 1, 0, FE_GPA_BASE + FE_MEM_SIZE - 32, 64,
+				    VRING_DESC_F_INDIRECT, 0);
+			fe_avail(&f, 1, 0);
+			break;
+		case A_IND_NESTED:
+			ind[0] = (struct vring_desc){
+				.addr = FE_BUF(101), .len = 16, .flags = VRING_DESC_F_INDIRECT};
+			fe_set_desc(&f, 1, 0, FE_BUF(100), 16, VRING_DESC_F_INDIRECT, 0);
+			fe_avail(&f, 1, 0);
+			break;
+		case A_IND_LEN:
+			fe_set_desc(&f, 1, 0, FE_BUF(100), 24, VRING_DESC_F_INDIRECT, 0);
+			fe_avail(&f, 1, 0);
+			break;
+		case A_IND_NEXT_OOB:
+			ind[0] = (struct vring_desc){.addr = FE_BUF(0),
+						     .len = 64,
+						     .flags = VRING_DESC_F_NEXT,
+						     .next = 2};
+			ind[1] = ind[0];
+			fe_set_desc(&f, 1, 0, FE_BUF(100), 32, VRING_DESC_F_INDIRECT, 0);
+			fe_avail(&f, 1, 0);
+			break;
+		case A_IND_LOOP:
+			ind[0] = (struct vring_desc){.addr = FE_BUF(0),
+						     .len = 64,
+						     .flags = VRING_DESC_F_NEXT,
+						     .next = 1};
+			ind[1] = (struct vring_desc){.addr = FE_BUF(0),
+						     .len = 64,
+						     .flags = VRING_DESC_F_NEXT,
+						     .next = 0};
+			fe_set_desc(&f, 1, 0, FE_BUF(100), 32, VRING_DESC_F_INDIRECT, 0);
+			fe_avail(&f, 1, 0);
+			break;
+		case A_BUF_OUTSIDE: /* a buffer running past the region */
+			fe_set_desc(&f, 1, 0, FE_GPA_BASE + FE_MEM_SIZE - 16, 64, 0, 0);
+			fe_avail(&f, 1, 0);
+			break;
+		case A_RD_AFTER_WR:
+			fe_set_desc(&f, 1, 0, FE_BUF(0), 64, VRING_DESC_F_NEXT | VRING_DESC_F_WRITE,
+				    1);
+			fe_set_desc(&f, 1, 1, FE_BUF(1), 64, 0, 0);
+			fe_avail(&f, 1, 0);
+			break;
+		case A_AVAIL_JUMP: /* avail index 1000 entries ahead of a 256-entry ring */
+			__atomic_store_n((uint16_t *)(void *)fe_ptr(&f, FE_RING(1) + 0x1002), 1000,
+					 __ATOMIC_RELEASE);
+			break;
+		case A_RING_OUTSIDE: {
+			struct vu_vring_addr ad = {.index = 1,
+						   .desc = FE_UVA_BASE + 0x1000,
+						   .avail = FE_UVA_BASE + FE_GPA_BASE + 0x1000,
+						   .used = FE_UVA_BASE + FE_GPA_BASE + 0x2000};
+			assert_int_equal(
+				fe_send(&f, VU_SET_VRING_ADDR, 0, &ad, sizeof(ad), NULL, 0), 0);
+			break;
+		}
+		}
+		poll_n(&f, 3);
+		struct dg_vhost_stats s = stats(&f);
+		if (s.ring_errors != 1)
+			fail_msg("attack %d: %llu ring errors", a,
+				 (unsigned long long)s.ring_errors);
+		assert_int_equal(s.queue[1].packets, 0);
+		/* The receive queue still works... the transmit one is stopped until reset. */
+		uint32_t id, len;
+		assert_false(fe_used(&f, 1, &id, &len));
+		/* A new front end on the same back end works again. */
+		dg_vhost_reset(f.v);
+		assert_int_equal(fe_start(&f), 0);
+		ping_once(&f, 1, 64);
+		finish(&f);
+	}
+}
+
+static void test_reset_reconnect(void **state)
+{
+	(void)state;
+	struct fe f;
+
+	assert_int_equal(fe_init(&f, DG_VHOST_ECHO, true), 0);
+	for (int round = 0; round < 3; round++) {
+		assert_int_equal(fe_start(&f), 0);
+		for (uint16_t s = 0; s < 20; s++)
+			ping_once(&f, s, 200);
+		/* Stop as QEMU does: GET_VRING_BASE returns where the driver is. */
+		assert_int_equal(fe_state(&f, VU_GET_VRING_BASE, 1, 0), 0);
+		struct vu_vring_state st;
+		memcpy(&st, f.reply + VU_HDR_SIZE, sizeof(st));
+		assert_int_equal(st.num, 20);
+		if (round == 1)
+			assert_int_equal(fe_send(&f, VU_RESET_OWNER, 0, NULL, 0, NULL, 0), 0);
+		else
+			dg_vhost_reset(f.v);
+	}
+	assert_int_equal(stats(&f).icmp_replies, 60);
+	finish(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_negotiation),	cmocka_unit_test(test_bad_messages),
+		cmocka_unit_test(test_iotlb_messages),	cmocka_unit_test(test_echo_no_iommu),
+		cmocka_unit_test(test_echo_iommu),	cmocka_unit_test(test_access_fail),
+		cmocka_unit_test(test_sink_loop),	cmocka_unit_test(test_ring_attacks),
+		cmocka_unit_test(test_reset_reconnect),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
