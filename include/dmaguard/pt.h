@@ -48,12 +48,17 @@ enum dg_pt_format {
  */
 struct dg_pt_geometry {
 	enum dg_pt_format format;
-	unsigned int ias; /* input (IOVA) bits; VT-d 39/48/57, LPAE 32..48 (52: 64K); flat: 0 */
-	unsigned int oas; /* output bits; VT-d <= 52, LPAE 32..48 (52: 64K); flat <= 52 */
-	uint64_t granule; /* smallest page; VT-d 4K, LPAE 4K/16K/64K, flat 4K/64K/2M */
-	uint64_t pgsize_bitmap; /* page sizes allowed, a subset of the format's; 0 = all of them */
+	unsigned int ias; /* input (IOVA) bits: VT-d 39/48/57, LPAE 32..48 (..52 with 64K);
+				   0 = 48; flat: 0 (the window bounds the input) */
+	unsigned int oas; /* output bits: VT-d 32..52, LPAE 32/36/40/42/44/48 (52 with
+				   64K), flat 32..52; 0 = 48 (flat: 52) */
+	uint64_t granule; /* smallest page; VT-d 4K, LPAE 4K/16K/64K, flat 4K/64K/2M; 0 = 4K */
+	uint64_t pgsize_bitmap; /* page sizes allowed, a subset of the format's that holds the
+				   granule; 0 = all of them. Effective: sizes no level can hold
+				   (>= 2^ias) are dropped */
 	uint64_t window_base;	/* flat only: first IOVA of the window, granule aligned */
-	uint64_t window_size;	/* flat only: bytes covered by the window, multiple of granule */
+	uint64_t window_size;	/* flat only: bytes covered by the window, multiple of granule,
+				   at most 2^24 entries, base + size < 2^64 */
 };
 
 /*
@@ -80,16 +85,22 @@ struct dg_pt_gather {
 	void *freelist;	    /* unlinked table pages, chained through word 0; see release */
 };
 
-/* The result of a read-only walk. */
+/*
+ * The result of a read-only walk. On success every field is set. On -ENOENT only depth and
+ * table[0..depth] are (the table holding the non-present entry), so a walk cache may keep
+ * the tables it passed even for an IOVA that faults.
+ */
 struct dg_pt_walk {
 	uint64_t phys;	    /* output address of the walked IOVA (leaf base + offset) */
 	uint64_t pgsize;    /* size of the leaf */
 	uint64_t pte;	    /* the leaf descriptor, exactly as the hardware reads it */
-	unsigned int prot;  /* DG_PROT_* decoded from the leaf */
+	unsigned int prot;  /* DG_PROT_* decoded from the leaf (ARM stage 1 cannot express
+			       write-only: WRITE alone reads back as READ | WRITE) */
 	unsigned int level; /* leaf level in the format's own numbering (LPAE: Linux's 0..3, leaf
 			       3; VT-d: 1 = 4K leaf, 2 = 2M, 3 = 1G; flat: 0) */
-	unsigned int depth; /* tables read to reach the leaf, root = depth 0 */
-	const void *table[DG_PT_MAX_DEPTH]; /* table read at each depth (for walk caches) */
+	unsigned int depth; /* depth of the table holding the leaf: root = 0, so depth + 1
+			       tables were read */
+	const void *table[DG_PT_MAX_DEPTH]; /* table read at each depth 0..depth (walk caches) */
 };
 
 /*
@@ -112,33 +123,50 @@ DG_EXPORT uint64_t dg_pt_root(const struct dg_pt *pt);
 /*
  * Map [iova, iova + size) to [phys, phys + size) with DG_PROT_* @prot, using the fewest
  * entries: the largest page sizes that alignment of both addresses and the format allow. An
- * empty table where a larger leaf fits is replaced by the leaf (and put on @gather).
- * Errors (nothing changed): -EINVAL size zero or not granule aligned, addresses not granule
- * aligned, prot without READ or WRITE or with unknown bits; -ERANGE iova or phys outside the
- * geometry; -EEXIST part of the range already mapped; -ENOMEM table allocation failed (what
- * was mapped is undone). @gather must not be NULL.
+ * empty table (no leaf anywhere below it) where a larger leaf fits is replaced by the leaf and
+ * put on @gather with its span (leaf_only becomes false).
+ * Errors (no translation changed): -EINVAL size zero or not granule aligned, addresses not
+ * granule aligned, prot without READ or WRITE or with unknown bits, @gather NULL; -ERANGE iova
+ * or phys range outside the geometry; -EEXIST part of the range already mapped; -ENOMEM table
+ * allocation failed. A map that fails half way undoes what it mapped by an unmap into @gather:
+ * after any error the caller treats @gather as after dg_pt_unmap() (it is empty when nothing
+ * had to be undone). Tables allocated before the failure may stay linked, empty.
  */
 DG_EXPORT int dg_pt_map(struct dg_pt *pt, uint64_t iova, uint64_t phys, uint64_t size,
 			unsigned int prot, struct dg_pt_gather *gather);
+
+/*
+ * Map @pgcount pages of exactly @pgsize each (Linux's map_pages): like dg_pt_map() but every
+ * leaf has size @pgsize, never a larger one. Errors as dg_pt_map(), plus -EINVAL when @pgsize
+ * is not in the effective pgsize_bitmap, @pgcount is zero, or the addresses are not @pgsize
+ * aligned.
+ */
+DG_EXPORT int dg_pt_map_pages(struct dg_pt *pt, uint64_t iova, uint64_t phys, uint64_t pgsize,
+			      uint64_t pgcount, unsigned int prot, struct dg_pt_gather *gather);
 
 /*
  * Remove every leaf that intersects [iova, iova + size). A leaf only partly covered is removed
  * whole; the walk never runs into a leaf that does not intersect the range. *unmapped gets the
  * total size of the leaves removed. Tables whose whole span is covered are unlinked and put on
  * @gather (leaf_only becomes false).
- * Errors: -EINVAL size zero or not granule aligned; -ERANGE outside the geometry; -ENOENT no
- * leaf intersects the range (nothing changed).
+ * Errors: -EINVAL size zero or not granule aligned, iova not granule aligned, @gather or
+ * @unmapped NULL; -ERANGE outside the geometry; -ENOENT no leaf intersects the range (no
+ * translation changed; empty tables inside the range may still have been put on @gather).
  */
 DG_EXPORT int dg_pt_unmap(struct dg_pt *pt, uint64_t iova, uint64_t size,
 			  struct dg_pt_gather *gather, uint64_t *unmapped);
 
-/* Read-only walk of @iova. Errors: -ERANGE outside the geometry; -ENOENT not mapped. */
+/*
+ * Read-only walk of @iova (any thread, concurrently with everything; no allocation, no lock).
+ * Errors: -ERANGE outside the geometry; -ENOENT not mapped.
+ */
 DG_EXPORT int dg_pt_walk(const struct dg_pt *pt, uint64_t iova, struct dg_pt_walk *w);
 
 /*
  * Walk @iova starting from a table found earlier at @depth on a walk of the same region (a
- * page-walk cache entry). Same results and errors as dg_pt_walk(); w->table[] is filled from
- * @depth on. The caller guarantees @table is still linked or not yet released.
+ * page-walk cache entry: the table that covers @iova at @depth). Same results and errors as
+ * dg_pt_walk(), plus -EINVAL when @depth is not a table depth or @table is NULL; w->table[]
+ * is filled from @depth on. The caller guarantees @table is still linked or not yet released.
  */
 DG_EXPORT int dg_pt_walk_from(const struct dg_pt *pt, uint64_t iova, const void *table,
 			      unsigned int depth, struct dg_pt_walk *w);
@@ -149,7 +177,11 @@ DG_EXPORT uint64_t dg_pt_table_span(const struct dg_pt *pt, unsigned int depth);
 /* Output address of @iova, or 0 when it is not mapped (Linux's iova_to_phys). */
 DG_EXPORT uint64_t dg_pt_iova_to_phys(const struct dg_pt *pt, uint64_t iova);
 
-/* Table pages in use, root included. */
+/*
+ * Tables allocated, root included: those linked into the tree plus those waiting on a gather
+ * for dg_pt_gather_release(). A table counts once whatever its size (an LPAE concatenated
+ * root, a flat table).
+ */
 DG_EXPORT uint64_t dg_pt_table_pages(const struct dg_pt *pt);
 
 /* Start an empty gather. */
@@ -157,7 +189,8 @@ DG_EXPORT void dg_pt_gather_init(struct dg_pt_gather *gather);
 
 /*
  * Free the table pages on @gather and reset it. Call only after the invalidation covering the
- * gather's range (and walk caches, unless leaf_only) has completed.
+ * gather's range (and walk caches, unless leaf_only) has completed. Every gather that holds
+ * tables must be released before dg_pt_destroy().
  */
 DG_EXPORT void dg_pt_gather_release(struct dg_pt *pt, struct dg_pt_gather *gather);
 

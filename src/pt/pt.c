@@ -1,0 +1,785 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * pt/pt.c - the generic IO page-table walker: create, map, unmap, walk, gather, check, dump.
+ *
+ * One walker serves every format (pt_internal.h says how a format describes itself). The tree:
+ *
+ *   root (depth 0) ──► table (depth 1) ──► ... ──► table (depth - 1)
+ *   each entry: 0 (not present) | leaf (block/page of lvl[d].size) | table descriptor
+ *
+ * Map picks, at each IOVA, the shallowest depth whose entry size is allowed, fits the rest of
+ * the range and divides both the IOVA and the output address: the largest page that fits,
+ * hence the fewest entries. It then writes a run of leaves in that table in a tight loop (the
+ * run ends at the table's end, which is also the next larger page's boundary, so the choice is
+ * re-made there). Unmap descends only through tables the range covers in part, then sweeps the
+ * rest of the table: leaves are cleared whole (the sweep never steps past the range's last
+ * entry, so it never runs into the next leaf), tables whose whole span is inside the range are
+ * unlinked with their subtree. Geometry is precomputed per depth at create, the leaf's
+ * attribute bits per (prot, depth), so the per-entry work is a load, a test and a store.
+ *
+ * Concurrency (the io-pgtable-arm scheme, without its locks):
+ *  - Entries are _Atomic uint64_t. Map and unmap on disjoint ranges run concurrently: they
+ *    share at most upper tables, where the only write that can race is linking a new table
+ *    into an empty slot. A new table is zero-filled by the allocator, then published with one
+ *    compare-and-swap (release); the loser frees its own, never-published table and descends
+ *    into the winner's. Leaves and covered tables are only ever touched by the caller that owns
+ *    their range.
+ *  - Walkers (device threads, dg_pt_walk) never lock: they load each entry with acquire and see
+ *    either the old or the new entry.
+ *  - An unlinked table is never freed at once: a walker or a walk cache may still hold it. It is
+ *    chained onto the caller's struct dg_pt_gather through its word 0 (an aligned pointer:
+ *    the low bits every format uses for "present" are zero, so a stale walker reading that word
+ *    sees a non-present entry) and freed by dg_pt_gather_release() after the caller's
+ *    invalidation has completed. The rest of an unlinked table keeps its old entries: a stale
+ *    walker sees the old translation, exactly like a stale IOTLB entry, until the invalidation.
+ *
+ * Errors leave no translation changed: arguments are validated before anything is written,
+ * and a map that fails part way (-EEXIST, -ENOMEM) unmaps what it wrote. Tables it linked may
+ * stay, empty; that is a valid tree (dg_pt_check accepts empty tables) and a later map reuses
+ * them, a covering unmap or dg_pt_destroy frees them.
+ */
+#include "pt_internal.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- allocation ------------------------------------------------------------------------ */
+
+static void *pt_default_alloc(void *cookie, size_t size)
+{
+	void *p = aligned_alloc(size, size);
+
+	(void)cookie;
+	if (p)
+		memset(p, 0, size);
+	return p;
+}
+
+static void pt_default_free(void *cookie, void *page, size_t size)
+{
+	(void)cookie;
+	(void)size;
+	free(page);
+}
+
+static const struct dg_pt_mem_ops pt_default_mem = {
+	.alloc = pt_default_alloc,
+	.free = pt_default_free,
+};
+
+/*
+ * A zeroed table of @bytes. A page the descriptors could not hold (not aligned to its size,
+ * or beyond the format's table address field) is refused like a failed allocation: linking it
+ * would corrupt the tree.
+ */
+static _Atomic uint64_t *pt_table_alloc(struct dg_pt *pt, uint64_t bytes, bool root)
+{
+	void *p = pt->mem->alloc(pt->mem_cookie, (size_t)bytes);
+	uint64_t addr = (uint64_t)(uintptr_t)p;
+
+	if (!p)
+		return NULL;
+	if ((addr & (bytes - 1)) || (!root && (addr & ~pt->table_addr_mask))) {
+		pt->mem->free(pt->mem_cookie, p, (size_t)bytes);
+		return NULL;
+	}
+	atomic_fetch_add_explicit(&pt->nr_tables, 1, memory_order_relaxed);
+	return p;
+}
+
+static void pt_table_free(struct dg_pt *pt, _Atomic uint64_t *table, uint64_t bytes)
+{
+	pt->mem->free(pt->mem_cookie, (void *)table, (size_t)bytes);
+	atomic_fetch_sub_explicit(&pt->nr_tables, 1, memory_order_relaxed);
+}
+
+/* ---- entry helpers ---------------------------------------------------------------------- */
+
+/* A present entry above the last depth: table descriptor (else a leaf)? */
+static inline bool pt_is_table(const struct dg_pt *pt, uint64_t pte)
+{
+	return (pte & pt->table_mask) == pt->table_val;
+}
+
+static inline _Atomic uint64_t *pt_table_ptr(const struct dg_pt *pt, uint64_t pte)
+{
+	return (_Atomic uint64_t *)(uintptr_t)(pte & pt->table_addr_mask);
+}
+
+static inline _Atomic uint64_t *pt_entry(const struct dg_pt *pt, _Atomic uint64_t *table,
+					 unsigned int d, uint64_t va)
+{
+	return table + ((va >> pt->lvl[d].shift) & pt->lvl[d].index_mask);
+}
+
+/*
+ * Link a new table into the empty slot @ptep, or use the one another mapper linked first.
+ * Returns the table now linked there, or NULL with *err (-ENOMEM, or -EEXIST when the slot
+ * turned out to hold a leaf: an overlapping concurrent map, a caller bug).
+ */
+static _Atomic uint64_t *pt_install_table(struct dg_pt *pt, _Atomic uint64_t *ptep, int *err)
+{
+	_Atomic uint64_t *t = pt_table_alloc(pt, pt->table_bytes, false);
+	uint64_t cur = 0;
+
+	if (!t) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	/*
+	 * Release on success: the zeroed table is visible before the descriptor that links it;
+	 * pairs with the acquire loads of walkers (pt_walk_at) and of other mappers and
+	 * unmappers descending (pt_map_va, pt_unmap_va). Acquire on failure: pairs with the
+	 * winner's release here, so its table can be descended into.
+	 */
+	if (atomic_compare_exchange_strong_explicit(ptep, &cur,
+						    (uint64_t)(uintptr_t)t | pt->table_bits,
+						    memory_order_release, memory_order_acquire))
+		return t;
+	pt_table_free(pt, t, pt->table_bytes); /* never published: nobody can hold it */
+	if (!pt_is_table(pt, cur)) {
+		*err = -EEXIST;
+		return NULL;
+	}
+	return pt_table_ptr(pt, cur);
+}
+
+/* ---- gather ----------------------------------------------------------------------------- */
+
+void dg_pt_gather_init(struct dg_pt_gather *gather)
+{
+	memset(gather, 0, sizeof(*gather));
+	gather->leaf_only = true;
+}
+
+static void pt_gather_range(struct dg_pt_gather *g, uint64_t start, uint64_t end, uint64_t pgsize)
+{
+	if (g->start == g->end) {
+		g->start = start;
+		g->end = end;
+	} else {
+		if (start < g->start)
+			g->start = start;
+		if (end > g->end)
+			g->end = end;
+	}
+	if (pgsize > g->pgsize)
+		g->pgsize = pgsize;
+}
+
+/*
+ * Put the unlinked table @table (depth @d) and every table below it on @g; add the size of
+ * the leaves it holds to *bytes and the largest to *maxpg. The caller owns the table's range
+ * and has already cleared the descriptor that linked it.
+ */
+static void pt_gather_subtree(struct dg_pt *pt, _Atomic uint64_t *table, unsigned int d,
+			      struct dg_pt_gather *g, uint64_t *bytes, uint64_t *maxpg)
+{
+	const struct pt_level *l = &pt->lvl[d];
+	bool last = d == pt->depth - 1;
+
+	for (uint64_t i = 0; i <= l->index_mask; i++) {
+		/* Acquire: pairs with the release CAS that linked a child table. */
+		uint64_t pte = atomic_load_explicit(&table[i], memory_order_acquire);
+
+		if (!pte)
+			continue;
+		if (!last && pt_is_table(pt, pte)) {
+			pt_gather_subtree(pt, pt_table_ptr(pt, pte), d + 1, g, bytes, maxpg);
+		} else {
+			*bytes += l->size;
+			if (l->size > *maxpg)
+				*maxpg = l->size;
+		}
+	}
+	/*
+	 * Chain through word 0. Relaxed: a stale walker may read the word concurrently and sees
+	 * an aligned pointer, "not present"; the gather itself reaches the releasing thread
+	 * through the caller's invalidation handshake.
+	 */
+	atomic_store_explicit(&table[0], (uint64_t)(uintptr_t)g->freelist, memory_order_relaxed);
+	g->freelist = (void *)table;
+	g->nr_tables++;
+	g->leaf_only = false;
+	atomic_fetch_add_explicit(&pt->nr_pending, 1, memory_order_relaxed);
+}
+
+void dg_pt_gather_release(struct dg_pt *pt, struct dg_pt_gather *gather)
+{
+	void *t = gather->freelist;
+
+	while (t) {
+		_Atomic uint64_t *table = t;
+
+		t = (void *)(uintptr_t)atomic_load_explicit(&table[0], memory_order_relaxed);
+		pt_table_free(pt, table, pt->table_bytes);
+		atomic_fetch_sub_explicit(&pt->nr_pending, 1, memory_order_relaxed);
+	}
+	dg_pt_gather_init(gather);
+}
+
+/* ---- no leaf below? (an empty table a larger leaf may replace) ---------------------------- */
+
+static bool pt_subtree_empty(const struct dg_pt *pt, _Atomic uint64_t *table, unsigned int d)
+{
+	bool last = d == pt->depth - 1;
+
+	for (uint64_t i = 0; i <= pt->lvl[d].index_mask; i++) {
+		/* Acquire: pairs with the release CAS that linked a child table. */
+		uint64_t pte = atomic_load_explicit(&table[i], memory_order_acquire);
+
+		if (!pte)
+			continue;
+		if (last || !pt_is_table(pt, pte) ||
+		    !pt_subtree_empty(pt, pt_table_ptr(pt, pte), d + 1))
+			return false;
+	}
+	return true;
+}
+
+/* ---- unmap ------------------------------------------------------------------------------ */
+
+/*
+ * Remove every leaf intersecting [va, end) and every table whose span the range covers.
+ * Returns the bytes of the leaves removed; the changed range and tables go on @g.
+ */
+static uint64_t pt_unmap_va(struct dg_pt *pt, uint64_t va, uint64_t end, struct dg_pt_gather *g)
+{
+	const unsigned int last = pt->depth - 1;
+	uint64_t bytes = 0, maxpg = 0, lo = UINT64_MAX, hi = 0;
+
+	while (va < end) {
+		_Atomic uint64_t *table = pt->root;
+		const struct pt_level *l = pt->lvl;
+		unsigned int d = 0;
+		_Atomic uint64_t *ptep = pt_entry(pt, table, 0, va);
+		/* Acquire: pairs with the release CAS that linked a table (pt_install_table). */
+		uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
+
+		/* Descend through the tables the range covers only in part. */
+		while (d < last && pte && pt_is_table(pt, pte) &&
+		       ((va & (l->size - 1)) || end - va < l->size)) {
+			table = pt_table_ptr(pt, pte);
+			d++;
+			l++;
+			ptep = pt_entry(pt, table, d, va);
+			/* Acquire: as above. */
+			pte = atomic_load_explicit(ptep, memory_order_acquire);
+		}
+
+		/* Sweep the rest of this table inside the range. */
+		_Atomic uint64_t *tend = table + l->index_mask + 1;
+		const uint64_t step = l->size;
+
+		for (;;) {
+			if (pte) {
+				uint64_t base = va & ~(step - 1);
+
+				if (d == last || !pt_is_table(pt, pte)) {
+					/*
+					 * Relaxed: clearing publishes nothing; a walker still seeing
+					 * the leaf is covered by the caller's invalidation of @g.
+					 */
+					atomic_store_explicit(ptep, 0, memory_order_relaxed);
+					bytes += step;
+					if (step > maxpg)
+						maxpg = step;
+				} else if (base == va && end - va >= step) {
+					atomic_store_explicit(ptep, 0, memory_order_relaxed);
+					pt_gather_subtree(pt, pt_table_ptr(pt, pte), d + 1, g,
+							  &bytes, &maxpg);
+				} else {
+					break; /* a table covered in part: descend from the root */
+				}
+				if (base < lo)
+					lo = base;
+				hi = base + step;
+			}
+			va = (va | (step - 1)) + 1;
+			if (va >= end || ++ptep == tend)
+				break;
+			pte = atomic_load_explicit(ptep, memory_order_relaxed);
+			if (pte && d < last && pt_is_table(pt, pte))
+				/* Acquire: pairs with the release CAS that linked it. */
+				pte = atomic_load_explicit(ptep, memory_order_acquire);
+		}
+	}
+	if (hi)
+		pt_gather_range(g, lo + pt->iova_base, hi + pt->iova_base, maxpg);
+	return bytes;
+}
+
+/* ---- map -------------------------------------------------------------------------------- */
+
+/*
+ * Map [va, end) to pa.. with leaves only at the depths in @leaf_depths (the last allowed one
+ * must divide everything: validated by the callers). On error *reached is where it stopped:
+ * [start, *reached) is mapped and must be undone.
+ */
+static int pt_map_va(struct dg_pt *pt, uint64_t va, uint64_t end, uint64_t pa, const uint64_t *tmpl,
+		     uint32_t leaf_depths, struct dg_pt_gather *g, uint64_t *reached)
+{
+	int err = 0;
+
+	while (va < end) {
+		_Atomic uint64_t *table = pt->root;
+		const struct pt_level *l = pt->lvl;
+		unsigned int d = 0;
+
+		/* Descend to the shallowest depth where a leaf fits at va. */
+		while (!((leaf_depths >> d) & 1) || ((va | pa) & (l->size - 1)) ||
+		       end - va < l->size) {
+			_Atomic uint64_t *ptep = pt_entry(pt, table, d, va);
+			/* Acquire: pairs with the release CAS that linked the table. */
+			uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
+
+			if (dg_likely(pte)) {
+				if (dg_unlikely(!pt_is_table(pt, pte))) {
+					err = -EEXIST; /* a larger leaf covers va */
+					goto out;
+				}
+				table = pt_table_ptr(pt, pte);
+			} else {
+				table = pt_install_table(pt, ptep, &err);
+				if (!table)
+					goto out;
+			}
+			d++;
+			l++;
+		}
+
+		/* A run of leaves of l->size in this table. */
+		uint64_t idx = (va >> l->shift) & l->index_mask;
+		uint64_t n = (end - va) >> l->shift;
+		const uint64_t attrs = tmpl[d];
+		const uint64_t step = l->size;
+		_Atomic uint64_t *ptep = table + idx;
+
+		if (n > l->index_mask + 1 - idx)
+			n = l->index_mask + 1 - idx;
+		for (; n; n--, ptep++, va += step, pa += step) {
+			uint64_t old = atomic_load_explicit(ptep, memory_order_relaxed);
+			_Atomic uint64_t *dead = NULL;
+
+			if (dg_unlikely(old)) {
+				/* Acquire: pairs with the release CAS that linked a table here. */
+				old = atomic_load_explicit(ptep, memory_order_acquire);
+				if (d == pt->depth - 1 || !pt_is_table(pt, old) ||
+				    !pt_subtree_empty(pt, pt_table_ptr(pt, old), d + 1)) {
+					err = -EEXIST;
+					goto out;
+				}
+				dead = pt_table_ptr(pt, old);
+			}
+			/*
+			 * Release: pairs with the acquire loads of walkers, so a device that
+			 * sees the leaf also sees what the CPU wrote before mapping.
+			 */
+			atomic_store_explicit(ptep, pt_oa_encode(pt, pa) | attrs,
+					      memory_order_release);
+			if (dg_unlikely(dead != NULL)) {
+				uint64_t none = 0, maxpg = 0;
+
+				pt_gather_subtree(pt, dead, d + 1, g, &none, &maxpg);
+				pt_gather_range(g, va + pt->iova_base, va + step + pt->iova_base,
+						0);
+			}
+		}
+	}
+out:
+	*reached = va;
+	return err;
+}
+
+static int pt_map(struct dg_pt *pt, uint64_t va, uint64_t pa, uint64_t size, unsigned int prot,
+		  uint32_t leaf_depths, struct dg_pt_gather *g)
+{
+	uint64_t reached;
+	int err = pt_map_va(pt, va, va + size, pa, pt->leaf_tmpl[prot], leaf_depths, g, &reached);
+
+	if (dg_unlikely(err) && reached > va)
+		pt_unmap_va(pt, va, reached, g);
+	return err;
+}
+
+/* Common argument checks of map and map_pages; on success *va is the window offset. */
+static int pt_map_check(const struct dg_pt *pt, uint64_t iova, uint64_t phys, uint64_t size,
+			uint64_t align_mask, unsigned int prot, const struct dg_pt_gather *g,
+			uint64_t *va)
+{
+	if (!g || !(prot & (DG_PROT_READ | DG_PROT_WRITE)) || (prot & ~DG_PROT_ALL) || !size ||
+	    ((iova | phys | size) & align_mask))
+		return -EINVAL;
+	*va = iova - pt->iova_base;
+	if (iova < pt->iova_base || *va >= pt->va_limit || size > pt->va_limit - *va ||
+	    phys >= pt->oa_limit || size > pt->oa_limit - phys)
+		return -ERANGE;
+	return 0;
+}
+
+int dg_pt_map(struct dg_pt *pt, uint64_t iova, uint64_t phys, uint64_t size, unsigned int prot,
+	      struct dg_pt_gather *gather)
+{
+	uint64_t va;
+	int err = pt_map_check(pt, iova, phys, size, pt->granule_mask, prot, gather, &va);
+
+	if (dg_unlikely(err))
+		return err;
+	return pt_map(pt, va, phys, size, prot, pt->leaf_depths, gather);
+}
+
+int dg_pt_map_pages(struct dg_pt *pt, uint64_t iova, uint64_t phys, uint64_t pgsize,
+		    uint64_t pgcount, unsigned int prot, struct dg_pt_gather *gather)
+{
+	unsigned int d = 0;
+	uint64_t va;
+	int err;
+
+	if (!dg_is_pow2(pgsize) || !(pgsize & pt->geo.pgsize_bitmap) || !pgcount)
+		return -EINVAL;
+	if (pgcount > UINT64_MAX / pgsize)
+		return -ERANGE;
+	err = pt_map_check(pt, iova, phys, pgsize * pgcount, pgsize - 1, prot, gather, &va);
+	if (err)
+		return err;
+	while (pt->lvl[d].size != pgsize)
+		d++;
+	return pt_map(pt, va, phys, pgsize * pgcount, prot, 1u << d, gather);
+}
+
+int dg_pt_unmap(struct dg_pt *pt, uint64_t iova, uint64_t size, struct dg_pt_gather *gather,
+		uint64_t *unmapped)
+{
+	uint64_t va = iova - pt->iova_base;
+	uint64_t bytes;
+
+	if (!gather || !unmapped || !size || ((iova | size) & pt->granule_mask))
+		return -EINVAL;
+	if (iova < pt->iova_base || va >= pt->va_limit || size > pt->va_limit - va)
+		return -ERANGE;
+	bytes = pt_unmap_va(pt, va, va + size, gather);
+	*unmapped = bytes;
+	return bytes ? 0 : -ENOENT;
+}
+
+/* ---- walk ------------------------------------------------------------------------------- */
+
+static int pt_walk_at(const struct dg_pt *pt, uint64_t va, _Atomic uint64_t *table, unsigned int d,
+		      struct dg_pt_walk *w)
+{
+	const unsigned int last = pt->depth - 1;
+
+	for (;; d++) {
+		const struct pt_level *l = &pt->lvl[d];
+		/*
+		 * Acquire: pairs with the release CAS that linked a table (its entries are
+		 * initialised) and with the release store of a leaf in pt_map_va().
+		 */
+		uint64_t pte =
+			atomic_load_explicit(pt_entry(pt, table, d, va), memory_order_acquire);
+
+		w->table[d] = (const void *)table;
+		if (!(pte & pt->valid_mask)) {
+			w->depth = d;
+			return -ENOENT;
+		}
+		if (d < last && pt_is_table(pt, pte)) {
+			table = pt_table_ptr(pt, pte);
+			continue;
+		}
+		w->pte = pte;
+		w->pgsize = l->size;
+		w->phys = (pt_oa_decode(pt, pte) & ~(l->size - 1)) | (va & (l->size - 1));
+		w->prot = pt->ops->leaf_prot(pt, pte);
+		w->level = l->hw_level;
+		w->depth = d;
+		return 0;
+	}
+}
+
+int dg_pt_walk(const struct dg_pt *pt, uint64_t iova, struct dg_pt_walk *w)
+{
+	uint64_t va = iova - pt->iova_base;
+
+	if (iova < pt->iova_base || va >= pt->va_limit)
+		return -ERANGE;
+	return pt_walk_at(pt, va, pt->root, 0, w);
+}
+
+int dg_pt_walk_from(const struct dg_pt *pt, uint64_t iova, const void *table, unsigned int depth,
+		    struct dg_pt_walk *w)
+{
+	uint64_t va = iova - pt->iova_base;
+
+	if (!table || depth >= pt->depth)
+		return -EINVAL;
+	if (iova < pt->iova_base || va >= pt->va_limit)
+		return -ERANGE;
+	return pt_walk_at(pt, va, (_Atomic uint64_t *)(uintptr_t)table, depth, w);
+}
+
+uint64_t dg_pt_iova_to_phys(const struct dg_pt *pt, uint64_t iova)
+{
+	struct dg_pt_walk w;
+
+	return dg_pt_walk(pt, iova, &w) ? 0 : w.phys;
+}
+
+uint64_t dg_pt_table_span(const struct dg_pt *pt, unsigned int depth)
+{
+	if (depth >= pt->depth)
+		return 0;
+	return depth ? pt->lvl[depth - 1].size : pt->va_limit;
+}
+
+uint64_t dg_pt_table_pages(const struct dg_pt *pt)
+{
+	return atomic_load_explicit(&pt->nr_tables, memory_order_relaxed);
+}
+
+/* ---- create / destroy ------------------------------------------------------------------- */
+
+static const struct pt_fmt_ops *pt_fmt_ops(enum dg_pt_format format)
+{
+	switch (format) {
+	case DG_PT_FMT_VTD_SS:
+		return &pt_fmt_vtd_ops;
+	case DG_PT_FMT_ARM_LPAE_S1:
+	case DG_PT_FMT_ARM_LPAE_S2:
+		return &pt_fmt_lpae_ops;
+	case DG_PT_FMT_FLAT:
+		return &pt_fmt_flat_ops;
+	}
+	return NULL;
+}
+
+const char *dg_pt_format_name(enum dg_pt_format format)
+{
+	switch (format) {
+	case DG_PT_FMT_VTD_SS:
+		return "vtd-ss";
+	case DG_PT_FMT_ARM_LPAE_S1:
+		return "arm-lpae-s1";
+	case DG_PT_FMT_ARM_LPAE_S2:
+		return "arm-lpae-s2";
+	case DG_PT_FMT_FLAT:
+		return "flat";
+	}
+	return NULL;
+}
+
+struct dg_pt *dg_pt_create(const struct dg_pt_geometry *geo, const struct dg_pt_mem_ops *mem,
+			   void *cookie)
+{
+	const struct pt_fmt_ops *ops = geo ? pt_fmt_ops(geo->format) : NULL;
+	struct dg_pt *pt;
+	int err;
+
+	if (!ops || (mem && (!mem->alloc || !mem->free))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	pt = aligned_alloc(DG_CACHELINE, sizeof(*pt));
+	if (!pt) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	memset(pt, 0, sizeof(*pt));
+	pt->ops = ops;
+	pt->geo = *geo;
+	pt->mem = mem ? mem : &pt_default_mem;
+	pt->mem_cookie = cookie;
+	err = ops->init(pt);
+	if (err) {
+		free(pt);
+		errno = -err;
+		return NULL;
+	}
+	pt->granule_mask = pt->geo.granule - 1;
+	pt->oa_limit = 1ull << pt->geo.oas;
+	pt->table_bytes = pt->depth > 1 ? pt->lvl[1].table_bytes : 0;
+	/* Leaves where the (validated) page sizes allow; sizes no depth holds drop out. */
+	uint64_t sizes = pt->geo.pgsize_bitmap;
+
+	pt->geo.pgsize_bitmap = 0;
+	for (unsigned int d = 0; d < pt->depth; d++) {
+		struct pt_level *l = &pt->lvl[d];
+
+		l->leaf_ok = (sizes & l->size) != 0;
+		if (!l->leaf_ok)
+			continue;
+		pt->leaf_depths |= 1u << d;
+		pt->geo.pgsize_bitmap |= l->size;
+		for (unsigned int prot = 0; prot < PT_PROT_COMBOS; prot++)
+			if (prot & (DG_PROT_READ | DG_PROT_WRITE))
+				pt->leaf_tmpl[prot][d] = ops->leaf_attrs(pt, prot, d);
+	}
+	pt->root = pt_table_alloc(pt, pt->lvl[0].table_bytes, true);
+	if (!pt->root) {
+		free(pt);
+		errno = ENOMEM;
+		return NULL;
+	}
+	return pt;
+}
+
+static void pt_free_subtree(struct dg_pt *pt, _Atomic uint64_t *table, unsigned int d)
+{
+	if (d + 1 < pt->depth) {
+		for (uint64_t i = 0; i <= pt->lvl[d].index_mask; i++) {
+			uint64_t pte = atomic_load_explicit(&table[i], memory_order_relaxed);
+
+			if (pte && pt_is_table(pt, pte))
+				pt_free_subtree(pt, pt_table_ptr(pt, pte), d + 1);
+		}
+	}
+	pt_table_free(pt, table, pt->lvl[d].table_bytes);
+}
+
+void dg_pt_destroy(struct dg_pt *pt)
+{
+	if (!pt)
+		return;
+	pt_free_subtree(pt, pt->root, 0);
+	free(pt);
+}
+
+void dg_pt_geometry(const struct dg_pt *pt, struct dg_pt_geometry *geo)
+{
+	*geo = pt->geo;
+}
+
+uint64_t dg_pt_root(const struct dg_pt *pt)
+{
+	return pt->ops->root_reg(pt);
+}
+
+/* ---- check / dump ----------------------------------------------------------------------- */
+
+struct pt_check {
+	FILE *why;
+	unsigned int errors;
+	uint64_t tables;
+};
+
+#define PT_CHECK_MAX_REPORTS 20
+
+static void pt_check_fail(struct pt_check *c, unsigned int d, uint64_t iova, uint64_t pte,
+			  const char *what)
+{
+	if (c->why && c->errors < PT_CHECK_MAX_REPORTS)
+		fprintf(c->why, "pt check: depth %u iova 0x%" PRIx64 " pte 0x%016" PRIx64 ": %s\n",
+			d, iova, pte, what);
+	c->errors++;
+}
+
+static void pt_check_table(const struct dg_pt *pt, _Atomic uint64_t *table, unsigned int d,
+			   uint64_t va, struct pt_check *c)
+{
+	const struct pt_level *l = &pt->lvl[d];
+	bool last = d == pt->depth - 1;
+
+	for (uint64_t i = 0; i <= l->index_mask; i++, va += l->size) {
+		uint64_t pte = atomic_load_explicit(&table[i], memory_order_relaxed);
+		uint64_t iova = va + pt->iova_base;
+
+		if (!pte)
+			continue;
+		if (va >= pt->va_limit) {
+			pt_check_fail(c, d, iova, pte, "entry beyond the input range");
+			continue;
+		}
+		if (!(pte & pt->valid_mask)) {
+			pt_check_fail(c, d, iova, pte, "non-present entry not zero");
+			continue;
+		}
+		if (!last && pt_is_table(pt, pte)) {
+			_Atomic uint64_t *child = pt_table_ptr(pt, pte);
+
+			if ((pte & ~pt->table_addr_mask) != pt->table_bits) {
+				pt_check_fail(c, d, iova, pte, "table descriptor with stray bits");
+				continue;
+			}
+			if (!child || ((uintptr_t)child & (pt->table_bytes - 1))) {
+				pt_check_fail(c, d, iova, pte, "table address null or misaligned");
+				continue;
+			}
+			c->tables++;
+			pt_check_table(pt, child, d + 1, va, c);
+			continue;
+		}
+		if (!l->leaf_ok) {
+			pt_check_fail(c, d, iova, pte, "leaf at a depth the page sizes forbid");
+			continue;
+		}
+		unsigned int prot = pt->ops->leaf_prot(pt, pte);
+		uint64_t pa = pt_oa_decode(pt, pte) & ~(l->size - 1);
+
+		if (!(prot & (DG_PROT_READ | DG_PROT_WRITE)))
+			pt_check_fail(c, d, iova, pte, "leaf grants neither read nor write");
+		else if (pte != (pt_oa_encode(pt, pa) | pt->leaf_tmpl[prot][d]))
+			pt_check_fail(c, d, iova, pte, "leaf encoding differs from the format's");
+		else if (pa >= pt->oa_limit || l->size > pt->oa_limit - pa)
+			pt_check_fail(c, d, iova, pte, "leaf output beyond oas");
+	}
+}
+
+int dg_pt_check(const struct dg_pt *pt, FILE *why)
+{
+	struct pt_check c = {.why = why};
+	uint64_t root = (uint64_t)(uintptr_t)pt->root;
+	uint64_t allocated = atomic_load_explicit(&pt->nr_tables, memory_order_relaxed);
+	uint64_t pending = atomic_load_explicit(&pt->nr_pending, memory_order_relaxed);
+
+	if (!root || (root & (pt->lvl[0].table_bytes - 1)))
+		pt_check_fail(&c, 0, 0, root, "root null or misaligned");
+	else
+		pt_check_table(pt, pt->root, 0, 0, &c);
+	if (c.tables + 1 != allocated - pending) {
+		if (why)
+			fprintf(why,
+				"pt check: %" PRIu64 " tables linked (root included) but %" PRIu64
+				" allocated - %" PRIu64 " on gathers\n",
+				c.tables + 1, allocated, pending);
+		c.errors++;
+	}
+	if (c.errors && why && c.errors > PT_CHECK_MAX_REPORTS)
+		fprintf(why, "pt check: %u problems in all\n", c.errors);
+	return c.errors ? -EUCLEAN : 0;
+}
+
+static void pt_dump_table(const struct dg_pt *pt, _Atomic uint64_t *table, unsigned int d,
+			  uint64_t va, FILE *out)
+{
+	const struct pt_level *l = &pt->lvl[d];
+	bool last = d == pt->depth - 1;
+
+	for (uint64_t i = 0; i <= l->index_mask; i++, va += l->size) {
+		uint64_t pte = atomic_load_explicit(&table[i], memory_order_relaxed);
+
+		if (!(pte & pt->valid_mask))
+			continue;
+		fprintf(out, "%*s[%" PRIu64 "] iova 0x%" PRIx64 " pte 0x%016" PRIx64, (int)(2 * d),
+			"", i, va + pt->iova_base, pte);
+		if (!last && pt_is_table(pt, pte)) {
+			fprintf(out, " table L%u\n", l->hw_level);
+			pt_dump_table(pt, pt_table_ptr(pt, pte), d + 1, va, out);
+		} else {
+			fprintf(out, " leaf L%u size 0x%" PRIx64 " -> 0x%" PRIx64 " prot 0x%x\n",
+				l->hw_level, l->size, pt_oa_decode(pt, pte) & ~(l->size - 1),
+				pt->ops->leaf_prot(pt, pte));
+		}
+	}
+}
+
+void dg_pt_dump(const struct dg_pt *pt, FILE *out)
+{
+	fprintf(out,
+		"%s: ias %u oas %u granule 0x%" PRIx64 " pages 0x%" PRIx64
+		" depth %u root 0x%" PRIx64 " tables %" PRIu64 "\n",
+		dg_pt_format_name(pt->geo.format), pt->geo.ias, pt->geo.oas, pt->geo.granule,
+		pt->geo.pgsize_bitmap, pt->depth, dg_pt_root(pt), dg_pt_table_pages(pt));
+	pt_dump_table(pt, pt->root, 0, 0, out);
+}
