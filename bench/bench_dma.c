@@ -189,7 +189,7 @@ static void env_init(struct env *e, enum cfg c)
 		break;
 	case C_BOUNCE:
 		dc.policy = DG_DMA_BOUNCE;
-		dc.bounce.area_size = 8u << 20;
+		dc.bounce.area_size = 2u << 20; /* 32 x 64 KiB per thread */
 		break;
 	case C_POOL:
 		dc.policy = DG_DMA_POOL;
