@@ -92,6 +92,15 @@ struct bench_summary {
 	size_t n;
 };
 void bench_summarize(double *samples, size_t n, struct bench_summary *out);
+/*
+ * Ratios of runs alternated with a baseline, each divided by the mean of the baseline runs
+ * just before and just after it (B0 V0 B1 V1 B2 ...: before[i] = B_i, after[i] = B_i+1):
+ * ratio[k] = value[i] / ((before[i] + after[i]) / 2), leaving out runs whose baseline is not
+ * a positive finite number or whose value is negative or not finite. The k ratios kept are
+ * summarized (sorted in place) into @out; returns k.
+ */
+size_t bench_alternating_ratios(const double *value, const double *before, const double *after,
+				size_t n, double *ratio, struct bench_summary *out);
 /* Linear-interpolated percentile (0..100) of a sorted array. */
 double bench_percentile_sorted(const double *sorted, size_t n, double pct);
 

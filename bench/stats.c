@@ -102,3 +102,20 @@ double bench_hist_percentile(const struct bench_hist *h, double pct)
 	}
 	return (double)h->max;
 }
+
+size_t bench_alternating_ratios(const double *value, const double *before, const double *after,
+				size_t n, double *ratio, struct bench_summary *out)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		double base = (before[i] + after[i]) / 2;
+
+		/* a baseline that measured nothing says nothing about this run */
+		if (!(base > 0) || !(value[i] >= 0) || isinf(base) || isinf(value[i]))
+			continue;
+		ratio[k++] = value[i] / base;
+	}
+	bench_summarize(ratio, k, out);
+	return k;
+}

@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench/workloads/wl.h - the seed workloads of DESIGN.md section 1 as emulated devices driving
+ * the real library ("dmaguard bench", suite "workloads").
+ *
+ * A run is one workload under one configuration (a DMA policy, the Linux-like reference, or
+ * identity) for a fixed time. It has its own IOMMU, DMA layer and devices ("ports"), built
+ * fresh by wl_run_setup() and checked and destroyed by wl_run_teardown():
+ *
+ *   driver thread(s)                               device thread(s)
+ *   ---------------------------------------       -------------------------------------
+ *   poll: reap completions from the rings    <--  status words (release stores through
+ *         (acquire loads of status words)          translated ring pointers)
+ *         sync + unmap them in one batch           translate ring + payload (sampled
+ *         real work: read headers, verify          timing), copy the payload into or out
+ *         map new buffers (sampled timing)         of the translated segments
+ *         write descriptors, ring doorbell   -->  acquire load of the doorbell "register"
+ *                                                  dg_dev_quiesce() after every burst
+ *
+ * Everything that differs between configurations is inside the library: the driver and
+ * device code paths are the same, identity just runs them through a pass-through context.
+ * The only per-configuration choice outside the library is where buffers come from: the pool
+ * policy's driver takes them from dg_dma_pool (page_pool style), every other configuration
+ * from a plain arena (which the window policy's direct region covers).
+ *
+ * Threads: driver thread i and device thread i form a pair (pinned to CPUs 2i and 2i+1 of
+ * the process's CPU set). A port (one struct dg_device with its DMA state and queues) belongs
+ * to one driver thread and one device thread, so every ring has a single producer and a
+ * single consumer on each side, and each device is used by one thread (dev.h's contract).
+ *
+ * Counters: each thread has a block of relaxed single-writer counters (load + store, no
+ * read-modify-write) that the main thread samples at the start and end of the measured
+ * interval. Time spent in the DMA API (driver) and in translation (device) is measured on
+ * one poll or burst in WL_SAMPLE_EVERY, with two clock reads around each phase, never per
+ * operation (STYLE.md rule 12).
+ */
+#ifndef DG_BENCH_WL_H
+#define DG_BENCH_WL_H
+
+#include "bench.h"
+
+#include <dmaguard/dev.h>
+#include <dmaguard/dma.h>
+#include <dmaguard/iommu.h>
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- configurations ------------------------------------------------------------------------ */
+
+enum wl_cfg {
+	WL_IDENTITY, /* pass-through: the baseline every ratio divides by */
+	WL_STRICT,
+	WL_LAZY,
+	WL_WINDOW, /* DDW: a 64 GiB window of 64K pages whose direct region holds the buffers */
+	WL_BOUNCE,
+	WL_POOL,
+	WL_LINUX, /* strict as stock Linux did it (DG_DMA_DEV_LINUX_REFERENCE + reference IOMMU) */
+	WL_NCFG
+};
+extern const char *const wl_cfg_name[WL_NCFG];
+
+#define WL_MAX_THREADS	16 /* driver threads (as many device threads) */
+#define WL_MAX_PORTS	16
+#define WL_MAX_CLASSES	2
+#define WL_SAMPLE_EVERY 8	    /* one poll/burst in this many is timed */
+#define WL_MEDIA_BLOCKS 16384u	    /* nvme4k media: 64 MiB of 4 KiB blocks */
+#define WL_MAGIC	0x646d6167u /* "dmag": first word of every generated frame/block */
+#define WL_DEFAULT_QD	32u
+#define WL_MAX_QD	1024u
+
+/* ---- buffers ------------------------------------------------------------------------------- */
+
+/* A class of driver buffers of one size (per port). */
+struct wl_class {
+	size_t size;	/* bytes; buffers are aligned to min(size, 4096) (64 at least) */
+	uint32_t count; /* buffers of the port */
+	bool shuffle;	/* hand them out in a scrambled order (pages of a TSO send are not
+			   contiguous in host memory) */
+};
+
+/* A LIFO of free buffers, used by the port's driver thread only. */
+struct wl_stack {
+	void **v;
+	uint32_t n, cap;
+};
+
+static inline void *wl_stack_pop(struct wl_stack *s)
+{
+	return s->n ? s->v[--s->n] : NULL;
+}
+
+static inline void wl_stack_push(struct wl_stack *s, void *buf)
+{
+	s->v[s->n++] = buf; /* cannot overflow: cap is the class's count */
+}
+
+/* ---- counters -------------------------------------------------------------------------------- */
+
+/* One thread's counters: single writer (relaxed load + store), read by the main thread. */
+struct wl_ctr {
+	_Atomic uint64_t ios;	     /* driver: I/Os completed (the workload's unit) */
+	_Atomic uint64_t bytes;	     /* driver: payload bytes of those I/Os */
+	_Atomic uint64_t dma_ns;     /* driver: ns in the DMA API, sampled polls only */
+	_Atomic uint64_t dma_ios;    /* driver: I/Os of the sampled polls */
+	_Atomic uint64_t units;	     /* device: descriptors (rx buffers, tx sends, commands) */
+	_Atomic uint64_t xlat_ns;    /* device: ns translating, sampled bursts only */
+	_Atomic uint64_t xlat_units; /* device: units of the sampled bursts */
+	_Atomic uint64_t dev_bytes;  /* device: payload bytes moved through translations */
+	_Atomic uint64_t errors;     /* failed DMA API call, device fault, corrupt data */
+	_Atomic uint64_t timeouts;   /* -ETIMEDOUT of an invalidation wait (not fatal) */
+	_Atomic uint64_t polls;	     /* polls (driver) or bursts (device) with work */
+	char pad[40];
+};
+
+static inline void wl_ctr_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
+/* ---- a run ------------------------------------------------------------------------------------ */
+
+struct wl_run;
+struct wl_workload;
+struct wl_totals;
+
+struct wl_port {
+	struct wl_run *run;
+	unsigned int idx;
+	unsigned int drv_thr; /* driver thread that owns it */
+	unsigned int dev_thr; /* device thread that owns it */
+	struct dg_device *dev;
+	struct dg_dma_dev *dd;
+	struct dg_dma_pool *pool[WL_MAX_CLASSES]; /* pool policy: one per class */
+	uint8_t *arena;				  /* other configurations: all buffers */
+	size_t arena_size;
+	struct wl_class cls[WL_MAX_CLASSES];
+	unsigned int ncls;
+	struct wl_stack stack[WL_MAX_CLASSES]; /* free buffers (driver thread) */
+	void *priv;			       /* the workload's queues */
+};
+
+/* What a driver thread keeps between polls. */
+struct wl_drv {
+	struct wl_run *run;
+	unsigned int id;
+	struct wl_ctr *ctr;
+	uint64_t poll_no;
+	bool posting;	   /* map and post new work (false while draining) */
+	bool timed;	   /* this poll is a sampled one */
+	uint64_t t_mark;   /* clock at the start of the current timed phase */
+	uint64_t phase_ns; /* DMA API ns of this poll so far */
+	uint64_t rng;	   /* xorshift state (nvme LBAs) */
+};
+
+/* What a device thread keeps between bursts. */
+#define WL_DEV_SG 1024 /* translated segments one device burst holds */
+struct wl_dev {
+	struct wl_run *run;
+	unsigned int id;
+	struct wl_ctr *ctr;
+	uint64_t burst_no;
+	bool timed;
+	uint64_t t_mark;
+	uint64_t xlat_ns; /* ns translating in this burst so far (timed bursts) */
+	uint64_t units;	  /* units of this burst so far */
+	uint8_t *scratch; /* the "wire": where transmitted payload is copied (64 KiB) */
+	struct dg_sg sg[WL_DEV_SG];
+};
+
+/* Phases of a run (wl_run.phase). */
+enum { WL_RUN = 0, WL_DRAIN = 1, WL_STOP = 2 };
+
+struct wl_run {
+	const struct wl_workload *wl;
+	enum wl_cfg cfg;
+	unsigned int nthreads; /* driver threads = device threads */
+	unsigned int nports;
+	unsigned int qd;    /* nvme4k queue depth per job */
+	uint64_t ops_limit; /* fixed-count mode: I/Os per driver thread, 0 = timed */
+	struct dg_iommu *mmu;
+	struct dg_dma *dma;
+	struct wl_port port[WL_MAX_PORTS];
+	void *priv; /* the workload's per-run state */
+	/* Release store by the main thread (or a driver reaching ops_limit), acquire loads in
+	   the polling loops: pairs so that WL_STOP is seen after every driver's drain. */
+	_Atomic int phase;
+	_Atomic unsigned int drained; /* driver threads done draining (release/acquire) */
+	_Atomic unsigned int started; /* threads past their set-up */
+	_Alignas(64) struct wl_ctr drv[WL_MAX_THREADS];
+	struct wl_ctr dev[WL_MAX_THREADS];
+};
+
+/*
+ * A workload. The driver side is a poll of one port (reap, unmap, work, map, post) and the
+ * device side a burst on one port; both return true when they did something.
+ */
+struct wl_workload {
+	const char *name;
+	const char *summary;
+	const char *unit;	  /* "Mpps", "Gbit/s" or "IOPS" */
+	const char *io;		  /* what one I/O is: "packet", "frame", "64 KiB", "4 KiB read" */
+	bool unit_bits;		  /* throughput from payload bytes (Gbit/s), else from I/Os */
+	double unit_div;	  /* I/Os per second divided by this (Mpps: 1e6; IOPS: 1) */
+	unsigned int fixed_ports; /* ports regardless of threads (bond4: 4); 0 = one per thread */
+	unsigned int max_threads; /* thread pairs that can have work (queues); 0 = any */
+	/* Buffer classes of port @port (called before the port's DMA device exists). */
+	void (*classes)(const struct wl_run *r, unsigned int port, struct wl_class *cls,
+			unsigned int *ncls);
+	int (*port_init)(struct wl_port *p); /* rings (coherent memory) and queue state */
+	void (*port_fini)(struct wl_port *p);
+	bool (*drv_poll)(struct wl_drv *d, struct wl_port *p);
+	bool (*drv_idle)(const struct wl_port *p); /* nothing outstanding (drain done) */
+	bool (*dev_poll)(struct wl_dev *d, struct wl_port *p);
+	const void *param; /* workload parameters (nic.c, nvme.c) */
+};
+
+extern const struct wl_workload wl_xdp64, wl_xdp64_2k, wl_xdp64_4k, wl_fwd64, wl_bond4, wl_tcp_x1,
+	wl_tcp_x4, wl_tcp_x8, wl_nvme4k;
+
+/* ---- environment (wl_env.c) ------------------------------------------------------------------- */
+
+/* Build the run's IOMMU, DMA layer, ports, buffers and rings. Returns 0 or -errno (printed). */
+int wl_run_setup(struct wl_run *r);
+/* Check (no live mapping, dg_dma_dev_check, no fault) and destroy; returns 0 or -errno. */
+int wl_run_teardown(struct wl_run *r);
+
+/* The device media of nvme4k (built once per process, read only after). */
+const uint8_t *wl_media(void);
+
+/* ---- one run (wl_run.c) ---------------------------------------------------------------------- */
+
+struct wl_run_opts {
+	double warmup_s;   /* before the measured interval */
+	double duration_s; /* the measured interval */
+	uint64_t ops;	   /* fixed-count mode: I/Os per driver thread (no timing), 0 = timed */
+	unsigned int threads;
+	unsigned int qd;
+};
+
+/*
+ * Run @wl under @cfg once: set up, start the thread pairs, measure (or do ops I/Os), drain,
+ * check and tear down. Adds the measured interval to @tot (whole-run counters too) and sets
+ * *throughput (in wl->unit). Returns 0, or -errno when the run could not be set up or saw an
+ * error, a device fault, a leaked buffer or mapping (described on stderr).
+ */
+int wl_run_once(const struct wl_workload *wl, enum wl_cfg cfg, const struct wl_run_opts *o,
+		struct wl_totals *tot, double *throughput);
+
+/* Thread pairs a run of @wl uses for @threads asked. */
+unsigned int wl_threads_for(const struct wl_workload *wl, unsigned int threads);
+
+/* ---- driver and device helpers (wl_env.c) ------------------------------------------------------ */
+
+static inline int wl_phase(const struct wl_run *r)
+{
+	/* Acquire pairs with the release store in wl_run_phase_set(). */
+	return atomic_load_explicit(&r->phase, memory_order_acquire);
+}
+void wl_run_phase_set(struct wl_run *r, int phase);
+
+/* Driver: bracket a phase of DMA API calls (timed only in sampled polls). */
+void wl_drv_dma_begin(struct wl_drv *d);
+void wl_drv_dma_end(struct wl_drv *d);
+/* Driver: a DMA API call failed: count it (and -ETIMEDOUT apart). */
+void wl_drv_fail(struct wl_drv *d, int err);
+
+/* Driver: start and end one poll of a port; end adds its I/Os and bytes. */
+void wl_drv_poll_start(struct wl_drv *d);
+void wl_drv_poll_end(struct wl_drv *d, uint64_t ios, uint64_t bytes);
+
+/* Device: start and end one burst; xlat_begin/end bracket its translations. */
+void wl_dev_burst_start(struct wl_dev *d);
+void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes);
+void wl_dev_xlat_begin(struct wl_dev *d);
+void wl_dev_xlat_end(struct wl_dev *d);
+
+/* Device: translate [iova, iova + len) for @access into @sg (at most @max segments), timed in
+   sampled bursts; a failure is counted as an error. Returns the segment count or 0. */
+unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p, uint64_t iova, size_t len,
+			      unsigned int access, struct dg_sg *sg, unsigned int max);
+/* Copy @len bytes into/out of translated segments, starting @off bytes into them. */
+void wl_sg_copy_to(const struct dg_sg *sg, unsigned int nr, size_t off, const void *src,
+		   size_t len);
+void wl_sg_copy_from(const struct dg_sg *sg, unsigned int nr, size_t off, void *dst, size_t len);
+
+/* A translated ring: the host address of a whole coherent ring, one translation per burst. */
+void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t bytes);
+
+/* ---- the packet header every generated frame starts with -------------------------------------- */
+
+struct wl_hdr {
+	uint8_t dst[6], src[6];
+	uint16_t ethertype; /* 0x0800 */
+	uint16_t queue;	    /* queue that carried it */
+	uint32_t magic;	    /* WL_MAGIC */
+	uint64_t seq;	    /* per-queue sequence number */
+	uint32_t len;	    /* frame bytes */
+	uint32_t csum;	    /* sum of the words above, checked by the driver */
+};
+
+static inline uint32_t wl_hdr_csum(const struct wl_hdr *h)
+{
+	return h->magic ^ (uint32_t)h->seq ^ (uint32_t)(h->seq >> 32) ^ h->len ^ h->queue;
+}
+
+/* ---- the table of results ---------------------------------------------------------------------- */
+
+/* Counters of one configuration over measured intervals (summed over rounds). */
+struct wl_totals {
+	double seconds;
+	uint64_t ios, bytes, dma_ns, dma_ios, units, xlat_ns, xlat_units, dev_bytes, errors,
+		timeouts;
+	uint64_t maps, unmaps, subpage_bytes, iotlb_misses, walks, faults, inval_cmds, waits;
+	/* over whole runs (set-up to teardown) or maxima */
+	uint64_t run_maps, run_unmaps, run_faults, run_errors;
+	uint64_t subpage_max, persistent_bytes, lazy_window_ns, lazy_window_unmaps;
+	bool exposes_all;
+};
+
+#define WL_MAX_ROUNDS 100
+
+/* One row of the report: a workload under a configuration, over every round. */
+struct wl_result {
+	const struct wl_workload *wl;
+	enum wl_cfg cfg;
+	unsigned int threads, qd;
+	unsigned int n;			     /* rounds measured */
+	double thr[WL_MAX_ROUNDS * WL_NCFG]; /* throughput per run, in wl->unit (identity: a
+						run before and after every policy's) */
+	double ratio[WL_MAX_ROUNDS]; /* per round: thr / mean of the identity runs around it */
+	struct bench_summary thr_s, ratio_s;
+	struct wl_totals tot;
+	bool failed; /* a run could not be set up, or saw an error, a fault or a leak */
+	/* derived per I/O (wl_result_derive) */
+	double dma_ns, xlat_ns, miss_4k, walks_4k, inval_io, waits_io;
+	double window_ns; /* -1: reachable for good (identity, pool, window direct) */
+	double subpage;	  /* bytes of other data exposed per mapped buffer (average) */
+};
+
+void wl_result_derive(struct wl_result *res);
+
+/* Output (wl_report.c). */
+struct wl_report_opts {
+	double duration_s, warmup_s;
+	unsigned int rounds, threads, qd;
+	bool quick;
+	double loadavg;
+};
+void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl_report_opts *o);
+int wl_report_json(const char *path, struct wl_result *res, size_t n,
+		   const struct wl_report_opts *o);
+int wl_report_csv(const char *path, struct wl_result *res, size_t n);
+int wl_report_plot(const char *target, struct wl_result *res, size_t n);
+void wl_plot_ascii(FILE *out, struct wl_result *res, size_t n, unsigned int width);
+
+#endif /* DG_BENCH_WL_H */

@@ -1,0 +1,760 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench/workloads/wl_nic.c - the emulated NIC: queue pairs of descriptor rings, the driver's
+ * NAPI-style poll and the device's DMA bursts. Used by xdp64, fwd64, bond4 and tcp.
+ *
+ * Rings live in coherent memory (dg_dma_alloc_coherent), 16-byte descriptors:
+ *
+ *   struct nic_desc { addr; len; flags (EOP); status (DD) }
+ *
+ *   driver                                           device
+ *   fill desc[ntu] (addr, len, flags), status = 0
+ *   tail = ntu  (release: the doorbell register) --> acquire load of tail
+ *                                                    translate the ring once per burst
+ *                                                    translate the buffer(s), copy
+ *                                                    desc.len = bytes written (rx)
+ *   acquire load of desc.status  <------------------ status = DD (release), on the last
+ *   unmap, look at the payload                       descriptor of a send (EOP)
+ *
+ * Indices are free-running 32-bit counters (in flight = ntu - ntc <= ring size), so a full
+ * ring and an empty one differ. The device owns a descriptor from the tail store that covers
+ * it until its DD store; the driver rewrites it only after the acquire load that saw DD, so
+ * every plain access to a descriptor is ordered by one of those two release/acquire pairs.
+ *
+ * Driver poll of a port (all its queues), the phases of a Linux NAPI poll:
+ *   1. reap: rx descriptors and tx sends whose DD is set (at most a budget per queue);
+ *   2. one dg_dma_batch: sync_for_cpu + unmap(SKIP_CPU_SYNC) of received buffers (the
+ *      driver syncs what the device wrote, as drivers do with small packets), unmap of sent
+ *      buffers and sg lists; the batch's end is the one invalidation wait of the poll;
+ *   3. work: every received frame's header is read and checked (magic, checksum, queue,
+ *      sequence number); fwd swaps the MAC addresses and sends the packet back out; bond
+ *      and tcp write the header of each new send;
+ *   4. map: refill the rx ring, map new sends (map_single, or map_sg for TSO);
+ *   5. write the descriptors and ring the doorbells.
+ * Phases 2 and 4 are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
+ *
+ * Device burst of a queue: at most NIC_BURST descriptors per ring. rx: translate the ring,
+ * then every frame's destination (rx_frames per buffer, each its own DMA like a NIC writing
+ * packets into a multi-packet buffer), then copy the frames (a header with the queue's next
+ * sequence number, the rest from a template). tx: translate every descriptor of the sends,
+ * copy the payload to the wire scratch buffer, check the header. The device thread calls
+ * dg_dev_quiesce() after each port's bursts (translations are held until then).
+ */
+#include "wl_nic.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NIC_BUDGET   64 /* rx buffers / tx sends reaped per queue and poll */
+#define NIC_BURST    32 /* descriptors per ring and device burst */
+#define NIC_EOP	     1	/* desc.flags: last descriptor of a send */
+#define NIC_DD	     1	/* desc.status: done */
+#define NIC_SEGS     32 /* TSO: segments of a send at most */
+#define NIC_MAX_Q    64 /* queue pairs per port */
+#define NIC_FRAME_SG 4	/* translated segments per rx frame at most */
+
+struct nic_desc {
+	uint64_t addr;		 /* DMA address (driver) */
+	uint32_t len;		 /* buffer/segment bytes (driver); rx: bytes written (device) */
+	uint16_t flags;		 /* NIC_EOP (driver) */
+	_Atomic uint16_t status; /* NIC_DD: release by the device, acquire by the driver */
+};
+_Static_assert(sizeof(struct nic_desc) == 16, "descriptors are 16 bytes");
+
+/* A received buffer on the rx ring (one per descriptor). */
+struct nic_rxslot {
+	void *buf;
+	uint64_t dma;
+};
+
+/* A send: its buffer or page list and the descriptors it took on the tx ring. */
+struct nic_send {
+	void *buf;		       /* FORWARD/GEN: the buffer */
+	uint64_t dma;		       /* its DMA address */
+	uint32_t first;		       /* tx ring index of its first descriptor */
+	uint16_t ndesc;		       /* descriptors (0: its map failed) */
+	uint16_t nents;		       /* TSO: entries of sg */
+	struct dg_dma_sg sg[NIC_SEGS]; /* TSO: the pages */
+};
+
+struct nic_ring {
+	struct nic_desc *desc; /* CPU address of the coherent ring */
+	uint64_t dma;	       /* its DMA address */
+	uint32_t size, mask;
+	uint32_t ntu, ntc; /* driver: next to use, next to clean (free running) */
+	/* The doorbell register: release store by the driver, acquire load by the device. */
+	_Alignas(64) _Atomic uint32_t tail;
+	_Alignas(64) uint32_t dev_head; /* device: next descriptor */
+	uint64_t dev_seq;		/* device (rx): next frame's sequence number */
+};
+
+struct nic_queue {
+	unsigned int id; /* queue number of the workload */
+	struct nic_ring rx, tx;
+	struct nic_rxslot *rxs; /* per rx descriptor */
+	struct nic_send *sends; /* ring of sends: [send_head, send_tail) outstanding */
+	uint32_t nsends, send_head, send_tail;
+	uint64_t rx_seq; /* driver: next expected frame */
+	uint64_t tx_seq; /* driver: next send's sequence number */
+	/* this poll */
+	uint32_t nrx, ntx; /* reaped */
+	uint32_t rx_done[NIC_BUDGET], rx_len[NIC_BUDGET];
+	void *fwd[NIC_BUDGET]; /* received buffers to send (FORWARD) */
+	uint32_t nfwd;
+	uint32_t nrx_new, ntx_new; /* mapped, descriptors still to write */
+};
+
+struct nic_port {
+	const struct nic_param *prm;
+	unsigned int nq;
+	struct nic_queue *q[NIC_MAX_Q];
+	uint8_t tmpl[65536]; /* frame template the device copies from */
+};
+
+enum { CLS_RX = 0, CLS_TX = 1 };
+
+unsigned int nic_port_queues(uint32_t queues, unsigned int port, unsigned int nports)
+{
+	if (!queues)
+		return 1;
+	return queues / nports + (port < queues % nports ? 1 : 0);
+}
+
+static uint32_t tso_segs(const struct nic_param *prm)
+{
+	return (prm->tx_len + prm->tx_buf - 1) / prm->tx_buf;
+}
+
+/* Descriptors a send may need at most (TSO: one per page under identity). */
+static uint32_t send_descs(const struct nic_param *prm)
+{
+	return prm->tx == NIC_TX_TSO ? tso_segs(prm) : 1;
+}
+
+void nic_classes(const struct wl_run *r, unsigned int port, struct wl_class *cls,
+		 unsigned int *ncls)
+{
+	const struct nic_param *prm = r->wl->param;
+	unsigned int nq = nic_port_queues(prm->queues, port, r->nports);
+	uint32_t rx = prm->rx_ring;
+
+	/* Exactly what can be out at once: a poll unmaps before it maps again. */
+	if (prm->tx == NIC_TX_FORWARD)
+		rx += prm->tx_ring; /* buffers in flight on the tx ring too */
+	cls[CLS_RX] = (struct wl_class){.size = prm->rx_buf, .count = nq * rx};
+	*ncls = 1;
+	if (prm->tx == NIC_TX_GEN) {
+		cls[CLS_TX] =
+			(struct wl_class){.size = prm->tx_buf, .count = nq * prm->tx_inflight};
+		*ncls = 2;
+	} else if (prm->tx == NIC_TX_TSO) {
+		cls[CLS_TX] = (struct wl_class){.size = prm->tx_buf,
+						.count = nq * prm->tx_inflight * tso_segs(prm),
+						.shuffle = true};
+		*ncls = 2;
+	}
+}
+
+static int ring_init(struct wl_port *p, struct nic_ring *rg, uint32_t size)
+{
+	rg->size = size;
+	rg->mask = size - 1;
+	rg->desc = dg_dma_alloc_coherent(p->dd, (size_t)size * sizeof(struct nic_desc), &rg->dma);
+	if (!rg->desc) {
+		fprintf(stderr, "bench workloads: ring: %s\n", strerror(errno));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static void ring_fini(struct wl_port *p, struct nic_ring *rg)
+{
+	if (rg->desc)
+		dg_dma_free_coherent(p->dd, rg->desc, (size_t)rg->size * sizeof(struct nic_desc),
+				     rg->dma);
+}
+
+int nic_port_init(struct wl_port *p)
+{
+	const struct nic_param *prm = p->run->wl->param;
+	struct nic_port *np = calloc(1, sizeof(*np));
+	unsigned int first = 0;
+
+	if (!np)
+		return -ENOMEM;
+	p->priv = np;
+	np->prm = prm;
+	np->nq = nic_port_queues(prm->queues, p->idx, p->run->nports);
+	if (np->nq > NIC_MAX_Q)
+		return -EINVAL;
+	for (unsigned int i = 0; i < p->idx; i++)
+		first += nic_port_queues(prm->queues, i, p->run->nports);
+	for (size_t i = 0; i < sizeof(np->tmpl); i++)
+		np->tmpl[i] = (uint8_t)(i * 7 + 3);
+	for (unsigned int i = 0; i < np->nq; i++) {
+		struct nic_queue *q = aligned_alloc(64, sizeof(*q));
+
+		if (!q)
+			return -ENOMEM;
+		memset(q, 0, sizeof(*q));
+		np->q[i] = q;
+		q->id = first + i;
+		if (prm->rx_ring) {
+			q->rxs = calloc(prm->rx_ring, sizeof(*q->rxs));
+			if (!q->rxs || ring_init(p, &q->rx, prm->rx_ring))
+				return -ENOMEM;
+		}
+		if (prm->tx != NIC_TX_NONE) {
+			q->nsends = 1;
+			while (q->nsends < prm->tx_ring)
+				q->nsends <<= 1;
+			q->sends = calloc(q->nsends, sizeof(*q->sends));
+			if (!q->sends || ring_init(p, &q->tx, prm->tx_ring))
+				return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void nic_port_fini(struct wl_port *p)
+{
+	struct nic_port *np = p->priv;
+
+	for (unsigned int i = 0; i < np->nq; i++) {
+		struct nic_queue *q = np->q[i];
+
+		if (!q)
+			continue;
+		ring_fini(p, &q->rx);
+		ring_fini(p, &q->tx);
+		free(q->rxs);
+		free(q->sends);
+		free(q);
+	}
+	free(np);
+	p->priv = NULL;
+}
+
+bool nic_drv_idle(const struct wl_port *p)
+{
+	const struct nic_port *np = p->priv;
+
+	for (unsigned int i = 0; i < np->nq; i++) {
+		const struct nic_queue *q = np->q[i];
+
+		if (q->rx.ntu != q->rx.ntc || q->send_head != q->send_tail)
+			return false;
+	}
+	return true;
+}
+
+/* ---- driver ------------------------------------------------------------------------------------- */
+
+static struct nic_send *send_at(struct nic_queue *q, uint32_t i)
+{
+	return &q->sends[i & (q->nsends - 1)];
+}
+
+static void reap(const struct nic_param *prm, struct nic_queue *q)
+{
+	q->nrx = q->ntx = q->nfwd = 0;
+	while (prm->rx_ring && q->rx.ntc != q->rx.ntu && q->nrx < NIC_BUDGET) {
+		uint32_t i = q->rx.ntc & q->rx.mask;
+		struct nic_desc *dsc = &q->rx.desc[i];
+
+		/* Acquire pairs with the device's release store of DD in rx_burst(). */
+		if (!(atomic_load_explicit(&dsc->status, memory_order_acquire) & NIC_DD))
+			break;
+		q->rx_done[q->nrx] = i;
+		q->rx_len[q->nrx++] = dsc->len;
+		q->rx.ntc++;
+	}
+	while (q->send_head + q->ntx != q->send_tail && q->ntx < NIC_BUDGET) {
+		struct nic_send *s = send_at(q, q->send_head + q->ntx);
+		uint32_t last = (s->first + s->ndesc - 1) & q->tx.mask;
+
+		/* Acquire pairs with the device's release store of DD in tx_burst(). */
+		if (!(atomic_load_explicit(&q->tx.desc[last].status, memory_order_acquire) &
+		      NIC_DD))
+			break;
+		q->tx.ntc += s->ndesc;
+		q->ntx++;
+	}
+}
+
+static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
+		       struct dg_dma_batch *b)
+{
+	const struct nic_param *prm = d->run->wl->param;
+	int e;
+
+	for (uint32_t k = 0; k < q->nrx; k++) {
+		struct nic_rxslot *s = &q->rxs[q->rx_done[k]];
+
+		e = dg_dma_sync_for_cpu(p->dd, s->dma, q->rx_len[k], DG_DMA_FROM_DEVICE);
+		if (!e)
+			e = dg_dma_unmap_single(p->dd, s->dma, prm->rx_buf, DG_DMA_FROM_DEVICE,
+						DG_DMA_ATTR_SKIP_CPU_SYNC, b);
+		if (e)
+			wl_drv_fail(d, e);
+	}
+	for (uint32_t k = 0; k < q->ntx; k++) {
+		struct nic_send *s = send_at(q, q->send_head + k);
+
+		if (prm->tx == NIC_TX_TSO)
+			e = dg_dma_unmap_sg(p->dd, s->sg, s->nents, DG_DMA_TO_DEVICE, 0, b);
+		else
+			e = dg_dma_unmap_single(p->dd, s->dma, prm->tx_len, DG_DMA_TO_DEVICE, 0, b);
+		if (e)
+			wl_drv_fail(d, e);
+	}
+}
+
+/* Read and check every frame of a received buffer; returns the frames. */
+static uint32_t rx_frames(struct wl_drv *d, struct nic_queue *q, const uint8_t *buf, uint32_t len,
+			  const struct nic_param *prm)
+{
+	uint32_t n = prm->rx_frames > 1 ? len / prm->rx_stride : 1;
+	uint32_t bad = 0;
+
+	for (uint32_t f = 0; f < n; f++) {
+		const struct wl_hdr *h = (const void *)(buf + (size_t)f * prm->rx_stride);
+
+		bad += h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
+		       h->seq != q->rx_seq || h->ethertype != 0x0800;
+		q->rx_seq = h->seq + 1;
+	}
+	if (bad || (prm->rx_frames > 1 ? len % prm->rx_stride || !n : len != prm->rx_frame)) {
+		if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
+			fprintf(stderr, "bench workloads: %s/%s: queue %u: bad frame\n",
+				d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
+		wl_ctr_add(&d->ctr->errors, 1);
+	}
+	return n;
+}
+
+static void tx_header(struct nic_queue *q, void *buf, uint32_t len)
+{
+	struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 1},
+			   .src = {2, 0, 0, 0, 0, 2},
+			   .ethertype = 0x0800,
+			   .queue = (uint16_t)q->id,
+			   .magic = WL_MAGIC,
+			   .seq = q->tx_seq++,
+			   .len = len};
+
+	h.csum = wl_hdr_csum(&h);
+	memcpy(buf, &h, sizeof(h));
+}
+
+/* Give back what a send holds. */
+static void send_release(struct wl_port *p, const struct nic_param *prm, struct nic_send *s)
+{
+	if (prm->tx == NIC_TX_TSO)
+		for (unsigned int i = 0; i < s->nents; i++)
+			wl_stack_push(&p->stack[CLS_TX], s->sg[i].addr);
+	else
+		wl_stack_push(&p->stack[prm->tx == NIC_TX_GEN ? CLS_TX : CLS_RX], s->buf);
+	s->buf = NULL;
+	s->nents = 0;
+}
+
+/* Phase 3: what the driver does with what it reaped. Returns I/Os and adds payload bytes. */
+static uint64_t work(struct wl_drv *d, struct wl_port *p, struct nic_queue *q, bool run,
+		     uint64_t *bytes)
+{
+	const struct nic_param *prm = d->run->wl->param;
+	uint64_t ios = 0;
+
+	for (uint32_t k = 0; k < q->nrx; k++) {
+		struct nic_rxslot *s = &q->rxs[q->rx_done[k]];
+		uint32_t f = rx_frames(d, q, s->buf, q->rx_len[k], prm);
+
+		if (prm->rx_is_io) {
+			ios++;
+			*bytes += (uint64_t)f * prm->rx_frame;
+		}
+		if (prm->tx == NIC_TX_FORWARD && run) {
+			struct wl_hdr *h = s->buf;
+			uint8_t mac[6];
+
+			memcpy(mac, h->dst, 6);
+			memcpy(h->dst, h->src, 6);
+			memcpy(h->src, mac, 6);
+			q->fwd[q->nfwd++] = s->buf;
+		} else {
+			wl_stack_push(&p->stack[CLS_RX], s->buf);
+		}
+		s->buf = NULL;
+	}
+	for (uint32_t k = 0; k < q->ntx; k++) {
+		ios++;
+		*bytes += prm->tx_len;
+		send_release(p, prm, send_at(q, q->send_head + k));
+	}
+	q->send_head += q->ntx;
+	return ios;
+}
+
+/* Before the map phase: the buffers of new sends, with their headers written. */
+static void prepare_tx(struct wl_port *p, struct nic_queue *q, const struct nic_param *prm)
+{
+	uint32_t room = q->tx.size - (q->tx.ntu - q->tx.ntc), per = send_descs(prm);
+	uint32_t out = q->send_tail - q->send_head;
+
+	q->ntx_new = 0;
+	if (prm->tx == NIC_TX_FORWARD) {
+		/* as many as the ring takes; the rest are dropped (recycled) */
+		for (uint32_t k = 0; k < q->nfwd; k++) {
+			if (room && out + q->ntx_new < q->nsends) {
+				send_at(q, q->send_tail + q->ntx_new++)->buf = q->fwd[k];
+				room--;
+			} else {
+				wl_stack_push(&p->stack[CLS_RX], q->fwd[k]);
+			}
+		}
+		return;
+	}
+	while (out + q->ntx_new < prm->tx_inflight && out + q->ntx_new < q->nsends &&
+	       q->ntx_new < NIC_BUDGET && room >= per && p->stack[CLS_TX].n >= per) {
+		struct nic_send *s = send_at(q, q->send_tail + q->ntx_new++);
+
+		if (prm->tx == NIC_TX_TSO) {
+			for (uint32_t i = 0; i < per; i++) {
+				uint32_t l = prm->tx_len - i * prm->tx_buf;
+
+				s->sg[i] = (struct dg_dma_sg){
+					.addr = wl_stack_pop(&p->stack[CLS_TX]),
+					.len = l < prm->tx_buf ? l : prm->tx_buf};
+			}
+			s->nents = (uint16_t)per;
+			tx_header(q, s->sg[0].addr, prm->tx_len);
+		} else {
+			s->buf = wl_stack_pop(&p->stack[CLS_TX]);
+			tx_header(q, s->buf, prm->tx_len);
+		}
+		room -= per;
+	}
+}
+
+static void map_rx(struct wl_drv *d, struct wl_port *p, struct nic_queue *q)
+{
+	const struct nic_param *prm = d->run->wl->param;
+
+	q->nrx_new = 0;
+	while (q->rx.ntu + q->nrx_new - q->rx.ntc < q->rx.size && q->nrx_new < NIC_BUDGET) {
+		struct nic_rxslot *s = &q->rxs[(q->rx.ntu + q->nrx_new) & q->rx.mask];
+		void *buf = wl_stack_pop(&p->stack[CLS_RX]);
+		int e;
+
+		if (!buf)
+			break;
+		e = dg_dma_map_single(p->dd, buf, prm->rx_buf, DG_DMA_FROM_DEVICE,
+				      DG_DMA_ATTR_SKIP_CPU_SYNC, &s->dma);
+		if (e) {
+			wl_stack_push(&p->stack[CLS_RX], buf);
+			wl_drv_fail(d, e);
+			break;
+		}
+		s->buf = buf;
+		q->nrx_new++;
+	}
+}
+
+static void map_tx(struct wl_drv *d, struct wl_port *p, struct nic_queue *q)
+{
+	const struct nic_param *prm = d->run->wl->param;
+
+	for (uint32_t k = 0; k < q->ntx_new; k++) {
+		struct nic_send *s = send_at(q, q->send_tail + k);
+		unsigned int nr = 1;
+		int e;
+
+		if (prm->tx == NIC_TX_TSO)
+			e = dg_dma_map_sg(p->dd, s->sg, s->nents, DG_DMA_TO_DEVICE, 0, &nr);
+		else
+			e = dg_dma_map_single(p->dd, s->buf, prm->tx_len, DG_DMA_TO_DEVICE, 0,
+					      &s->dma);
+		if (e) {
+			wl_drv_fail(d, e);
+			send_release(p, prm, s);
+			nr = 0;
+		}
+		s->ndesc = (uint16_t)nr;
+	}
+}
+
+static void post(struct nic_ring *rg, uint64_t addr, uint32_t len, uint16_t flags)
+{
+	struct nic_desc *dsc = &rg->desc[rg->ntu++ & rg->mask];
+
+	dsc->addr = addr;
+	dsc->len = len;
+	dsc->flags = flags;
+	atomic_store_explicit(&dsc->status, 0, memory_order_relaxed);
+}
+
+/* Phase 5: descriptors and doorbells. */
+static void write_descs(struct nic_queue *q, const struct nic_param *prm)
+{
+	uint32_t w = 0;
+
+	for (uint32_t k = 0; k < q->nrx_new; k++)
+		post(&q->rx, q->rxs[q->rx.ntu & q->rx.mask].dma, prm->rx_buf, 0);
+	if (q->nrx_new) {
+		/* Release pairs with the device's acquire load of tail in rx_burst(). */
+		atomic_store_explicit(&q->rx.tail, q->rx.ntu, memory_order_release);
+	}
+	for (uint32_t k = 0; k < q->ntx_new; k++) {
+		struct nic_send *s = send_at(q, q->send_tail + k);
+
+		if (!s->ndesc)
+			continue; /* its map failed: dropped */
+		if (w != k) {	  /* keep the outstanding sends contiguous (failure path only) */
+			*send_at(q, q->send_tail + w) = *s;
+			s = send_at(q, q->send_tail + w);
+		}
+		w++;
+		s->first = q->tx.ntu;
+		for (uint16_t i = 0; i < s->ndesc; i++) {
+			uint64_t a = prm->tx == NIC_TX_TSO ? s->sg[i].dma_addr : s->dma;
+			uint32_t l = prm->tx == NIC_TX_TSO ? (uint32_t)s->sg[i].dma_len :
+							     prm->tx_len;
+
+			post(&q->tx, a, l, i + 1 == s->ndesc ? NIC_EOP : 0);
+		}
+	}
+	q->send_tail += w;
+	if (w) {
+		/* Release pairs with the device's acquire load of tail in tx_burst(). */
+		atomic_store_explicit(&q->tx.tail, q->tx.ntu, memory_order_release);
+	}
+}
+
+bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
+{
+	struct nic_port *np = p->priv;
+	const struct nic_param *prm = np->prm;
+	bool run = d->posting, any = false;
+	uint64_t ios = 0, bytes = 0;
+	struct dg_dma_batch b;
+
+	wl_drv_poll_start(d);
+	for (unsigned int i = 0; i < np->nq; i++) {
+		reap(prm, np->q[i]);
+		any |= np->q[i]->nrx || np->q[i]->ntx;
+	}
+	if (any) {
+		wl_drv_dma_begin(d);
+		dg_dma_batch_begin(p->dd, &b);
+		for (unsigned int i = 0; i < np->nq; i++)
+			unmap_done(d, p, np->q[i], &b);
+		int e = dg_dma_batch_end(&b);
+		wl_drv_dma_end(d);
+		if (e)
+			wl_drv_fail(d, e);
+		for (unsigned int i = 0; i < np->nq; i++)
+			ios += work(d, p, np->q[i], run, &bytes);
+	}
+	if (run) {
+		bool maps = false;
+
+		for (unsigned int i = 0; i < np->nq; i++) {
+			struct nic_queue *q = np->q[i];
+
+			if (prm->tx != NIC_TX_NONE)
+				prepare_tx(p, q, prm);
+			maps |= q->ntx_new || (prm->rx_ring && q->rx.ntu - q->rx.ntc < q->rx.size &&
+					       p->stack[CLS_RX].n);
+		}
+		if (maps) {
+			wl_drv_dma_begin(d);
+			for (unsigned int i = 0; i < np->nq; i++) {
+				if (prm->rx_ring)
+					map_rx(d, p, np->q[i]);
+				if (prm->tx != NIC_TX_NONE)
+					map_tx(d, p, np->q[i]);
+			}
+			wl_drv_dma_end(d);
+			for (unsigned int i = 0; i < np->nq; i++) {
+				any |= np->q[i]->nrx_new || np->q[i]->ntx_new;
+				write_descs(np->q[i], prm);
+			}
+		}
+	} else {
+		for (unsigned int i = 0; i < np->nq; i++)
+			for (uint32_t k = 0; k < np->q[i]->nfwd; k++)
+				wl_stack_push(&p->stack[CLS_RX], np->q[i]->fwd[k]);
+	}
+	wl_drv_poll_end(d, ios, bytes);
+	return any;
+}
+
+/* ---- device ---------------------------------------------------------------------------------------- */
+
+static struct nic_desc *dev_ring(struct wl_dev *d, struct wl_port *p, struct nic_ring *rg)
+{
+	return wl_dev_ring(d, p, rg->dma, (size_t)rg->size * sizeof(struct nic_desc));
+}
+
+static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
+			 struct nic_queue *q, uint64_t *units)
+{
+	const struct nic_param *prm = np->prm;
+	struct nic_ring *rg = &q->rx;
+	/* Acquire pairs with the driver's release store of tail in write_descs(). */
+	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
+	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames;
+	uint32_t chunk = fr > 1 ? 1 : NIC_BURST;
+	unsigned int fnr[NIC_BURST > 64 ? NIC_BURST : 64];
+	uint64_t bytes = 0;
+
+	if (!n)
+		return 0;
+	n = n < NIC_BURST ? n : NIC_BURST;
+	wl_dev_xlat_begin(d);
+	struct nic_desc *ring = dev_ring(d, p, rg);
+	wl_dev_xlat_end(d);
+	if (!ring)
+		return 0;
+	for (uint32_t done = 0; done < n; done += chunk) {
+		uint32_t m = n - done < chunk ? n - done : chunk;
+
+		/* translate every frame's destination in the chunk */
+		wl_dev_xlat_begin(d);
+		for (uint32_t k = 0; k < m; k++) {
+			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
+
+			for (uint32_t j = 0; j < fr; j++) {
+				uint64_t off = (uint64_t)j * prm->rx_stride;
+				uint32_t f = k * fr + j;
+
+				fnr[f] = dsc->len >= off + prm->rx_frame ?
+						 wl_dev_translate(d, p, dsc->addr + off,
+								  prm->rx_frame, DG_ACCESS_WRITE,
+								  &d->sg[f * NIC_FRAME_SG],
+								  NIC_FRAME_SG) :
+						 0;
+			}
+		}
+		wl_dev_xlat_end(d);
+		/* write the frames, then hand the buffers back */
+		for (uint32_t k = 0; k < m; k++) {
+			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
+			uint32_t written = 0;
+
+			for (uint32_t j = 0; j < fr; j++) {
+				uint32_t f = k * fr + j;
+				const struct dg_sg *sg = &d->sg[f * NIC_FRAME_SG];
+				struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
+						   .src = {2, 0, 0, 0, 0, 1},
+						   .ethertype = 0x0800,
+						   .queue = (uint16_t)q->id,
+						   .magic = WL_MAGIC,
+						   .seq = rg->dev_seq,
+						   .len = prm->rx_frame};
+
+				if (!fnr[f])
+					break;
+				rg->dev_seq++;
+				h.csum = wl_hdr_csum(&h);
+				wl_sg_copy_to(sg, fnr[f], 0, &h, sizeof(h));
+				wl_sg_copy_to(sg, fnr[f], sizeof(h), np->tmpl + sizeof(h),
+					      prm->rx_frame - sizeof(h));
+				written = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
+				bytes += prm->rx_frame;
+			}
+			dsc->len = written;
+			/* Release pairs with the driver's acquire load of status in reap(). */
+			atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
+		}
+	}
+	rg->dev_head += n;
+	*units += n;
+	return bytes;
+}
+
+static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
+			 struct nic_queue *q, uint64_t *units)
+{
+	struct nic_ring *rg = &q->tx;
+	/* Acquire pairs with the driver's release store of tail in write_descs(). */
+	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
+	uint32_t avail = tail - rg->dev_head, n = 0, k = 0, used = 0;
+	unsigned int nr[2 * NIC_BURST];
+	uint32_t at[2 * NIC_BURST];
+	uint64_t bytes = 0;
+
+	if (!avail)
+		return 0;
+	wl_dev_xlat_begin(d);
+	struct nic_desc *ring = dev_ring(d, p, rg);
+
+	if (!ring) {
+		wl_dev_xlat_end(d);
+		return 0;
+	}
+	/* whole sends (the driver publishes whole chains), about NIC_BURST descriptors */
+	while (k < avail && k < 2 * NIC_BURST) {
+		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
+
+		if (n == k && (n >= NIC_BURST || WL_DEV_SG - used < 2 * NIC_SEGS))
+			break; /* at a send boundary: the burst is full */
+		at[k] = used;
+		nr[k] = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, &d->sg[used],
+					 WL_DEV_SG - used < NIC_SEGS ? WL_DEV_SG - used : NIC_SEGS);
+		used += nr[k];
+		k++;
+		if (dsc->flags & NIC_EOP)
+			n = k;
+	}
+	wl_dev_xlat_end(d);
+	/* copy each send to the wire and check its header */
+	size_t off = 0;
+
+	for (k = 0; k < n; k++) {
+		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
+
+		if (nr[k] && off + dsc->len <= 65536)
+			wl_sg_copy_from(&d->sg[at[k]], nr[k], 0, d->scratch + off, dsc->len);
+		off += dsc->len;
+		if (!(dsc->flags & NIC_EOP))
+			continue;
+		const struct wl_hdr *h = (const void *)d->scratch;
+
+		if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
+		    off != np->prm->tx_len) {
+			if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
+				fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
+					d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
+			wl_ctr_add(&d->ctr->errors, 1);
+		}
+		bytes += off;
+		off = 0;
+		(*units)++;
+		/* Release pairs with the driver's acquire load of status in reap(). */
+		atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
+	}
+	rg->dev_head += n;
+	return bytes;
+}
+
+bool nic_dev_poll(struct wl_dev *d, struct wl_port *p)
+{
+	struct nic_port *np = p->priv;
+	uint64_t units = 0, bytes = 0;
+
+	wl_dev_burst_start(d);
+	for (unsigned int i = 0; i < np->nq; i++) {
+		struct nic_queue *q = np->q[i];
+
+		if (np->prm->rx_ring)
+			bytes += rx_burst(d, p, np, q, &units);
+		if (np->prm->tx != NIC_TX_NONE)
+			bytes += tx_burst(d, p, np, q, &units);
+	}
+	wl_dev_burst_end(d, units, bytes);
+	return units != 0;
+}

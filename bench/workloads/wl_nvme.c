@@ -1,0 +1,407 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench/workloads/wl_nvme.c - nvme4k: 4 KiB random reads, 8 jobs, queue depth --qd (32): the
+ * ARM SMMUv3 NVMe-oF case (1080K IOPS without the IOMMU, 520K with it, unstable with
+ * lock-free page tables, "TLB sync timed out").
+ *
+ * An emulated NVMe controller per port, one submission/completion queue pair per job, both
+ * rings in coherent memory:
+ *
+ *   driver (one job)                              controller
+ *   map a 4 KiB page (from-device)
+ *   SQE {opcode READ, cid, slba, prp1}
+ *   sq_db = tail (release: the doorbell) -------> acquire load of sq_db
+ *                                                 translate SQ, CQ and prp1 (one page)
+ *                                                 copy the block from the media
+ *   acquire load of cqe.status (phase bit) <----- CQE {cid, sq_head}, status = phase
+ *   sync + unmap in one batch per poll            (release)
+ *   check the block's header (magic, LBA)
+ *
+ * The completion queue has as many entries as the submission queue (the next power of two
+ * at or above the queue depth), and at most qd commands are out, so the controller never
+ * overruns it and needs no head doorbell: the driver consumed completion j before it
+ * submitted command j + size, and the controller acquired that submission's doorbell before
+ * it writes completion j + size into the same slot. The phase bit flips on every lap, as in
+ * NVMe. Commands complete in order (one controller thread per queue). The media is 64 MiB of
+ * 4 KiB blocks, each starting with a header that names its LBA.
+ */
+#include "wl.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NVME_JOBS  8
+#define NVME_BURST 32
+#define NVME_READ  0x02
+
+struct nvme_sqe { /* 64 bytes, NVMe layout of the fields used */
+	uint8_t opc;
+	uint8_t flags;
+	uint16_t cid;
+	uint32_t nsid;
+	uint64_t rsvd;
+	uint64_t mptr;
+	uint64_t prp1;
+	uint64_t prp2;
+	uint64_t slba;
+	uint32_t nlb; /* 0-based block count */
+	uint32_t cdw13_15[3];
+};
+_Static_assert(sizeof(struct nvme_sqe) == 64, "SQEs are 64 bytes");
+
+struct nvme_cqe { /* 16 bytes */
+	uint32_t result;
+	uint32_t rsvd;
+	uint16_t sq_head;
+	uint16_t sq_id;
+	uint16_t cid;
+	_Atomic uint16_t status; /* bit 0: phase (release by the controller, acquire by the
+				    driver); bits 1..15: status code, 0 = success */
+};
+_Static_assert(sizeof(struct nvme_cqe) == 16, "CQEs are 16 bytes");
+
+struct nvme_cmd {
+	void *buf;
+	uint64_t dma;
+	uint32_t lba;
+};
+
+struct nvme_job {
+	unsigned int id;
+	uint32_t size, mask; /* SQ and CQ entries */
+	struct nvme_sqe *sq; /* CPU addresses of the coherent rings */
+	struct nvme_cqe *cq;
+	uint64_t sq_dma, cq_dma;
+	uint32_t sq_tail; /* driver: next SQ slot (free running) */
+	uint32_t cq_head; /* driver: next CQ slot (free running) */
+	uint32_t nreaped, nnew;
+	struct nvme_cmd *cmd; /* by cid (= SQ slot) */
+	uint16_t *reaped;     /* cids reaped this poll */
+	/* The SQ tail doorbell: release store by the driver, acquire load by the controller. */
+	_Alignas(64) _Atomic uint32_t sq_db;
+	_Alignas(64) uint32_t dev_sq_head; /* controller: next SQE */
+	uint32_t dev_cq_tail;		   /* controller: next CQE slot (free running) */
+};
+
+struct nvme_port {
+	unsigned int njobs;
+	struct nvme_job *job[NVME_JOBS];
+	const uint8_t *media;
+};
+
+static unsigned int port_jobs(unsigned int port, unsigned int nports)
+{
+	return NVME_JOBS / nports + (port < NVME_JOBS % nports ? 1 : 0);
+}
+
+static uint32_t ring_entries(unsigned int qd)
+{
+	uint32_t n = 2;
+
+	while (n < qd)
+		n <<= 1;
+	return n;
+}
+
+static void nvme_classes(const struct wl_run *r, unsigned int port, struct wl_class *cls,
+			 unsigned int *ncls)
+{
+	cls[0] = (struct wl_class){.size = 4096, .count = port_jobs(port, r->nports) * r->qd};
+	*ncls = 1;
+}
+
+static int nvme_port_init(struct wl_port *p)
+{
+	struct nvme_port *np = calloc(1, sizeof(*np));
+	unsigned int first = 0;
+
+	if (!np)
+		return -ENOMEM;
+	p->priv = np;
+	np->media = wl_media();
+	if (!np->media)
+		return -ENOMEM;
+	np->njobs = port_jobs(p->idx, p->run->nports);
+	for (unsigned int i = 0; i < p->idx; i++)
+		first += port_jobs(i, p->run->nports);
+	for (unsigned int i = 0; i < np->njobs; i++) {
+		struct nvme_job *j = aligned_alloc(64, sizeof(*j));
+
+		if (!j)
+			return -ENOMEM;
+		memset(j, 0, sizeof(*j));
+		np->job[i] = j;
+		j->id = first + i;
+		j->size = ring_entries(p->run->qd);
+		j->mask = j->size - 1;
+		j->cmd = calloc(j->size, sizeof(*j->cmd));
+		j->reaped = calloc(j->size, sizeof(*j->reaped));
+		j->sq = dg_dma_alloc_coherent(p->dd, (size_t)j->size * sizeof(*j->sq), &j->sq_dma);
+		j->cq = dg_dma_alloc_coherent(p->dd, (size_t)j->size * sizeof(*j->cq), &j->cq_dma);
+		if (!j->cmd || !j->reaped || !j->sq || !j->cq) {
+			fprintf(stderr, "bench workloads: nvme queues: %s\n", strerror(ENOMEM));
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+static void nvme_port_fini(struct wl_port *p)
+{
+	struct nvme_port *np = p->priv;
+
+	for (unsigned int i = 0; i < np->njobs; i++) {
+		struct nvme_job *j = np->job[i];
+
+		if (!j)
+			continue;
+		if (j->sq)
+			dg_dma_free_coherent(p->dd, j->sq, (size_t)j->size * sizeof(*j->sq),
+					     j->sq_dma);
+		if (j->cq)
+			dg_dma_free_coherent(p->dd, j->cq, (size_t)j->size * sizeof(*j->cq),
+					     j->cq_dma);
+		free(j->cmd);
+		free(j->reaped);
+		free(j);
+	}
+	free(np);
+	p->priv = NULL;
+}
+
+static bool nvme_drv_idle(const struct wl_port *p)
+{
+	const struct nvme_port *np = p->priv;
+
+	for (unsigned int i = 0; i < np->njobs; i++)
+		if (np->job[i]->sq_tail != np->job[i]->cq_head)
+			return false;
+	return true;
+}
+
+/* Phase the controller writes on lap (slot / size) of the completion queue. */
+static uint16_t phase_of(uint32_t slot, uint32_t size)
+{
+	return (uint16_t)(((slot / size) & 1) ^ 1);
+}
+
+static uint64_t rng_next(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
+{
+	struct nvme_port *np = p->priv;
+	struct dg_dma_dev *dd = p->dd;
+	struct dg_dma_batch b;
+	uint64_t ios = 0;
+	bool any = false;
+	int e;
+
+	wl_drv_poll_start(d);
+	/* 1. reap completions */
+	for (unsigned int i = 0; i < np->njobs; i++) {
+		struct nvme_job *j = np->job[i];
+
+		j->nreaped = 0;
+		while (j->cq_head != j->sq_tail) {
+			struct nvme_cqe *c = &j->cq[j->cq_head & j->mask];
+			/* Acquire pairs with the controller's release store in nvme_dev_poll(). */
+			uint16_t st = atomic_load_explicit(&c->status, memory_order_acquire);
+
+			if ((st & 1) != phase_of(j->cq_head, j->size))
+				break;
+			if (st >> 1 || c->cid > j->mask)
+				wl_ctr_add(&d->ctr->errors, 1);
+			j->reaped[j->nreaped++] = (uint16_t)(c->cid & j->mask);
+			j->cq_head++;
+		}
+		any |= j->nreaped != 0;
+	}
+	/* 2. sync + unmap in one batch */
+	if (any) {
+		wl_drv_dma_begin(d);
+		dg_dma_batch_begin(dd, &b);
+		for (unsigned int i = 0; i < np->njobs; i++) {
+			struct nvme_job *j = np->job[i];
+
+			for (uint32_t k = 0; k < j->nreaped; k++) {
+				struct nvme_cmd *c = &j->cmd[j->reaped[k]];
+
+				e = dg_dma_sync_for_cpu(dd, c->dma, 4096, DG_DMA_FROM_DEVICE);
+				if (!e)
+					e = dg_dma_unmap_single(dd, c->dma, 4096,
+								DG_DMA_FROM_DEVICE,
+								DG_DMA_ATTR_SKIP_CPU_SYNC, &b);
+				if (e)
+					wl_drv_fail(d, e);
+			}
+		}
+		e = dg_dma_batch_end(&b);
+		wl_drv_dma_end(d);
+		if (e)
+			wl_drv_fail(d, e);
+		/* 3. the block's header says which LBA it is */
+		for (unsigned int i = 0; i < np->njobs; i++) {
+			struct nvme_job *j = np->job[i];
+
+			for (uint32_t k = 0; k < j->nreaped; k++) {
+				struct nvme_cmd *c = &j->cmd[j->reaped[k]];
+				const struct wl_hdr *h = c->buf;
+
+				if (h->magic != WL_MAGIC || h->seq != c->lba ||
+				    h->csum != wl_hdr_csum(h)) {
+					if (!atomic_load_explicit(&d->ctr->errors,
+								  memory_order_relaxed))
+						fprintf(stderr,
+							"bench workloads: nvme4k/%s: job %u: "
+							"block %u has the wrong data\n",
+							wl_cfg_name[d->run->cfg], j->id, c->lba);
+					wl_ctr_add(&d->ctr->errors, 1);
+				}
+				wl_stack_push(&p->stack[0], c->buf);
+				c->buf = NULL;
+				ios++;
+			}
+		}
+	}
+	if (!d->posting) {
+		wl_drv_poll_end(d, ios, ios * 4096);
+		return any;
+	}
+	/* 4. map new reads up to the queue depth */
+	bool maps = false;
+
+	for (unsigned int i = 0; i < np->njobs; i++)
+		maps |= np->job[i]->sq_tail - np->job[i]->cq_head < d->run->qd;
+	if (maps) {
+		wl_drv_dma_begin(d);
+		for (unsigned int i = 0; i < np->njobs; i++) {
+			struct nvme_job *j = np->job[i];
+
+			j->nnew = 0;
+			while (j->sq_tail + j->nnew - j->cq_head < d->run->qd) {
+				struct nvme_cmd *c = &j->cmd[(j->sq_tail + j->nnew) & j->mask];
+				void *buf = wl_stack_pop(&p->stack[0]);
+
+				if (!buf)
+					break;
+				e = dg_dma_map_single(dd, buf, 4096, DG_DMA_FROM_DEVICE,
+						      DG_DMA_ATTR_SKIP_CPU_SYNC, &c->dma);
+				if (e) {
+					wl_stack_push(&p->stack[0], buf);
+					wl_drv_fail(d, e);
+					break;
+				}
+				c->buf = buf;
+				j->nnew++;
+			}
+		}
+		wl_drv_dma_end(d);
+		/* 5. submission queue entries and doorbells */
+		for (unsigned int i = 0; i < np->njobs; i++) {
+			struct nvme_job *j = np->job[i];
+
+			for (uint32_t k = 0; k < j->nnew; k++) {
+				uint32_t slot = j->sq_tail & j->mask;
+				struct nvme_cmd *c = &j->cmd[slot];
+				struct nvme_sqe *s = &j->sq[slot];
+
+				c->lba = (uint32_t)(rng_next(&d->rng) % WL_MEDIA_BLOCKS);
+				memset(s, 0, sizeof(*s));
+				s->opc = NVME_READ;
+				s->cid = (uint16_t)slot;
+				s->nsid = 1;
+				s->prp1 = c->dma;
+				s->slba = c->lba;
+				j->sq_tail++;
+			}
+			if (j->nnew) {
+				any = true;
+				/* Release pairs with the controller's acquire load of sq_db. */
+				atomic_store_explicit(&j->sq_db, j->sq_tail, memory_order_release);
+			}
+		}
+	}
+	wl_drv_poll_end(d, ios, ios * 4096);
+	return any;
+}
+
+static bool nvme_dev_poll(struct wl_dev *d, struct wl_port *p)
+{
+	struct nvme_port *np = p->priv;
+	uint64_t units = 0;
+
+	wl_dev_burst_start(d);
+	for (unsigned int i = 0; i < np->njobs; i++) {
+		struct nvme_job *j = np->job[i];
+		/* Acquire pairs with the driver's release store of sq_db in nvme_drv_poll(). */
+		uint32_t db = atomic_load_explicit(&j->sq_db, memory_order_acquire);
+		uint32_t n = db - j->dev_sq_head;
+		unsigned int nr[NVME_BURST];
+
+		if (!n)
+			continue;
+		n = n < NVME_BURST ? n : NVME_BURST;
+		wl_dev_xlat_begin(d);
+		struct nvme_sqe *sq = wl_dev_ring(d, p, j->sq_dma, (size_t)j->size * sizeof(*sq));
+		struct nvme_cqe *cq = wl_dev_ring(d, p, j->cq_dma, (size_t)j->size * sizeof(*cq));
+
+		if (sq && cq)
+			for (uint32_t k = 0; k < n; k++) {
+				const struct nvme_sqe *s = &sq[(j->dev_sq_head + k) & j->mask];
+
+				nr[k] = wl_dev_translate(d, p, s->prp1, 4096, DG_ACCESS_WRITE,
+							 &d->sg[k * 2], 2);
+			}
+		wl_dev_xlat_end(d);
+		if (!sq || !cq)
+			return false;
+		for (uint32_t k = 0; k < n; k++) {
+			const struct nvme_sqe *s = &sq[(j->dev_sq_head + k) & j->mask];
+			uint32_t slot = j->dev_cq_tail & j->mask;
+			struct nvme_cqe *c = &cq[slot];
+			uint16_t sc = 0;
+
+			if (s->opc != NVME_READ || s->slba >= WL_MEDIA_BLOCKS || !nr[k])
+				sc = 0x0002; /* invalid field */
+			else
+				wl_sg_copy_to(&d->sg[k * 2], nr[k], 0,
+					      np->media + (size_t)s->slba * 4096, 4096);
+			c->result = 0;
+			c->cid = s->cid;
+			c->sq_id = (uint16_t)(j->id + 1);
+			c->sq_head = (uint16_t)((j->dev_sq_head + k + 1) & j->mask);
+			/* Release pairs with the driver's acquire load of status (reap). */
+			atomic_store_explicit(
+				&c->status, (uint16_t)(sc << 1 | phase_of(j->dev_cq_tail, j->size)),
+				memory_order_release);
+			j->dev_cq_tail++;
+		}
+		j->dev_sq_head += n;
+		units += n;
+	}
+	wl_dev_burst_end(d, units, units * 4096);
+	return units != 0;
+}
+
+const struct wl_workload wl_nvme4k = {
+	.name = "nvme4k",
+	.summary = "NVMe 4 KiB random reads, 8 jobs, --qd deep",
+	.unit = "IOPS",
+	.io = "4 KiB read",
+	.unit_div = 1,
+	.max_threads = NVME_JOBS,
+	.classes = nvme_classes,
+	.port_init = nvme_port_init,
+	.port_fini = nvme_port_fini,
+	.drv_poll = nvme_drv_poll,
+	.drv_idle = nvme_drv_idle,
+	.dev_poll = nvme_dev_poll,
+};

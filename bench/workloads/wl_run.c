@@ -1,0 +1,360 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench/workloads/wl_run.c - one run of a workload under one configuration: the thread pairs,
+ * the measured interval, the drain and the checks.
+ *
+ *   main thread          driver thread i (CPU 2i)        device thread i (CPU 2i+1)
+ *   set-up (wl_env.c)
+ *   start threads ---->  poll its ports                   burst on its ports, quiesce each
+ *   sleep warm-up
+ *   snapshot A
+ *   sleep duration
+ *   snapshot B
+ *   phase = DRAIN ---->  stop posting, reap until idle
+ *                        drained++  (release)
+ *   wait drained (acquire)
+ *   phase = STOP ------------------------------------->  offline, exit
+ *   join, whole-run checks, teardown
+ *
+ * The interval lasts --duration seconds, longer if fewer than WL_MIN_IOS I/Os were done by
+ * then, or the device did fewer than a quarter of that (on a loaded shared machine a pinned
+ * thread can be descheduled for tens of ms while its partner drains a full ring).
+ * Snapshots read the threads' relaxed counters and the library's statistics while the
+ * threads run: each counter is exact, the set of them is a few hundred ns apart, which is
+ * nothing next to an interval of 10^5..10^6 I/Os. Fixed-count mode (ops) skips the clock:
+ * each driver stops posting once it completed ops I/Os, so a run does ops I/Os plus what was
+ * in flight, and callgrind counts of two such runs differ by the cost of the difference.
+ *
+ * Idle loops spin with a pause hint, yield the CPU after every WL_IDLE_SPINS empty polls
+ * (some tens of microseconds) and, once idle for about a millisecond, sleep 20 us per poll:
+ * when the CPUs are shared (more thread pairs than CPUs, tests running side by side, a loaded
+ * machine), a spinning thread would otherwise hold its CPU while the partner it waits for is
+ * queued behind it (a CFS yield does not always give way). A pair on CPUs of its own is never
+ * idle that long, so the measured runs only ever spin. A device thread calls
+ * dg_dev_quiesce() after every pass over its ports, busy or not, so strict waits complete.
+ */
+#include "wl.h"
+
+#include "base/clock.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define WL_IDLE_SPINS 1024 /* empty polls between yields */
+#define WL_IDLE_SLEEP 32   /* yields before idle polls start to sleep 20 us each */
+#define WL_MIN_IOS \
+	256 /* a measured interval lasts until at least this many I/Os (and a
+			       quarter as many device units) */
+
+unsigned int wl_threads_for(const struct wl_workload *wl, unsigned int threads)
+{
+	if (!threads)
+		threads = 1;
+	if (wl->max_threads && threads > wl->max_threads)
+		threads = wl->max_threads;
+	if (threads > WL_MAX_THREADS)
+		threads = WL_MAX_THREADS;
+	return threads;
+}
+
+struct thr_arg {
+	struct wl_run *run;
+	unsigned int id;
+};
+
+static void idle(unsigned int *spins)
+{
+	++*spins;
+	if (*spins % WL_IDLE_SPINS) {
+		dg_cpu_relax();
+		return;
+	}
+	if (*spins < WL_IDLE_SLEEP * WL_IDLE_SPINS) {
+		sched_yield();
+		return;
+	}
+	/* idle for long: the partner is not running, let anything else have this CPU */
+	struct timespec ts = {.tv_nsec = 20000};
+
+	nanosleep(&ts, NULL);
+}
+
+static bool my_ports_idle(struct wl_run *r, unsigned int id)
+{
+	for (unsigned int i = 0; i < r->nports; i++)
+		if (r->port[i].drv_thr == id && !r->wl->drv_idle(&r->port[i]))
+			return false;
+	return true;
+}
+
+static void *driver_main(void *arg)
+{
+	struct thr_arg *a = arg;
+	struct wl_run *r = a->run;
+	struct wl_drv d = {.run = r, .id = a->id, .ctr = &r->drv[a->id]};
+	unsigned int spins = 0;
+
+	bench_pin_cpu(2 * a->id);
+	d.rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)a->id + 1) * 0x2545f4914f6cdd1dull;
+	atomic_fetch_add(&r->started, 1);
+	for (;;) {
+		int ph = wl_phase(r);
+		bool work = false;
+
+		d.posting =
+			ph == WL_RUN &&
+			(!r->ops_limit ||
+			 atomic_load_explicit(&d.ctr->ios, memory_order_relaxed) < r->ops_limit);
+		for (unsigned int i = 0; i < r->nports; i++)
+			if (r->port[i].drv_thr == a->id)
+				work |= r->wl->drv_poll(&d, &r->port[i]);
+		if (!d.posting && my_ports_idle(r, a->id))
+			break;
+		if (work)
+			spins = 0;
+		else
+			idle(&spins);
+	}
+	/* Release pairs with the acquire load of drained in wl_run_once(). */
+	atomic_fetch_add_explicit(&r->drained, 1, memory_order_release);
+	return NULL;
+}
+
+static void *device_main(void *arg)
+{
+	struct thr_arg *a = arg;
+	struct wl_run *r = a->run;
+	struct wl_dev d = {.run = r, .id = a->id, .ctr = &r->dev[a->id]};
+	unsigned int spins = 0;
+
+	bench_pin_cpu(2 * a->id + 1);
+	d.scratch = malloc(65536);
+	atomic_fetch_add(&r->started, 1);
+	while (d.scratch && wl_phase(r) != WL_STOP) {
+		bool work = false;
+
+		for (unsigned int i = 0; i < r->nports; i++) {
+			struct wl_port *p = &r->port[i];
+
+			if (p->dev_thr != a->id)
+				continue;
+			work |= r->wl->dev_poll(&d, p);
+			dg_dev_quiesce(p->dev); /* end of the burst: translations released */
+		}
+		if (work)
+			spins = 0;
+		else
+			idle(&spins);
+	}
+	if (!d.scratch)
+		wl_ctr_add(&d.ctr->errors, 1);
+	for (unsigned int i = 0; i < r->nports; i++)
+		if (r->port[i].dev_thr == a->id)
+			dg_dev_offline(r->port[i].dev);
+	free(d.scratch);
+	return NULL;
+}
+
+/* ---- snapshots -------------------------------------------------------------------------------- */
+
+struct snap {
+	uint64_t t;
+	uint64_t ios, bytes, dma_ns, dma_ios, units, xlat_ns, xlat_units, dev_bytes, errors,
+		timeouts;
+	uint64_t maps, unmaps, subpage_bytes, subpage_max, persistent, win_ns, win_unmaps;
+	uint64_t misses, walks, faults, cmds, waits;
+	bool all;
+};
+
+static uint64_t ld(_Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+static void snapshot(struct wl_run *r, struct snap *s)
+{
+	struct dg_iommu_stats is;
+
+	memset(s, 0, sizeof(*s));
+	for (unsigned int i = 0; i < r->nthreads; i++) {
+		struct wl_ctr *c = &r->drv[i], *v = &r->dev[i];
+
+		s->ios += ld(&c->ios);
+		s->bytes += ld(&c->bytes);
+		s->dma_ns += ld(&c->dma_ns);
+		s->dma_ios += ld(&c->dma_ios);
+		s->units += ld(&v->units);
+		s->xlat_ns += ld(&v->xlat_ns);
+		s->xlat_units += ld(&v->xlat_units);
+		s->dev_bytes += ld(&v->dev_bytes);
+		s->errors += ld(&c->errors) + ld(&v->errors);
+		s->timeouts += ld(&c->timeouts);
+	}
+	for (unsigned int i = 0; i < r->nports; i++) {
+		struct dg_dma_stats st;
+
+		dg_dma_dev_stats(r->port[i].dd, &st);
+		s->maps += st.maps;
+		s->unmaps += st.unmaps;
+		s->subpage_bytes += st.subpage_bytes;
+		s->subpage_max = st.subpage_max > s->subpage_max ? st.subpage_max : s->subpage_max;
+		s->persistent += st.persistent_bytes;
+		s->win_ns = st.lazy_window_max_ns > s->win_ns ? st.lazy_window_max_ns : s->win_ns;
+		s->win_unmaps = st.lazy_window_max_unmaps > s->win_unmaps ?
+					st.lazy_window_max_unmaps :
+					s->win_unmaps;
+		s->all |= st.exposes_all_memory;
+		s->errors += st.err_invalid + st.err_range + st.err_not_mapped + st.err_iova_space +
+			     st.err_shadow_space + st.err_nomem + st.err_other;
+	}
+	dg_iommu_stats(r->mmu, &is);
+	s->misses = is.iotlb_misses;
+	s->walks = is.walks;
+	s->faults = is.faults;
+	for (unsigned int k = 0; k < DG_INVAL_NR_TYPES; k++)
+		s->cmds += is.inval_cmds[k];
+	s->waits = is.waits;
+	s->t = bench_now_ns();
+}
+
+static void sleep_s(double s)
+{
+	struct timespec ts = {.tv_sec = (time_t)s,
+			      .tv_nsec = (long)((s - (double)(time_t)s) * 1e9)};
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+static void add_interval(struct wl_totals *t, const struct snap *a, const struct snap *b)
+{
+	t->seconds += (double)(b->t - a->t) / 1e9;
+	t->ios += b->ios - a->ios;
+	t->bytes += b->bytes - a->bytes;
+	t->dma_ns += b->dma_ns - a->dma_ns;
+	t->dma_ios += b->dma_ios - a->dma_ios;
+	t->units += b->units - a->units;
+	t->xlat_ns += b->xlat_ns - a->xlat_ns;
+	t->xlat_units += b->xlat_units - a->xlat_units;
+	t->dev_bytes += b->dev_bytes - a->dev_bytes;
+	t->errors += b->errors - a->errors;
+	t->timeouts += b->timeouts - a->timeouts;
+	t->maps += b->maps - a->maps;
+	t->unmaps += b->unmaps - a->unmaps;
+	t->subpage_bytes += b->subpage_bytes - a->subpage_bytes;
+	t->iotlb_misses += b->misses - a->misses;
+	t->walks += b->walks - a->walks;
+	t->faults += b->faults - a->faults;
+	t->inval_cmds += b->cmds - a->cmds;
+	t->waits += b->waits - a->waits;
+}
+
+static void add_run(struct wl_totals *t, const struct snap *z)
+{
+	t->run_maps += z->maps;
+	t->run_unmaps += z->unmaps;
+	t->run_faults += z->faults;
+	t->run_errors += z->errors;
+	t->subpage_max = z->subpage_max > t->subpage_max ? z->subpage_max : t->subpage_max;
+	t->persistent_bytes = z->persistent > t->persistent_bytes ? z->persistent :
+								    t->persistent_bytes;
+	t->lazy_window_ns = z->win_ns > t->lazy_window_ns ? z->win_ns : t->lazy_window_ns;
+	t->lazy_window_unmaps = z->win_unmaps > t->lazy_window_unmaps ? z->win_unmaps :
+									t->lazy_window_unmaps;
+	t->exposes_all |= z->all;
+}
+
+int wl_run_once(const struct wl_workload *wl, enum wl_cfg cfg, const struct wl_run_opts *o,
+		struct wl_totals *tot, double *throughput)
+{
+	struct wl_run *r = aligned_alloc(64, sizeof(*r));
+	pthread_t drv[WL_MAX_THREADS], dev[WL_MAX_THREADS];
+	struct thr_arg args[2 * WL_MAX_THREADS];
+	unsigned int ndrv = 0, ndev = 0;
+	struct snap a, b, z;
+	int rc;
+
+	*throughput = 0;
+	if (!r)
+		return -ENOMEM;
+	memset(r, 0, sizeof(*r));
+	r->wl = wl;
+	r->cfg = cfg;
+	r->nthreads = wl_threads_for(wl, o->threads);
+	r->qd = o->qd ? o->qd : WL_DEFAULT_QD;
+	r->ops_limit = o->ops;
+	rc = wl_run_setup(r);
+	if (rc)
+		goto out;
+	if (o->ops)
+		snapshot(r, &a);
+	for (unsigned int i = 0; i < r->nthreads; i++) {
+		args[2 * i] = (struct thr_arg){.run = r, .id = i};
+		args[2 * i + 1] = (struct thr_arg){.run = r, .id = i};
+		if (pthread_create(&dev[ndev], NULL, device_main, &args[2 * i + 1]))
+			break;
+		ndev++;
+		if (pthread_create(&drv[ndrv], NULL, driver_main, &args[2 * i]))
+			break;
+		ndrv++;
+	}
+	if (ndrv != r->nthreads) {
+		rc = -EAGAIN;
+		fprintf(stderr, "bench workloads: cannot start threads\n");
+		wl_run_phase_set(r, WL_DRAIN);
+	} else if (!o->ops) {
+		while (atomic_load(&r->started) < 2 * r->nthreads)
+			sched_yield();
+		sleep_s(o->warmup_s);
+		snapshot(r, &a);
+		sleep_s(o->duration_s);
+		/* A descheduled thread can stall a short run: measure until some I/Os were done. */
+		for (;;) {
+			snapshot(r, &b);
+			if ((b.ios - a.ios >= WL_MIN_IOS && b.units - a.units >= WL_MIN_IOS / 4) ||
+			    (double)(b.t - a.t) / 1e9 > 5 * o->duration_s + 1)
+				break;
+			sleep_s(0.001);
+		}
+		wl_run_phase_set(r, WL_DRAIN);
+	}
+	/* Acquire pairs with the release increment at the end of driver_main(). */
+	while (atomic_load_explicit(&r->drained, memory_order_acquire) < ndrv)
+		sleep_s(0.0002);
+	if (o->ops && !rc)
+		snapshot(r, &b);
+	wl_run_phase_set(r, WL_STOP);
+	for (unsigned int i = 0; i < ndrv; i++)
+		pthread_join(drv[i], NULL);
+	for (unsigned int i = 0; i < ndev; i++)
+		pthread_join(dev[i], NULL);
+	if (!rc) {
+		snapshot(r, &z);
+		add_interval(tot, &a, &b);
+		add_run(tot, &z);
+		double sec = (double)(b.t - a.t) / 1e9;
+
+		if (sec > 0)
+			*throughput = wl->unit_bits ? (double)(b.bytes - a.bytes) * 8 / sec / 1e9 :
+						      (double)(b.ios - a.ios) / sec / wl->unit_div;
+		if (z.errors || z.faults || z.maps != z.unmaps) {
+			fprintf(stderr,
+				"bench workloads: %s/%s: %llu errors, %llu faults, %llu maps but "
+				"%llu unmaps\n",
+				wl->name, wl_cfg_name[cfg], (unsigned long long)z.errors,
+				(unsigned long long)z.faults, (unsigned long long)z.maps,
+				(unsigned long long)z.unmaps);
+			rc = -EUCLEAN;
+		}
+	}
+out:;
+	int e = wl_run_teardown(r);
+
+	free(r);
+	return rc ? rc : e;
+}

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * bench_workloads_json_check FILE [WORKLOAD,...] - validate the JSON report of "dmaguard
+ * bench" (the workloads suite) against the schema of docs/bench-json.md:
+ *  - the document: tool, suite "workloads", machine {cpu_model, cores}, run {...};
+ *  - every workload (all nine, or the list given) x every configuration is there exactly once,
+ *    with the documented fields of the documented types;
+ *  - values: throughput > 0, ratio_to_identity > 0 and finite (1 for identity), the identity
+ *    throughput repeated in every row of the workload, one ratio sample per round;
+ *  - counters consistent: every streaming map of a run was unmapped, no fault, no error,
+ *    I/Os done, and what each configuration must or must not do: identity reaches all memory
+ *    and never invalidates; strict and the Linux-like reference have no window and wait (the
+ *    reference at least once per I/O); lazy has a window >= 0; bounce exposes no sub-page
+ *    bytes and never invalidates; pool and window (direct) keep their memory exposed for
+ *    good and never invalidate per I/O; the sub-page exposure of a strict xdp64 buffer is
+ *    exactly 4096 - 64, of xdp64-2k 4096 - 2048, of xdp64-4k zero.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int fails;
+
+#define EXPECT(cond, ...)                                      \
+	do {                                                   \
+		if (!(cond)) {                                 \
+			fprintf(stderr, "FAIL: " __VA_ARGS__); \
+			fputc('\n', stderr);                   \
+			fails++;                               \
+		}                                              \
+	} while (0)
+
+static const char *const workloads[] = {"xdp64",  "xdp64-2k", "xdp64-4k", "fwd64", "bond4",
+					"tcp-x1", "tcp-x4",   "tcp-x8",	  "nvme4k"};
+static const char *const units[] = {"Mpps",   "Mpps",	"Mpps",	  "Mpps", "Gbit/s",
+				    "Gbit/s", "Gbit/s", "Gbit/s", "IOPS"};
+#define NWL (sizeof(workloads) / sizeof(workloads[0]))
+static const char *const configs[] = {"identity", "strict", "lazy",	"window",
+				      "bounce",	  "pool",   "linux-ref"};
+#define NCFG (sizeof(configs) / sizeof(configs[0]))
+
+static const char *const number_fields[] = {"throughput",
+					    "throughput_identity",
+					    "ratio_to_identity",
+					    "ratio_spread",
+					    "ratio_min",
+					    "ratio_max",
+					    "driver_dma_ns_per_io",
+					    "device_translate_ns_per_io",
+					    "iotlb_misses_per_4k",
+					    "walks_per_4k",
+					    "invalidations_per_io",
+					    "waits_per_io",
+					    "window_ns",
+					    "subpage_exposed_bytes"};
+static const char *const integer_fields[] = {"threads", "rounds", "window_unmaps",
+					     "subpage_exposed_max", "persistent_exposed_bytes"};
+static const char *const counter_fields[] = {"ios",    "bytes",	     "device_bytes", "maps",
+					     "unmaps", "run_maps",   "run_unmaps",   "iotlb_misses",
+					     "walks",  "inval_cmds", "waits",	     "faults",
+					     "errors", "timeouts"};
+
+static int index_of(const char *const *v, size_t n, const char *s)
+{
+	for (size_t i = 0; s && i < n; i++)
+		if (!strcmp(v[i], s))
+			return (int)i;
+	return -1;
+}
+
+static double num(json_t *r, const char *k)
+{
+	json_t *v = json_object_get(r, k);
+
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static long long cnt(json_t *r, const char *k)
+{
+	json_t *v = json_object_get(json_object_get(r, "counters"), k);
+
+	return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+static void check_result(json_t *r, const char *wl, const char *cfg, int w)
+{
+	const char *unit = json_string_value(json_object_get(r, "unit"));
+	json_t *ratios = json_object_get(r, "ratio_samples");
+	bool id = !strcmp(cfg, "identity");
+
+	for (size_t k = 0; k < sizeof(number_fields) / sizeof(number_fields[0]); k++)
+		EXPECT(json_is_number(json_object_get(r, number_fields[k])), "%s/%s: %s number", wl,
+		       cfg, number_fields[k]);
+	for (size_t k = 0; k < sizeof(integer_fields) / sizeof(integer_fields[0]); k++)
+		EXPECT(json_is_integer(json_object_get(r, integer_fields[k])), "%s/%s: %s integer",
+		       wl, cfg, integer_fields[k]);
+	for (size_t k = 0; k < sizeof(counter_fields) / sizeof(counter_fields[0]); k++)
+		EXPECT(cnt(r, counter_fields[k]) >= 0, "%s/%s: counters.%s", wl, cfg,
+		       counter_fields[k]);
+	EXPECT(json_is_string(json_object_get(r, "io")), "%s/%s: io", wl, cfg);
+	EXPECT(json_is_string(json_object_get(r, "exposure")), "%s/%s: exposure", wl, cfg);
+	EXPECT(json_is_boolean(json_object_get(r, "exposes_all_memory")),
+	       "%s/%s: exposes_all_memory", wl, cfg);
+	EXPECT(json_is_true(json_object_get(r, "ok")), "%s/%s: ok", wl, cfg);
+	EXPECT(unit && !strcmp(unit, units[w]), "%s/%s: unit %s, expected %s", wl, cfg,
+	       unit ? unit : "(none)", units[w]);
+
+	double thr = num(r, "throughput"), ratio = num(r, "ratio_to_identity");
+
+	EXPECT(thr > 0 && isfinite(thr), "%s/%s: throughput %g", wl, cfg, thr);
+	EXPECT(ratio > 0 && isfinite(ratio), "%s/%s: ratio %g", wl, cfg, ratio);
+	EXPECT(num(r, "ratio_min") <= ratio && ratio <= num(r, "ratio_max"),
+	       "%s/%s: ratio outside [min, max]", wl, cfg);
+	EXPECT(json_is_array(ratios) && (long long)json_array_size(ratios) ==
+						json_integer_value(json_object_get(r, "rounds")),
+	       "%s/%s: one ratio sample per round", wl, cfg);
+	EXPECT(json_is_array(json_object_get(r, "throughput_samples")), "%s/%s: throughput_samples",
+	       wl, cfg);
+	/* counters */
+	EXPECT(cnt(r, "run_maps") == cnt(r, "run_unmaps"), "%s/%s: %lld maps but %lld unmaps", wl,
+	       cfg, cnt(r, "run_maps"), cnt(r, "run_unmaps"));
+	EXPECT(cnt(r, "faults") == 0, "%s/%s: %lld faults", wl, cfg, cnt(r, "faults"));
+	EXPECT(cnt(r, "errors") == 0, "%s/%s: %lld errors", wl, cfg, cnt(r, "errors"));
+	EXPECT(cnt(r, "ios") > 0 && cnt(r, "bytes") > 0 && cnt(r, "device_bytes") > 0,
+	       "%s/%s: no I/O measured", wl, cfg);
+	EXPECT(cnt(r, "maps") > 0, "%s/%s: no maps measured", wl, cfg);
+	EXPECT(cnt(r, "walks") <= cnt(r, "iotlb_misses") + cnt(r, "ios"),
+	       "%s/%s: more walks than misses", wl, cfg);
+	EXPECT(num(r, "driver_dma_ns_per_io") >= 0 && num(r, "device_translate_ns_per_io") >= 0,
+	       "%s/%s: negative time", wl, cfg);
+
+	/* what each configuration does and protects */
+	double win = num(r, "window_ns"), sub = num(r, "subpage_exposed_bytes");
+	double inval = num(r, "invalidations_per_io"), waits = num(r, "waits_per_io");
+	bool all = json_is_true(json_object_get(r, "exposes_all_memory"));
+	long long persist = json_integer_value(json_object_get(r, "persistent_exposed_bytes"));
+
+	if (id) {
+		EXPECT(ratio == 1.0, "%s/identity: ratio %g", wl, ratio);
+		EXPECT(all && win == -1, "%s/identity: must expose all memory for good", wl);
+		EXPECT(inval == 0 && waits == 0 && num(r, "iotlb_misses_per_4k") == 0,
+		       "%s/identity: translated or invalidated", wl);
+	} else {
+		EXPECT(!all, "%s/%s: exposes all memory", wl, cfg);
+	}
+	if (!strcmp(cfg, "strict") || !strcmp(cfg, "linux-ref")) {
+		EXPECT(win == 0, "%s/%s: window %g", wl, cfg, win);
+		EXPECT(waits > 0 && inval > 0, "%s/%s: no invalidation", wl, cfg);
+		EXPECT(num(r, "iotlb_misses_per_4k") > 0, "%s/%s: no IOTLB miss", wl, cfg);
+	}
+	if (!strcmp(cfg, "linux-ref"))
+		EXPECT(waits >= 0.9, "%s/linux-ref: %g waits per I/O, expected one per page", wl,
+		       waits);
+	if (!strcmp(cfg, "lazy"))
+		EXPECT(win >= 0, "%s/lazy: window %g", wl, win);
+	if (!strcmp(cfg, "bounce"))
+		EXPECT(sub == 0 && inval == 0 && waits == 0 && win == 0,
+		       "%s/bounce: sub-page %g, %g invalidations per I/O, window %g", wl, sub,
+		       inval, win);
+	if (!strcmp(cfg, "pool") || !strcmp(cfg, "window"))
+		EXPECT(win == -1 && persist > 0 && inval == 0,
+		       "%s/%s: window %g, %lld bytes exposed for good, %g invalidations per I/O",
+		       wl, cfg, win, persist, inval);
+	if (!strcmp(cfg, "strict") && w <= 2) {
+		double want = w == 0 ? 4096 - 64 : w == 1 ? 4096 - 2048 : 0;
+
+		EXPECT(fabs(sub - want) < 0.5, "%s/strict: %g sub-page bytes, expected %g", wl, sub,
+		       want);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	int seen[NWL][NCFG] = {{0}};
+	bool want[NWL];
+	double ident[NWL] = {0};
+	json_error_t jerr;
+	json_t *root, *results, *r, *machine;
+	size_t i;
+
+	if (argc < 2 || argc > 3) {
+		fprintf(stderr, "usage: bench_workloads_json_check FILE [WORKLOAD,...]\n");
+		return 2;
+	}
+	for (size_t w = 0; w < NWL; w++)
+		want[w] = argc == 2;
+	if (argc == 3) {
+		char *list = strdup(argv[2]), *save = NULL;
+
+		for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+			int w = index_of(workloads, NWL, t);
+
+			EXPECT(w >= 0, "unknown workload %s", t);
+			if (w >= 0)
+				want[w] = true;
+		}
+		free(list);
+	}
+	root = json_load_file(argv[1], 0, &jerr);
+	if (!root) {
+		fprintf(stderr, "FAIL: %s: %s\n", argv[1], jerr.text);
+		return 1;
+	}
+	EXPECT(!strcmp(json_string_value(json_object_get(root, "tool")) ?: "", "dmaguard"), "tool");
+	EXPECT(!strcmp(json_string_value(json_object_get(root, "suite")) ?: "", "workloads"),
+	       "suite");
+	machine = json_object_get(root, "machine");
+	EXPECT(json_is_string(json_object_get(machine, "cpu_model")), "machine.cpu_model");
+	EXPECT(json_integer_value(json_object_get(machine, "cores")) >= 1, "machine.cores");
+	EXPECT(json_integer_value(json_object_get(json_object_get(root, "run"), "rounds")) >= 1,
+	       "run.rounds");
+	results = json_object_get(root, "results");
+	EXPECT(json_is_array(results), "results");
+	json_array_foreach(results, i, r)
+	{
+		const char *wl = json_string_value(json_object_get(r, "workload"));
+		const char *cfg = json_string_value(json_object_get(r, "policy"));
+		int w = index_of(workloads, NWL, wl), c = index_of(configs, NCFG, cfg);
+
+		EXPECT(w >= 0 && c >= 0, "result %zu: workload %s policy %s", i, wl ? wl : "?",
+		       cfg ? cfg : "?");
+		if (w < 0 || c < 0)
+			continue;
+		seen[w][c]++;
+		check_result(r, wl, cfg, w);
+		if (c == 0)
+			ident[w] = num(r, "throughput");
+	}
+	json_array_foreach(results, i, r)
+	{
+		int w = index_of(workloads, NWL, json_string_value(json_object_get(r, "workload")));
+
+		if (w >= 0)
+			EXPECT(num(r, "throughput_identity") == ident[w],
+			       "result %zu: throughput_identity differs from identity's", i);
+	}
+	for (size_t w = 0; w < NWL; w++)
+		for (size_t c = 0; c < NCFG; c++)
+			EXPECT(seen[w][c] == (want[w] ? 1 : 0), "%s/%s: %d results", workloads[w],
+			       configs[c], seen[w][c]);
+	json_decref(root);
+	if (fails)
+		fprintf(stderr, "bench_workloads_json_check: %d failures\n", fails);
+	return fails ? 1 : 0;
+}
