@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dmaguard/dev.h - the device side: what a device (a translation agent) does for a DMA.
+ *
+ * A device reaches memory only through these calls. Each one translates IOVAs through the
+ * device's context: its private IOTLB (a direct-mapped hash per page size, tagged by domain
+ * and page size) and, on a miss, a page-table walk that starts from the page-walk cache. An
+ * access the context does not allow touches nothing, returns a negative errno that names the
+ * reason, and is recorded in the IOMMU's fault queue:
+ *
+ *   -EFAULT     no translation                       DG_FAULT_UNMAPPED
+ *   -EACCES     the mapping lacks the permission     DG_FAULT_PERM
+ *   -ERANGE     IOVA outside the domain              DG_FAULT_RANGE
+ *   -EPERM      the device is blocked                DG_FAULT_BLOCKED
+ *   -EOVERFLOW  iova + len wraps past 2^64           DG_FAULT_WRAP
+ *
+ * Threads: a device is one agent: calls on the same device must not overlap (one thread at a
+ * time, like one DMA engine). Different devices run in parallel without sharing a written
+ * cache line. A hit takes no lock and no atomic read-modify-write: the only shared read is
+ * one acquire load of the queue's published sequence number.
+ *
+ * Quiescent points (where the device applies queued invalidations and acknowledges them):
+ *  - the start of every dg_dev_translate(), dg_dev_read() and dg_dev_write();
+ *  - the end of every dg_dev_read() and dg_dev_write();
+ *  - dg_dev_quiesce(), dg_dev_online() and dg_dev_offline().
+ * Translated sg lists are held: from a successful dg_dev_translate() until the device's next
+ * dg_dev_quiesce() or dg_dev_offline(), its quiescent points still apply invalidations (later
+ * translations see them) but do not acknowledge, so no wait completes while an sg list may be
+ * in use. A device that translates (a vhost-style back end holding descriptor chains) calls
+ * dg_dev_quiesce() at the end of every burst; one that only reads and writes needs nothing.
+ * A device that stops doing DMA for a while calls dg_dev_offline(): an offline device never
+ * holds up a wait, and its next DMA call (or dg_dev_online()) brings it back online after it
+ * has applied everything queued meanwhile (or flushed all it caches if it fell a whole queue
+ * behind). A device that is online but never reaches a quiescent point (or holds sg lists
+ * forever) makes waits time out.
+ */
+#ifndef DMAGUARD_DEV_H
+#define DMAGUARD_DEV_H
+
+#include <dmaguard/common.h>
+#include <dmaguard/iommu.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Access types: what the device does to memory (the mapping needs the matching DG_PROT_*). */
+#define DG_ACCESS_READ	DG_PROT_READ  /* the device reads memory (DMA_TO_DEVICE) */
+#define DG_ACCESS_WRITE DG_PROT_WRITE /* the device writes memory (DMA_FROM_DEVICE) */
+
+/* One host segment of a translated range. Segments are never merged across a gap. */
+struct dg_sg {
+	void *addr; /* host address */
+	size_t len; /* bytes */
+};
+
+/*
+ * Translate [iova, iova + len) for @access (DG_ACCESS_READ and/or DG_ACCESS_WRITE) into at
+ * most @max host segments in @sg; *nr gets the number used. Pages that are contiguous in host
+ * memory share a segment; nothing is assumed across pages. Pass-through: one segment, the
+ * IOVA itself. The list is valid until the device's next DMA call or quiescent point.
+ * Errors (nothing recorded in @sg): the fault errnos above (a fault is recorded); -EINVAL
+ * len == 0 or @access empty or with unknown bits, @sg or @nr NULL; -ENOSPC more than @max
+ * segments are needed (*nr gets how many). A successful translation is held (see above).
+ */
+DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
+			       unsigned int access, struct dg_sg *sg, unsigned int max,
+			       unsigned int *nr);
+
+/*
+ * Copy @len bytes from memory at @iova to @dst (a device read, DG_ACCESS_READ), or from @src
+ * to memory at @iova (a device write, DG_ACCESS_WRITE). The whole range is checked before a
+ * byte is copied: a refused access copies nothing. Errors: the fault errnos above; -EINVAL
+ * len == 0 or a NULL buffer. A range whose mapping is removed while the call runs (an unmap
+ * racing with the DMA, whose wait has not returned) may be copied in part and then fault.
+ */
+DG_EXPORT int dg_dev_read(struct dg_device *dev, uint64_t iova, void *dst, size_t len);
+DG_EXPORT int dg_dev_write(struct dg_device *dev, uint64_t iova, const void *src, size_t len);
+
+/*
+ * A quiescent point: the caller is done with every translated sg list; apply queued
+ * invalidations and acknowledge them (a no-op while offline).
+ */
+DG_EXPORT void dg_dev_quiesce(struct dg_device *dev);
+
+/* Become online (catching up first); DMA calls do this implicitly. */
+DG_EXPORT void dg_dev_online(struct dg_device *dev);
+
+/* Quiesce and go offline: waits stop waiting for this device until it is online again. */
+DG_EXPORT void dg_dev_offline(struct dg_device *dev);
+
+DG_EXPORT bool dg_dev_is_online(const struct dg_device *dev);
+
+/*
+ * For a device emulated in the same thread as its driver (nothing else would ever bring it to
+ * a quiescent point while the driver waits): when on, every DMA call ends with
+ * dg_dev_offline(), so a wait in that thread never waits for it (a translated sg list is then
+ * valid until the thread's next IOMMU call). Costs two atomic read-modify-writes per call (off
+ * by default). Call from the device's thread.
+ */
+DG_EXPORT void dg_dev_set_auto_offline(struct dg_device *dev, bool on);
+
+/* Per-device counters (any thread; relaxed reads). */
+struct dg_dev_stats {
+	uint64_t iotlb_hits;	  /* pages translated from the IOTLB */
+	uint64_t iotlb_misses;	  /* pages that needed a walk */
+	uint64_t walks;		  /* table walks */
+	uint64_t walk_cache_hits; /* walks started from a walk-cache entry */
+	uint64_t faults;	  /* accesses refused */
+	uint64_t cmds_processed;  /* queue commands applied */
+	uint64_t flushes;	  /* whole-cache flushes (global, device, context, lap) */
+	uint64_t laps;		  /* times the device fell a whole queue behind */
+	uint64_t acked;		  /* last sequence number acknowledged */
+};
+DG_EXPORT void dg_dev_stats(const struct dg_device *dev, struct dg_dev_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DMAGUARD_DEV_H */

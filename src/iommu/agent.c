@@ -1,0 +1,243 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iommu/agent.c - a device as a translation agent: it applies queued invalidation commands
+ * to its own IOTLB and walk cache at its quiescent points and acknowledges them.
+ *
+ * This is quiescent-state-based reclamation (liburcu's QSBR flavour) applied to IOTLBs: the
+ * "readers" are devices, a "grace period" is an invalidation sequence number, and a device
+ * announces a quiescent state by storing the sequence number it has applied into its slot.
+ * A waiter for seq S returns once every online slot shows ack >= S; by then every device has
+ * finished each access it began before applying S, and every later access misses the caches
+ * for what S covered and walks a page table in which the unmap is visible.
+ *
+ * States of a device (its slot word: ack | AGENT_OFFLINE):
+ *
+ *         enter (DMA call) / dg_dev_online: RMW, then catch up
+ *   OFFLINE -------------------------------------------------> ONLINE
+ *           <-------------------------------------------------  |  quiescent point:
+ *                dg_dev_offline: catch up, then RMW              |  catch up, store ack
+ *                                                                +---(release)
+ *
+ * Why RMWs around OFFLINE: a waiter that skips an offline device must be sure the device will
+ * see the waiter's page-table changes when it comes back. Plain loads and stores would form
+ * the store-buffering pattern (each side could read the other's old value). Instead the waiter
+ * does an RMW on the slot when it finds it offline (inval.c), and the device comes online with
+ * an RMW: RMWs on one word are totally ordered, so either the device went online first (the
+ * waiter's RMW returns ONLINE and it waits for an ack) or the waiter's release RMW is read by
+ * the device's acquire RMW, and the device's catch-up then reads a published value at least as
+ * new as the one the waiter checked.
+ *
+ * An offline device applies nothing (dg_dev_quiesce() is a no-op for it): a CONTEXT command
+ * makes the device read its context entry and the domain it names, and that domain is only
+ * guaranteed alive while waits cannot skip the device. Online, a domain stays referenced until
+ * a wait the device has acknowledged confirms the change away from it.
+ *
+ * A device that fell a whole queue behind (its commands overwritten) cannot know what it
+ * missed: it flushes its IOTLB and walk cache and reloads its context (a "lap").
+ */
+#include "iommu/iommu_internal.h"
+
+#include <errno.h>
+#include <string.h>
+
+int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
+{
+	int r = iotlb_init(&dev->iotlb, cfg->iotlb_entries, cfg->iotlb_large_entries);
+
+	if (r)
+		return r;
+	r = wc_init(&dev->wc, cfg->walk_cache_entries);
+	if (r) {
+		iotlb_fini(&dev->iotlb);
+		return r;
+	}
+	/*
+	 * Pass-through rides the translated fast path: a level whose two entries cover the
+	 * lower and upper half of the address space with delta 0 (host = iova), tagged with
+	 * domain 0 and both permissions. Ranges crossing 2^63, or wrapping, take the slow path.
+	 */
+	dev->ident_ent[0].key = IOTLB_PERM_MASK;
+	dev->ident_ent[0].delta = 0;
+	dev->ident_ent[1].key = 1ull << 63 | IOTLB_PERM_MASK;
+	dev->ident_ent[1].delta = 0;
+	dev->ident.ent = dev->ident_ent;
+	dev->ident.base_mask = 1ull << 63;
+	dev->ident.set_mask = 1;
+	dev->ident.shift = 63;
+	dev->ident.off_shift = 63 - IOTLB_ENT_SHIFT;
+	dev->ident.off_mask = 1ull << IOTLB_ENT_SHIFT;
+	dev->online = false;
+	dev->mode = DG_CTX_BLOCKED;
+	dev->did = 0;
+	dev->dom = NULL;
+	dev->hot = dev->ident;
+	dev->tag = IOTLB_PERM_MASK;
+	dev->check = UINT64_MAX;
+	/* A new device caches nothing: every command so far is irrelevant to it. */
+	dev->seen = atomic_load_explicit(dev->published, memory_order_acquire);
+	dev->acked = dev->seen;
+	dev->held = false;
+	return 0;
+}
+
+void agent_fini(struct dg_device *dev)
+{
+	wc_fini(&dev->wc);
+	iotlb_fini(&dev->iotlb);
+}
+
+static void update_check(struct dg_device *dev)
+{
+	dev->check = dev->online && dev->mode != DG_CTX_BLOCKED ? dev->seen : UINT64_MAX;
+}
+
+static void load_context(struct dg_device *dev)
+{
+	/* Acquire pairs with the release store of the entry in set_context() (iommu.c). */
+	uint64_t w = atomic_load_explicit(&dev->ctx, memory_order_acquire);
+	struct dg_domain *dom = (struct dg_domain *)(uintptr_t)(w & ~3ull);
+
+	dev->mode = (uint32_t)(w & 3);
+	if (dev->mode == DG_CTX_TRANSLATE) {
+		dev->dom = dom;
+		dev->did = dom->id;
+		dev->tag = (uint64_t)dom->id << IOTLB_DID_SHIFT | IOTLB_PERM_MASK;
+		iotlb_configure(&dev->iotlb, dom->pgsize_bitmap);
+		wc_configure(&dev->wc, dom->wc_depths, dom->wc_shift);
+		dev->hot = dev->iotlb.lvl[0];
+	} else {
+		dev->dom = NULL;
+		dev->did = 0;
+		dev->tag = IOTLB_PERM_MASK; /* domain 0: the identity entries */
+		iotlb_configure(&dev->iotlb, 0);
+		wc_configure(&dev->wc, 0, NULL);
+		dev->hot = dev->ident; /* only reached when pass-through (check) */
+	}
+}
+
+static void flush_all(struct dg_device *dev)
+{
+	iotlb_flush(&dev->iotlb);
+	wc_flush(&dev->wc);
+	stat_inc(&dev->st_flushes, 1);
+}
+
+static void apply(struct dg_device *dev, const struct inv_cmd *c)
+{
+	uint64_t last;
+
+	switch (c->op) {
+	case INV_OP_BLOCK:
+		last = c->iova + ((1ull << c->order) - 1);
+		iotlb_inval_range(&dev->iotlb, c->id, c->iova, last);
+		if (!c->leaf)
+			wc_inval_range(&dev->wc, c->id, c->iova, last);
+		break;
+	case INV_OP_DOMAIN:
+		iotlb_inval_domain(&dev->iotlb, c->id);
+		wc_inval_domain(&dev->wc, c->id);
+		break;
+	case INV_OP_GLOBAL:
+		flush_all(dev);
+		break;
+	case INV_OP_DEVICE:
+		if (c->id == dev->rid)
+			flush_all(dev);
+		break;
+	case INV_OP_CONTEXT:
+		if (c->id == dev->rid) {
+			load_context(dev); /* empties both caches */
+			stat_inc(&dev->st_flushes, 1);
+		}
+		break;
+	}
+}
+
+static void lap(struct dg_device *dev)
+{
+	load_context(dev);
+	stat_inc(&dev->st_flushes, 1);
+	stat_inc(&dev->st_laps, 1);
+}
+
+void agent_catch_up(struct dg_device *dev)
+{
+	const struct inv_queue *q = &dev->mmu->inv;
+	/*
+	 * Acquire pairs with the owner's release store of published (inval_queue.c): the
+	 * commands, and the page-table changes made before they were submitted, are visible.
+	 */
+	uint64_t pub = atomic_load_explicit(dev->published, memory_order_acquire);
+	uint64_t n = 0;
+
+	if (!dev->online)
+		return;
+	if (pub != dev->seen) {
+		if (pub - dev->seen > q->len) {
+			lap(dev);
+		} else {
+			for (uint64_t s = dev->seen; s < pub; s++, n++) {
+				struct inv_cmd c;
+
+				if (inv_queue_read(q, s, &c)) {
+					lap(dev);
+					break;
+				}
+				apply(dev, &c);
+			}
+		}
+		stat_inc(&dev->st_cmds, n);
+		dev->seen = pub;
+	}
+	/*
+	 * The acknowledgement, unless translated sg lists may still be in use (held): then the
+	 * commands are applied (later translations see them) but waits keep waiting. Release
+	 * pairs with the waiter's acquire load of the slot (inval.c): every access this device
+	 * made before it happens before the wait returns.
+	 */
+	if (!dev->held && dev->acked != dev->seen) {
+		atomic_store_explicit(&dev->slot->ack, dev->seen, memory_order_release);
+		dev->acked = dev->seen;
+	}
+	update_check(dev);
+}
+
+void agent_online(struct dg_device *dev)
+{
+	if (!dev->online) {
+		/*
+		 * acq_rel RMW: synchronizes with the release RMW of any waiter that saw this
+		 * device offline (inval.c), so the catch-up below sees what that waiter saw.
+		 * Until the catch-up acknowledges, waiters wait for us (ack = seen < their seq).
+		 */
+		atomic_exchange_explicit(&dev->slot->ack, dev->seen, memory_order_acq_rel);
+		dev->acked = dev->seen;
+		dev->online = true;
+	}
+	agent_catch_up(dev);
+	update_check(dev);
+}
+
+void agent_offline(struct dg_device *dev)
+{
+	dev->held = false; /* offline: nothing translated is in use any more */
+	agent_catch_up(dev);
+	if (dev->online) {
+		/*
+		 * Release: every access this device made happens before any waiter whose RMW
+		 * reads OFFLINE (and then skips it). Acquire keeps the RMW chain (preamble).
+		 */
+		atomic_exchange_explicit(&dev->slot->ack, dev->seen | AGENT_OFFLINE,
+					 memory_order_acq_rel);
+		dev->online = false;
+	}
+	update_check(dev);
+}
+
+void agent_enter_slow(struct dg_device *dev)
+{
+	if (!dev->online)
+		agent_online(dev);
+	else
+		agent_catch_up(dev);
+}

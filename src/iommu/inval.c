@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iommu/inval.c - the CPU side of invalidation: command validation and splitting, submission
+ * to the ring (inval_queue.c), waits, and the strict flush of a page-table gather.
+ *
+ * A wait for seq S completes when the batch holding S has been published and every online
+ * device has acknowledged S (agent.c). Completion is then recorded by one memory write,
+ * `completed` (the VT-d wait descriptor's status write), which every later wait for S' <= S
+ * reads first: back-to-back and concurrent waits coalesce. Waiters spin with a pause, then
+ * yield; a device never has to be woken (it acknowledges at its own quiescent points).
+ *
+ * Offline devices are skipped, but only through an RMW on their slot (see agent.c for why
+ * that, and not a load, keeps the skip safe against the device coming back online).
+ *
+ * A wait that does not complete within wait_timeout_ns returns -ETIMEDOUT and names the
+ * devices that did not acknowledge, like Linux's "TLB sync timed out -- SMMU may be
+ * deadlocked". Nothing is lost: commands stay in the ring, the devices apply them when they
+ * next reach a quiescent point (or flush everything if they fell a ring behind), and a later
+ * wait for the same seq can succeed.
+ */
+#include "iommu/iommu_internal.h"
+
+#include "base/clock.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <string.h>
+
+static struct dg_domain *find_domain(struct dg_iommu *mmu, uint32_t id)
+{
+	if (!id || id > DG_DOMAIN_ID_MAX)
+		return NULL;
+	/* Acquire pairs with the release store in dg_domain_create(). */
+	return atomic_load_explicit(&mmu->domains[id], memory_order_acquire);
+}
+
+/* Naturally aligned power-of-two blocks covering [a, last] exactly, in order. */
+static unsigned int next_block(uint64_t a, uint64_t last)
+{
+	unsigned int align = a ? (unsigned int)__builtin_ctzll(a) : 63;
+	uint64_t rem = last - a; /* bytes - 1 */
+	unsigned int fit = rem == UINT64_MAX ? 63 : dg_ilog2(rem + 1);
+
+	return align < fit ? align : fit;
+}
+
+static uint32_t count_blocks(uint64_t a, uint64_t last)
+{
+	uint32_t n = 0;
+
+	for (;;) {
+		unsigned int o = next_block(a, last);
+
+		n++;
+		if (last - a <= (1ull << o) - 1)
+			return n;
+		a += 1ull << o;
+	}
+}
+
+/* Check one command; *slots gets the ring slots it needs. 0 or a negative errno. */
+static int validate(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint32_t *slots)
+{
+	struct dg_domain *dom;
+	uint64_t last;
+
+	*slots = 1;
+	switch (c->type) {
+	case DG_INVAL_RANGE:
+	case DG_INVAL_PAGE:
+		if (c->flags & ~DG_INVAL_LEAF)
+			return -EINVAL;
+		dom = find_domain(mmu, c->domain);
+		if (!dom)
+			return -ENOENT;
+		if (!c->size || !dg_is_aligned(c->iova, dom->granule) ||
+		    !dg_is_aligned(c->size, dom->granule))
+			return -EINVAL;
+		if (c->type == DG_INVAL_PAGE &&
+		    (!dg_is_pow2(c->size) || !dg_is_aligned(c->iova, c->size)))
+			return -EINVAL;
+		last = c->iova + (c->size - 1);
+		if (last < c->iova)
+			return -EOVERFLOW;
+		if (c->iova < dom->in_first || last > dom->in_last)
+			return -ERANGE;
+		if (c->type == DG_INVAL_RANGE && c->size <= mmu->cfg.inval_domain_threshold)
+			*slots = count_blocks(c->iova, last);
+		return 0;
+	case DG_INVAL_DOMAIN:
+		if (c->flags)
+			return -EINVAL;
+		return find_domain(mmu, c->domain) ? 0 : -ENOENT;
+	case DG_INVAL_GLOBAL:
+		return c->flags ? -EINVAL : 0;
+	case DG_INVAL_DEVICE:
+	case DG_INVAL_CONTEXT:
+		if (c->flags)
+			return -EINVAL;
+		return iommu_rid_exists(mmu, c->rid) ? 0 : -ENODEV;
+	}
+	return -EINVAL;
+}
+
+/* Write the slots of one (validated) command from *seq on; @mark goes on the first slot. */
+static void emit(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint64_t *seq,
+		 unsigned int mark)
+{
+	struct inv_cmd ic = {.leaf = (uint8_t)(c->flags & DG_INVAL_LEAF), .mark = (uint8_t)mark};
+	uint64_t a, last;
+
+	switch (c->type) {
+	case DG_INVAL_RANGE:
+		ic.mark |= INV_MARK_RANGE;
+		if (c->size > mmu->cfg.inval_domain_threshold) {
+			ic.op = INV_OP_DOMAIN;
+			ic.id = c->domain;
+			inv_queue_write(&mmu->inv, (*seq)++, &ic);
+			return;
+		}
+		a = c->iova;
+		last = c->iova + (c->size - 1);
+		ic.op = INV_OP_BLOCK;
+		ic.id = c->domain;
+		for (;;) {
+			ic.order = (uint8_t)next_block(a, last);
+			ic.iova = a;
+			inv_queue_write(&mmu->inv, (*seq)++, &ic);
+			ic.mark = 0;
+			if (last - a <= (1ull << ic.order) - 1)
+				return;
+			a += 1ull << ic.order;
+		}
+	case DG_INVAL_PAGE:
+		ic.op = INV_OP_BLOCK;
+		ic.id = c->domain;
+		ic.order = (uint8_t)dg_ilog2(c->size);
+		ic.iova = c->iova;
+		break;
+	case DG_INVAL_DOMAIN:
+		ic.op = INV_OP_DOMAIN;
+		ic.id = c->domain;
+		break;
+	case DG_INVAL_GLOBAL:
+		ic.op = INV_OP_GLOBAL;
+		break;
+	case DG_INVAL_DEVICE:
+		ic.op = INV_OP_DEVICE;
+		ic.id = c->rid;
+		break;
+	case DG_INVAL_CONTEXT:
+		ic.op = INV_OP_CONTEXT;
+		ic.id = c->rid;
+		break;
+	}
+	inv_queue_write(&mmu->inv, (*seq)++, &ic);
+}
+
+int dg_inval_submit(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq)
+{
+	uint64_t total = 0, start, s;
+	bool owner;
+
+	if (!mmu || !cmds || !n || !seq)
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t slots;
+		int r = validate(mmu, &cmds[i], &slots);
+
+		if (r)
+			return r;
+		total += slots;
+		if (total > mmu->inv.len)
+			return -E2BIG;
+	}
+	start = inv_queue_reserve(&mmu->inv, (uint32_t)total, &owner);
+	s = start;
+	for (size_t i = 0; i < n; i++)
+		emit(mmu, &cmds[i], &s, i ? 0 : INV_MARK_SUBMIT);
+	inv_queue_commit(&mmu->inv, start, (uint32_t)total, owner);
+	*seq = start + total;
+	return 0;
+}
+
+/*
+ * Is @seq complete? On true, *upto gets a seq known complete (>= @seq). On false, *laggard
+ * gets the index of a device that has not acknowledged (or -1: not yet published).
+ */
+static bool scan(struct dg_iommu *mmu, uint64_t seq, uint64_t *upto, int *laggard)
+{
+	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
+	uint64_t pub = atomic_load_explicit(&mmu->inv.published, memory_order_acquire);
+	/* Acquire pairs with the release store in dg_device_create(). */
+	uint32_t n = atomic_load_explicit(&mmu->nr_agents, memory_order_acquire);
+	uint64_t low = pub;
+	bool offline = false;
+
+	*laggard = -1;
+	if (pub < seq)
+		return false;
+	/* Pass 1, loads only: online devices must have acknowledged. */
+	for (uint32_t i = 0; i < n; i++) {
+		/* Acquire pairs with the device's release store of its ack (agent.c). */
+		uint64_t a = atomic_load_explicit(&mmu->agents[i].ack, memory_order_acquire);
+
+		if (a & AGENT_OFFLINE) {
+			offline = true;
+			continue;
+		}
+		if (a < seq) {
+			*laggard = (int)i;
+			return false;
+		}
+		if (a < low)
+			low = a;
+	}
+	/*
+	 * Pass 2: an RMW on each offline slot. Release orders everything before this wait
+	 * (the page-table change, via the acquire of published above) before the device's
+	 * acquire RMW when it comes online; acquire makes its last accesses ours. If the RMW
+	 * finds the device online after all, it must have acknowledged.
+	 */
+	for (uint32_t i = 0; offline && i < n; i++) {
+		uint64_t a = atomic_load_explicit(&mmu->agents[i].ack, memory_order_relaxed);
+
+		if (!(a & AGENT_OFFLINE))
+			continue;
+		a = atomic_fetch_or_explicit(&mmu->agents[i].ack, 0, memory_order_acq_rel);
+		if (a & AGENT_OFFLINE)
+			continue;
+		if (a < seq) {
+			*laggard = (int)i;
+			return false;
+		}
+		if (a < low)
+			low = a;
+	}
+	*upto = low;
+	return true;
+}
+
+static void advance_completed(struct dg_iommu *mmu, uint64_t upto)
+{
+	uint64_t c = atomic_load_explicit(&mmu->completed, memory_order_relaxed);
+
+	/*
+	 * Release pairs with the acquire loads of completed in dg_inval_wait() and
+	 * dg_inval_done(): a waiter that returns on it inherits what this scan saw.
+	 */
+	while (c < upto &&
+	       !atomic_compare_exchange_weak_explicit(&mmu->completed, &c, upto,
+						      memory_order_release, memory_order_relaxed))
+		;
+}
+
+static bool completed_at_least(struct dg_iommu *mmu, uint64_t seq)
+{
+	/* Acquire pairs with the release CAS in advance_completed(). */
+	return atomic_load_explicit(&mmu->completed, memory_order_acquire) >= seq;
+}
+
+static void diag_printf(struct dg_iommu *mmu, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (*len >= sizeof(mmu->diag) - 1) {
+		va_start(ap, fmt);
+		n = vsnprintf(NULL, 0, fmt, ap);
+		va_end(ap);
+	} else {
+		va_start(ap, fmt);
+		n = vsnprintf(mmu->diag + *len, sizeof(mmu->diag) - *len, fmt, ap);
+		va_end(ap);
+	}
+	if (n > 0)
+		*len += (size_t)n;
+}
+
+static void report_timeout(struct dg_iommu *mmu, uint64_t seq, uint64_t waited_ns)
+{
+	uint64_t pub = atomic_load_explicit(&mmu->inv.published, memory_order_acquire);
+	uint32_t n = atomic_load_explicit(&mmu->nr_agents, memory_order_acquire);
+	unsigned int stuck = 0;
+	size_t len = 0;
+
+	pthread_mutex_lock(&mmu->diag_lock);
+	mmu->diag[0] = '\0';
+	diag_printf(mmu, &len,
+		    "dmaguard: invalidation wait timed out after %llu ms -- device may be stuck "
+		    "outside a quiescent point: seq %llu (published %llu, completed %llu)",
+		    (unsigned long long)(waited_ns / 1000000), (unsigned long long)seq,
+		    (unsigned long long)pub,
+		    (unsigned long long)atomic_load_explicit(&mmu->completed,
+							     memory_order_relaxed));
+	if (pub < seq)
+		diag_printf(mmu, &len, "; not yet published");
+	for (uint32_t i = 0; i < n; i++) {
+		uint64_t a = atomic_load_explicit(&mmu->agents[i].ack, memory_order_acquire);
+
+		if ((a & AGENT_OFFLINE) || a >= seq)
+			continue;
+		diag_printf(mmu, &len, "%s rid %#x acked %llu",
+			    stuck++ ? "," : "; not acknowledged by:",
+			    atomic_load_explicit(&mmu->agents[i].rid, memory_order_relaxed),
+			    (unsigned long long)a);
+	}
+	mmu->diag_len = len;
+	if (mmu->cfg.log)
+		fprintf(mmu->cfg.log, "%s\n", mmu->diag);
+	pthread_mutex_unlock(&mmu->diag_lock);
+}
+
+/* This thread's shard of the wait counters (threads numbered on first use). */
+static struct wait_stats *wait_shard(struct dg_iommu *mmu)
+{
+	static _Atomic unsigned int next;
+	static _Thread_local unsigned int shard = UINT32_MAX;
+
+	if (shard == UINT32_MAX)
+		shard = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) %
+			WAIT_STAT_SHARDS;
+	return &mmu->wst[shard];
+}
+
+int dg_inval_wait(struct dg_iommu *mmu, uint64_t seq)
+{
+	struct wait_stats *ws;
+	uint64_t upto, start = 0, now;
+	unsigned int spins = 0;
+	int laggard;
+
+	if (!mmu)
+		return -EINVAL;
+	ws = wait_shard(mmu);
+	atomic_fetch_add_explicit(&ws->waits, 1, memory_order_relaxed);
+	if (completed_at_least(mmu, seq)) {
+		atomic_fetch_add_explicit(&ws->coalesced, 1, memory_order_relaxed);
+		return 0;
+	}
+	if (seq > inv_queue_tail(&mmu->inv))
+		return -EINVAL;
+	for (;;) {
+		if (scan(mmu, seq, &upto, &laggard)) {
+			advance_completed(mmu, upto);
+			return 0;
+		}
+		if (completed_at_least(mmu, seq))
+			return 0; /* another waiter saw it complete */
+		if (++spins < 64) {
+			dg_cpu_relax();
+			continue;
+		}
+		sched_yield();
+		if (spins % 16)
+			continue;
+		now = dg_now_ns();
+		if (!start) {
+			start = now;
+		} else if (now - start >= mmu->cfg.wait_timeout_ns) {
+			atomic_fetch_add_explicit(&ws->timeouts, 1, memory_order_relaxed);
+			report_timeout(mmu, seq, now - start);
+			return -ETIMEDOUT;
+		}
+	}
+}
+
+bool dg_inval_done(struct dg_iommu *mmu, uint64_t seq)
+{
+	uint64_t upto;
+	int laggard;
+
+	if (completed_at_least(mmu, seq))
+		return true;
+	if (seq > inv_queue_tail(&mmu->inv) || !scan(mmu, seq, &upto, &laggard))
+		return false;
+	advance_completed(mmu, upto);
+	return true;
+}
+
+size_t dg_iommu_last_diag(struct dg_iommu *mmu, char *buf, size_t len)
+{
+	size_t n;
+
+	pthread_mutex_lock(&mmu->diag_lock);
+	n = mmu->diag_len;
+	if (buf && len)
+		snprintf(buf, len, "%s", mmu->diag);
+	pthread_mutex_unlock(&mmu->diag_lock);
+	return n;
+}
+
+/* ---- strict flush of a gather --------------------------------------------------------- */
+
+static bool gather_empty(const struct dg_pt_gather *g)
+{
+	return g->start == g->end && !g->nr_tables;
+}
+
+static void hull_add(struct dg_pt_gather *h, const struct dg_pt_gather *g)
+{
+	if (g->start == g->end) {
+		h->leaf_only = h->leaf_only && g->leaf_only;
+		return;
+	}
+	if (h->start == h->end) {
+		h->start = g->start;
+		h->end = g->end;
+	} else {
+		if (g->start < h->start)
+			h->start = g->start;
+		if (g->end - 1 > h->end - 1) /* end 0 stands for 2^64 */
+			h->end = g->end;
+	}
+	if (g->pgsize > h->pgsize)
+		h->pgsize = g->pgsize;
+	h->leaf_only = h->leaf_only && g->leaf_only;
+}
+
+/* Invalidate the hull and wait: one RANGE and one wait, or per page in the reference mode. */
+static int flush_range(struct dg_iommu *mmu, struct dg_domain *dom, const struct dg_pt_gather *h)
+{
+	struct dg_inval_cmd c = {.domain = dom->id, .flags = h->leaf_only ? DG_INVAL_LEAF : 0};
+	uint64_t seq, step;
+	int r;
+
+	if (h->start == h->end) {
+		/* Tables without a range: cannot happen with dg_pt, but stay safe. */
+		c.type = DG_INVAL_DOMAIN;
+		c.flags = 0;
+		r = dg_inval_submit(mmu, &c, 1, &seq);
+		return r ? r : dg_inval_wait(mmu, seq);
+	}
+	if (!mmu->cfg.reference) {
+		c.type = DG_INVAL_RANGE;
+		c.iova = h->start;
+		c.size = h->end - h->start;
+		r = dg_inval_submit(mmu, &c, 1, &seq);
+		return r ? r : dg_inval_wait(mmu, seq);
+	}
+	/* Reference: one synchronous invalidation per page, as Linux's strict mode did. */
+	step = h->pgsize >= dom->granule && dg_is_pow2(h->pgsize) ? h->pgsize : dom->granule;
+	c.type = DG_INVAL_PAGE;
+	c.size = step;
+	for (uint64_t a = dg_align_down(h->start, step);; a += step) {
+		c.iova = a;
+		r = dg_inval_submit(mmu, &c, 1, &seq);
+		if (!r)
+			r = dg_inval_wait(mmu, seq);
+		if (r)
+			return r;
+		if (a + (step - 1) >= h->end - 1)
+			return 0;
+	}
+}
+
+int dg_iommu_flush_gather(struct dg_iommu *mmu, struct dg_domain *dom, struct dg_pt_gather *gather)
+{
+	struct dg_pt_gather hull;
+	bool extra;
+	int r;
+
+	if (!mmu || !dom || !gather || dom->mmu != mmu)
+		return -EINVAL;
+	extra = atomic_load_explicit(&dom->has_pending, memory_order_relaxed);
+	if (!extra && gather_empty(gather))
+		return 0;
+	dg_pt_gather_init(&hull);
+	hull_add(&hull, gather);
+	if (extra) {
+		pthread_mutex_lock(&dom->pending_lock);
+		for (unsigned int i = 0; i < dom->nr_pending; i++)
+			hull_add(&hull, &dom->pending[i]);
+	}
+	r = gather_empty(&hull) && !(extra && dom->nr_pending) ? 0 : flush_range(mmu, dom, &hull);
+	if (!r) {
+		/* The wait covered every device: no walker or walk cache can hold these tables. */
+		dg_pt_gather_release(dom->pt, gather);
+		if (extra) {
+			for (unsigned int i = 0; i < dom->nr_pending; i++)
+				dg_pt_gather_release(dom->pt, &dom->pending[i]);
+			dom->nr_pending = 0;
+			atomic_store_explicit(&dom->has_pending, 0, memory_order_relaxed);
+		}
+	}
+	if (extra)
+		pthread_mutex_unlock(&dom->pending_lock);
+	return r;
+}

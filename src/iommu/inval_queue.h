@@ -1,0 +1,125 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iommu/inval_queue.h - the invalidation command ring (private).
+ *
+ * A bounded history of invalidation commands, numbered by 64-bit sequence numbers: command
+ * number s lives in slot s % len. Producers (CPU threads) reserve slots, write them and get
+ * them published; consumers (device agents) read every published command at their quiescent
+ * points. The ring never waits for consumers: a consumer that falls a whole ring behind sees
+ * a stamp that is not its sequence number (inv_queue_read() says -ESTALE) and flushes
+ * everything it caches instead. Producers only wait for publication (space).
+ *
+ * Multi-producer protocol (after the SMMUv3 command queue, Linux 2019):
+ *
+ *   resv = tail32 << 32 | joined32        (one 64-bit word, producers only)
+ *
+ *   reserve  old = fetch_add(resv, n << 32 | 1)   ONE atomic add, no cmpxchg loop
+ *            owner = (old.joined32 == 0)          nobody gathers a batch: this one does
+ *   write    wait for space, stamp = 0, fields, stamp = seq + 1   (no lock)
+ *   commit   non-owner: done (its owner publishes its slots);
+ *            owner: a. wait until published == its start (the previous owner is done)
+ *                   b. close: end = fetch_and(resv, ~0xffffffff).tail32  (one RMW)
+ *                   c. wait until the stamps of [start, end) are valid
+ *                   d. published = end (release)
+ *
+ * Everyone who reserves between an owner's reserve and its close joins that owner's batch;
+ * the first producer after the close owns the next batch and publishes it after this one.
+ * An owner publishes only what was reserved before its close, so its work is bounded, and
+ * devices see one store of `published` per batch. In the reference configuration a mutex
+ * serializes reserve, write and publish instead (the single-lock queue of the Linux-like
+ * baseline).
+ *
+ * Invariants: published <= every reserved-but-unpublished seq; a slot is overwritten only
+ * after it was published (space check), so a consumer never misses a command silently.
+ */
+#ifndef DG_IOMMU_INVAL_QUEUE_H
+#define DG_IOMMU_INVAL_QUEUE_H
+
+#include "base/compiler.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Commands as stored in the ring: RANGE requests are split into BLOCK commands. */
+enum inv_op {
+	INV_OP_BLOCK = 1, /* id = domain, iova, order: 2^order bytes at iova, aligned */
+	INV_OP_DOMAIN,	  /* id = domain */
+	INV_OP_GLOBAL,
+	INV_OP_DEVICE,	/* id = rid */
+	INV_OP_CONTEXT, /* id = rid */
+};
+
+/* Marks for statistics, counted by the owner that publishes the slot (no shared RMW). */
+#define INV_MARK_SUBMIT 1u /* first slot of a dg_inval_submit() call */
+#define INV_MARK_RANGE	2u /* first slot of a RANGE request */
+#define INV_NR_OPS	6u /* enum inv_op bound */
+
+struct inv_cmd {
+	uint8_t op;    /* enum inv_op */
+	uint8_t leaf;  /* BLOCK: walk caches may stay */
+	uint8_t order; /* BLOCK: log2 of the block size */
+	uint8_t mark;  /* INV_MARK_* */
+	uint32_t id;   /* domain id or rid */
+	uint64_t iova; /* BLOCK: first byte */
+};
+
+/* One slot: every word is atomic because a lapped reader may race with the next writer. */
+struct inv_slot {
+	_Atomic uint64_t stamp; /* seq + 1 once written; 0 while being (re)written */
+	_Atomic uint64_t word;	/* op | leaf << 8 | order << 16 | mark << 24 | id << 32 */
+	_Atomic uint64_t iova;
+	uint64_t pad;
+};
+
+struct inv_queue {
+	/* Read by every device on every DMA call: written once per batch. */
+	dg_cacheline _Atomic uint64_t published; /* commands < published are visible */
+	/* Producers' reservation word. */
+	dg_cacheline _Atomic uint64_t resv; /* tail32 << 32 | joined32, see above */
+	dg_cacheline struct inv_slot *slots;
+	uint64_t mask; /* len - 1 */
+	uint32_t len;
+	bool reference;
+	pthread_mutex_t lock; /* reference configuration only */
+	/*
+	 * Statistics, written only by the owner of the moment (owners are serialized by the
+	 * resv RMW chain, or by the lock): relaxed load + store, no read-modify-write.
+	 */
+	_Atomic uint64_t batches;	  /* publications */
+	_Atomic uint64_t batch_max;	  /* most slots in one publication */
+	_Atomic uint64_t ops[INV_NR_OPS]; /* commands by enum inv_op */
+	_Atomic uint64_t submits;	  /* INV_MARK_SUBMIT slots */
+	_Atomic uint64_t ranges;	  /* INV_MARK_RANGE slots */
+};
+
+int inv_queue_init(struct inv_queue *q, uint32_t len, bool reference);
+void inv_queue_fini(struct inv_queue *q);
+
+/*
+ * Reserve @n (1..len) consecutive slots; returns the first sequence number. Reference
+ * configuration: returns with the queue lock held until inv_queue_commit().
+ */
+uint64_t inv_queue_reserve(struct inv_queue *q, uint32_t n, bool *owner);
+
+/* Write command @c into reserved slot @seq (waits while the slot is not yet free). */
+void inv_queue_write(struct inv_queue *q, uint64_t seq, const struct inv_cmd *c);
+
+/* Publish, or leave to the owner, the @n slots from @start (all written). */
+void inv_queue_commit(struct inv_queue *q, uint64_t start, uint32_t n, bool owner);
+
+/*
+ * Read published command @seq. Returns 0, or -ESTALE when the slot has been overwritten
+ * (the reader fell a whole ring behind).
+ */
+int inv_queue_read(const struct inv_queue *q, uint64_t seq, struct inv_cmd *c);
+
+/* One past the last sequence number handed out so far. */
+uint64_t inv_queue_tail(struct inv_queue *q);
+
+/* Validate the ring (quiet queue only): every published stamp matches. 0 or -EUCLEAN. */
+int inv_queue_check(struct inv_queue *q, FILE *why);
+
+#endif /* DG_IOMMU_INVAL_QUEUE_H */

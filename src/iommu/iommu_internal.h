@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iommu/iommu_internal.h - the engine's objects, shared by src/iommu and src/dev (private).
+ *
+ * Who writes what (the rule every field comment refers to):
+ *  - "device": only the thread doing the device's DMA calls (the agent) reads and writes it;
+ *  - "mmu->lock": CPU threads, under the IOMMU mutex (devices, domains, references);
+ *  - "ctx_lock": CPU threads changing this device's context;
+ *  - atomics carry their own comment where they are accessed.
+ *
+ * The agent slot array is the "context table" side that waiters scan: one cache line per
+ * device slot, allocated with the IOMMU and never freed before it, so a waiter can read a
+ * slot while its device is destroyed.
+ *
+ *   mmu->inv.published  --acquire-->  device catch-up: applies commands [seen, published)
+ *   device ack (release) --acquire--> waiter scan: ack >= seq, or OFFLINE (then an RMW)
+ *   waiter RMW on an offline slot --> the device's RMW going online (see agent.c)
+ */
+#ifndef DG_IOMMU_INTERNAL_H
+#define DG_IOMMU_INTERNAL_H
+
+#include "base/compiler.h"
+#include "iommu/fault_queue.h"
+#include "iommu/inval_queue.h"
+#include "iommu/iotlb.h"
+
+#include <dmaguard/dev.h>
+#include <dmaguard/iommu.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define AGENT_OFFLINE	 (1ull << 63) /* in agent_slot.ack: the device does not hold up waits */
+#define WAIT_STAT_SHARDS 8
+
+struct agent_slot {
+	dg_cacheline _Atomic uint64_t ack; /* last acknowledged seq | AGENT_OFFLINE */
+	_Atomic uint32_t rid;		   /* valid while used */
+	_Atomic uint32_t used;		   /* written under mmu->lock */
+	_Atomic(struct dg_device *) dev;   /* written under mmu->lock; for statistics */
+};
+
+struct dg_domain {
+	struct dg_iommu *mmu;
+	struct dg_pt *pt;
+	uint32_t id;
+	uint64_t granule;
+	uint64_t pgsize_bitmap; /* effective page sizes */
+	uint64_t in_first;	/* input space [in_first, in_last] */
+	uint64_t in_last;
+	unsigned int wc_depths;			/* table depths a walk cache may keep: 1.. */
+	unsigned int wc_shift[DG_PT_MAX_DEPTH]; /* log2 of the span of a table at depth d */
+	unsigned int refs; /* context entries naming it, confirmed or not; mmu->lock */
+	/* Gathers whose flush timed out inside dg_domain_map(): released by the next
+	   successful dg_iommu_flush_gather() of the domain, or at destroy. */
+	pthread_mutex_t pending_lock;
+	struct dg_pt_gather *pending; /* pending_lock */
+	unsigned int nr_pending;      /* pending_lock */
+	_Atomic uint32_t has_pending; /* written under pending_lock; a relaxed hint */
+};
+
+struct dg_device {
+	/* Hot: read by the device on every call (first cache line). */
+	const _Atomic uint64_t *published; /* &mmu->inv.published */
+	uint64_t check;			   /* device: == seen when online and not blocked,
+					      UINT64_MAX otherwise (forces the slow path) */
+	struct iotlb_level hot;		   /* device: a copy of the IOTLB level probed first */
+	uint64_t tag;			   /* device: did << 2 | 3 (iotlb_probe) */
+	_Atomic uint64_t st_hits;	   /* device writes (load + store), anyone reads */
+	struct iotlb iotlb;		   /* device */
+	/* Pass-through as an IOTLB level: two 2^63-byte identity "pages" (agent.c). */
+	struct iotlb_level ident;      /* fixed at creation */
+	struct iotlb_ent ident_ent[2]; /* fixed at creation */
+	/* Agent state. */
+	uint64_t seen;	       /* device: commands < seen are applied */
+	bool online;	       /* device: mirrors !(slot->ack & AGENT_OFFLINE) */
+	bool auto_offline;     /* device: every DMA call ends offline */
+	bool held;	       /* device: sg lists from dg_dev_translate() may be in use: apply
+				  commands but do not acknowledge until quiesce/offline */
+	uint64_t acked;	       /* device: last value stored into slot->ack (without the flag) */
+	uint32_t mode;	       /* device: cached context mode */
+	uint32_t did;	       /* device: cached domain id (0 unless translated) */
+	struct dg_domain *dom; /* device: cached domain; not dereferenced once stale */
+	struct walk_cache wc;  /* device */
+	/* Counters: the device writes them (relaxed load + store), anyone reads. */
+	_Atomic uint64_t st_misses;
+	_Atomic uint64_t st_walks;
+	_Atomic uint64_t st_wc_hits;
+	_Atomic uint64_t st_faults;
+	_Atomic uint64_t st_cmds;
+	_Atomic uint64_t st_flushes;
+	_Atomic uint64_t st_laps;
+	/* Fixed at creation. */
+	struct dg_iommu *mmu;
+	struct agent_slot *slot;
+	uint32_t rid;
+	/* Context entry. */
+	_Atomic uint64_t ctx;	     /* (uintptr_t)domain | mode; written under ctx_lock with
+					 release, read by the device with acquire */
+	pthread_mutex_t ctx_lock;    /* serializes context changes of this device */
+	struct dg_domain *ctx_dom;   /* ctx_lock: the domain the entry names (a reference) */
+	struct dg_domain *stale_dom; /* ctx_lock: previous domain, change not confirmed */
+	uint64_t ctx_seq;	     /* ctx_lock: seq confirming the last change, 0 when done */
+};
+
+struct dg_iommu {
+	struct inv_queue inv;
+	dg_cacheline _Atomic uint64_t completed; /* every seq <= completed is complete */
+	struct fault_queue fq;
+	struct dg_iommu_config cfg;
+	pthread_mutex_t lock;	    /* devices, domains, references, retired */
+	struct agent_slot *agents;  /* cfg.max_devices slots */
+	_Atomic uint32_t nr_agents; /* slots ever used (high-water mark); waiters scan these */
+	uint32_t nr_devices;	    /* lock */
+	uint32_t nr_domains;	    /* lock */
+	_Atomic(struct dg_domain *) domains[DG_DOMAIN_ID_MAX + 1]; /* by id; written under lock */
+	struct dg_dev_stats retired; /* lock: counters of destroyed devices */
+	/* Wait counters, sharded by thread so concurrent waiters do not share a line. */
+	struct wait_stats {
+		dg_cacheline _Atomic uint64_t waits;
+		_Atomic uint64_t coalesced;
+		_Atomic uint64_t timeouts;
+	} wst[WAIT_STAT_SHARDS];
+	pthread_mutex_t diag_lock;
+	char diag[1024]; /* diag_lock: last timeout diagnostic */
+	size_t diag_len; /* diag_lock: its full length */
+};
+
+/* Relaxed increment of a counter only one thread writes: no read-modify-write instruction. */
+static inline void stat_inc(_Atomic uint64_t *c, uint64_t n)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+			      memory_order_relaxed);
+}
+
+static inline uint64_t stat_get(const _Atomic uint64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* ---- agent.c: the device as a translation agent ------------------------------------- */
+
+/* Set up the agent of a new device (IOTLB, walk cache, offline, blocked). 0 or -ENOMEM. */
+int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg);
+void agent_fini(struct dg_device *dev);
+
+/* Slow path of a DMA call's start: come online and/or apply pending commands. */
+void agent_enter_slow(struct dg_device *dev);
+
+/* A quiescent point: apply commands published since the last one, acknowledge (online only). */
+void agent_catch_up(struct dg_device *dev);
+
+void agent_online(struct dg_device *dev);
+void agent_offline(struct dg_device *dev);
+
+/* The start of every DMA call: one acquire load and a compare when nothing is pending. */
+static dg_always_inline void agent_enter(struct dg_device *dev)
+{
+	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
+	if (dg_unlikely(atomic_load_explicit(dev->published, memory_order_acquire) != dev->check))
+		agent_enter_slow(dev);
+}
+
+/* The end of dg_dev_read()/dg_dev_write(). */
+static dg_always_inline void agent_leave(struct dg_device *dev)
+{
+	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
+	if (dg_unlikely(atomic_load_explicit(dev->published, memory_order_acquire) != dev->seen))
+		agent_catch_up(dev);
+}
+
+/* ---- iommu.c ------------------------------------------------------------------------ */
+
+/* Does a device with this requester ID exist? (Validation of DEVICE/CONTEXT commands.) */
+bool iommu_rid_exists(struct dg_iommu *mmu, uint32_t rid);
+
+/* Record a refused access in the fault queue and the device's counter. */
+void iommu_record_fault(struct dg_device *dev, uint64_t iova, uint64_t len, unsigned int access,
+			enum dg_fault_reason reason);
+
+#endif /* DG_IOMMU_INTERNAL_H */
