@@ -458,8 +458,18 @@ static inline void ctr_max(_Atomic uint64_t *m, uint64_t v)
 		atomic_store_explicit(m, v, memory_order_relaxed);
 }
 
-/* The slot of the CPU this thread last ran on (re-read every 256 calls), < @n. */
-unsigned int dma_cpu(unsigned int n);
+extern _Thread_local unsigned int dma_tls_cpu __attribute__((tls_model("initial-exec")));
+extern _Thread_local unsigned int dma_tls_cpu_left __attribute__((tls_model("initial-exec")));
+unsigned int dma_cpu_refresh(unsigned int n);
+
+/* The slot of the CPU this thread last ran on (re-read every 256 calls), < @n. Correctness
+ * never depends on it (per-CPU structures are locked): only speed does. */
+static inline unsigned int dma_cpu(unsigned int n)
+{
+	if (dg_unlikely(!dma_tls_cpu_left--))
+		return dma_cpu_refresh(n);
+	return dg_likely(dma_tls_cpu < n) ? dma_tls_cpu : dma_tls_cpu % n;
+}
 
 /* Permission bits for a direction. */
 static inline unsigned int dma_dir_prot(enum dg_dma_dir dir)

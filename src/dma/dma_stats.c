@@ -145,18 +145,16 @@ int dma_err(struct dg_dma_dev *dd, int err)
 	return err;
 }
 
-static _Thread_local unsigned int tls_cpu;
-static _Thread_local unsigned int tls_cpu_left;
+_Thread_local unsigned int dma_tls_cpu __attribute__((tls_model("initial-exec")));
+_Thread_local unsigned int dma_tls_cpu_left __attribute__((tls_model("initial-exec")));
 
-unsigned int dma_cpu(unsigned int n)
+unsigned int dma_cpu_refresh(unsigned int n)
 {
-	if (dg_unlikely(!tls_cpu_left--)) {
-		int c = sched_getcpu();
+	int c = sched_getcpu();
 
-		tls_cpu = c < 0 ? 0 : (unsigned int)c;
-		tls_cpu_left = 255;
-	}
-	return n > 1 ? tls_cpu % n : 0;
+	dma_tls_cpu = c < 0 ? 0 : (unsigned int)c;
+	dma_tls_cpu_left = 255;
+	return dg_likely(dma_tls_cpu < n) ? dma_tls_cpu : dma_tls_cpu % n;
 }
 
 int dg_dma_dev_stats(const struct dg_dma_dev *dd, struct dg_dma_stats *st)

@@ -1130,11 +1130,9 @@ static void test_lazy_window(void **state)
 		assert_int_equal(dg_dev_read(t.dev, dma, got, 8), 0);
 		assert_int_equal(
 			dg_dma_unmap_single(t.dd, dma, n * 100, DG_DMA_BIDIRECTIONAL, 0, NULL), 0);
-		fixture_advance(&t.f, (i % 7) * 50000); /* 0..300 us between unmaps */
-		if (i % 4 == 0) {
-			fixture_advance(&t.f, period - 100000);
+		fixture_advance(&t.f, period / 4); /* housekeeping every period */
+		if (i % 4 == 3)
 			dg_dma_housekeep(t.f.dma);
-		}
 	}
 	st = stats(t.dd);
 	assert_true(st.lazy_flushes > 100);
