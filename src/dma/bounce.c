@@ -431,6 +431,8 @@ static int claim(struct dma_bounce *bo, uint64_t dma, uint64_t len, enum dg_dma_
 	if (ST_DIR(st) != dir || ST_KIND(st) != kind || ST_NENTS(st) != nents ||
 	    a->rec[u].len != len)
 		return -EINVAL;
+	/* One of two racing unmaps wins; acquire, like the load above, pairs with the release
+	 * store in bounce_map_list() (orig and len are read after it). */
 	if (!atomic_compare_exchange_strong_explicit(&a->rec[u].st, &st, (st & ~7u) | ST_CLAIMED,
 						     memory_order_acquire, memory_order_relaxed))
 		return -ENOENT;
@@ -647,8 +649,9 @@ void dma_bounce_stats(const struct dma_bounce *cbo, struct dg_dma_stats *st)
 	}
 }
 
-int dma_bounce_check(const struct dma_bounce *bo, FILE *why)
+int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live)
 {
+	*live = 0;
 	for (unsigned int i = 0; i < bo->nareas; i++) {
 		const struct bounce_area *a = &bo->area[i];
 		uint64_t used = 0, nfree[BOUNCE_MAX_ORDER + 1] = {0}, ncached = 0;
@@ -676,8 +679,10 @@ int dma_bounce_check(const struct dma_bounce *bo, FILE *why)
 				nfree[o]++;
 			else if (ST_STATE(st) == ST_CACHED)
 				ncached++;
-			else
+			else {
 				used += 1ull << (o + BOUNCE_UNIT_SHIFT);
+				*live += ST_STATE(st) == ST_ALLOC; /* not CLAIMED (in a batch) */
+			}
 			u += 1u << o;
 		}
 		if (used != a->in_use) {

@@ -70,6 +70,7 @@ found:
 
 void dma_tstats_free(struct dg_dma_dev *dd)
 {
+	/* Acquire pairs with the release CAS in dma_tstats_slow(). */
 	struct dma_tstats *t = atomic_load_explicit(&dd->tstats, memory_order_acquire);
 
 	while (t) {
@@ -322,6 +323,7 @@ static int check_rec(void *arg, uint64_t iova, uint64_t w0, uint64_t w1, uint64_
 int dg_dma_dev_check(const struct dg_dma_dev *dd, FILE *why)
 {
 	struct check_ctx cx = {.dd = dd, .why = why};
+	uint64_t c[CTR_NR], m, coh, maps, live_slots = 0;
 	int r;
 
 	if (!dd)
@@ -333,7 +335,18 @@ int dg_dma_dev_check(const struct dg_dma_dev *dd, FILE *why)
 	r = dma_rec_for_each(&dd->sp->rec, check_rec, &cx);
 	if (r)
 		return r;
-	if (dd->bounce && dma_bounce_check(dd->bounce, why))
+	if (dd->bounce && dma_bounce_check(dd->bounce, why, &live_slots))
 		return -EUCLEAN;
+	/* The counters agree with the records where every mapping has one. */
+	tstats_sum(dd, c, &m);
+	coh = c[CTR_COH_ALLOCS] - c[CTR_COH_FREES];
+	maps = c[CTR_MAPS] - c[CTR_UNMAPS];
+	if ((dd->policy == DG_DMA_STRICT || dd->policy == DG_DMA_LAZY) && cx.records != maps + coh)
+		return check_fail(why, "%" PRIu64 " records but %" PRIu64 " live mappings",
+				  cx.records, maps + coh);
+	if (dd->policy == DG_DMA_BOUNCE && (cx.records != coh || live_slots != maps))
+		return check_fail(why,
+				  "%" PRIu64 " live shadow slots but %" PRIu64 " live mappings",
+				  live_slots, maps);
 	return 0;
 }

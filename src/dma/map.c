@@ -213,7 +213,7 @@ int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_g
 	gather_cmd(sp, g, &c);
 	r = dma_inval(dd, &c, 1, &seq);
 	if (r) {
-		dma_quarantine_add(dd, sp, seq, g, NULL, NULL, 0);
+		dma_quarantine_add(dd, sp, seq, g, NULL, NULL, 0, NULL);
 		return r;
 	}
 	dg_pt_gather_release(sp->pt, g);
@@ -222,7 +222,7 @@ int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_g
 
 void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t seq,
 			struct dg_pt_gather *g, const uint64_t *iova, const uint64_t *size,
-			uint32_t n)
+			uint32_t n, void *mem)
 {
 	struct dma_quarantine *q = calloc(1, sizeof(*q));
 
@@ -233,8 +233,10 @@ void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t se
 		dg_pt_gather_release(sp->pt, g);
 		for (uint32_t i = 0; i < n; i++)
 			dg_iova_free(sp->iova, iova[i], size[i]);
+		free(mem);
 		return;
 	}
+	q->mem = mem;
 	q->sp = sp;
 	q->seq = seq;
 	q->gather = *g; /* takes over the table pages */
@@ -269,6 +271,7 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 		dg_pt_gather_release(q->sp->pt, &q->gather);
 		for (uint32_t i = 0; i < q->n; i++)
 			dg_iova_free(q->sp->iova, q->iova[i], q->size[i]);
+		free(q->mem);
 		atomic_fetch_sub_explicit(&dd->nr_quarantined, q->n ? q->n : 1,
 					  memory_order_relaxed);
 		*pq = q->next;
@@ -354,7 +357,7 @@ static int batch_flush(struct dg_dma_batch *b)
 				qi[nq] = b->ent[i].addr;
 				qs[nq++] = b->ent[i].size & ~(uint64_t)BATCH_KIND;
 			}
-			dma_quarantine_add(dd, sp, seq, &b->gather, qi, qs, nq);
+			dma_quarantine_add(dd, sp, seq, &b->gather, qi, qs, nq, NULL);
 		} else {
 			dg_pt_gather_release(sp->pt, &b->gather);
 		}
@@ -559,7 +562,7 @@ fail_map:
 
 		gather_cmd(sp, &gth, &c);
 		if (dma_inval(dd, &c, 1, &seq)) {
-			dma_quarantine_add(dd, sp, seq, &gth, &iova, &total, 1);
+			dma_quarantine_add(dd, sp, seq, &gth, &iova, &total, 1, NULL);
 			return r;
 		}
 		dg_pt_gather_release(sp->pt, &gth);
@@ -597,7 +600,7 @@ int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_d
 }
 
 int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova, uint64_t size,
-		      bool free_iova, struct dg_dma_batch *b)
+		      bool free_iova, struct dg_dma_batch *b, void *mem)
 {
 	struct dg_pt_gather g;
 	struct dg_inval_cmd c;
@@ -621,12 +624,13 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		r = dma_inval(dd, &c, 1, &seq);
 	}
 	if (dg_unlikely(r)) {
-		dma_quarantine_add(dd, sp, seq, &g, &iova, &size, free_iova ? 1 : 0);
+		dma_quarantine_add(dd, sp, seq, &g, &iova, &size, free_iova ? 1 : 0, mem);
 		return r;
 	}
 	dg_pt_gather_release(sp->pt, &g);
 	if (free_iova)
 		dg_iova_free(sp->iova, iova, size);
+	free(mem);
 	return 0;
 }
 
@@ -640,7 +644,7 @@ int dma_xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma, size
 		return r;
 	if (dd->lazy && kind != KIND_COHERENT)
 		return dma_lazy_retire(dd, iova, size);
-	return dma_strict_retire(dd, sp, iova, size, true, b);
+	return dma_strict_retire(dd, sp, iova, size, true, b, NULL);
 }
 
 /* ---- identity ------------------------------------------------------------------------------ */
