@@ -134,7 +134,7 @@ static void *device_main(void *arg)
 	struct env *e = arg;
 	uint8_t tmp[64];
 
-	bench_pin_cpu(MAX_THR);
+	bench_pin_cpu(bench_ncpus() - 1); /* the last CPU: apart from worker 0 */
 	while (!atomic_load_explicit(&e->dev_stop, memory_order_relaxed))
 		dg_dev_read(e->dev, e->coh_dma, tmp, sizeof(tmp));
 	dg_dev_offline(e->dev);

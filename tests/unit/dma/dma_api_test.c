@@ -871,6 +871,10 @@ static void test_two_step(void **state)
 			assert_int_equal(dg_dma_iova_unlink(&st, i * 4096ull, 2048,
 							    DG_DMA_BIDIRECTIONAL, &b),
 					 0);
+		if (p != DG_DMA_IDENTITY) /* the slot's pages go at the batch's end */
+			assert_int_equal(dg_dma_iova_link(&st, 0, bufs, 64, DG_DMA_TO_DEVICE,
+							  &dma[0]),
+					 -EEXIST);
 		assert_int_equal(dg_dma_batch_end(&b), 0);
 		struct dg_dma_stats s1 = stats(t.dd);
 		if (p != DG_DMA_IDENTITY) {
