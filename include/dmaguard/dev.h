@@ -23,12 +23,16 @@
  *  - the start of every dg_dev_translate(), dg_dev_read() and dg_dev_write();
  *  - the end of every dg_dev_read() and dg_dev_write();
  *  - dg_dev_quiesce(), dg_dev_online() and dg_dev_offline().
- * The scatter-gather list of a dg_dev_translate() therefore stays valid until the device's
- * next call: a pending dg_inval_wait() cannot complete before it. A device that stops doing
- * DMA for a while calls dg_dev_offline(): an offline device never holds up a wait, and its
- * next DMA call (or dg_dev_online()) brings it back online after it has applied everything
- * queued meanwhile (or flushed all it caches if it fell a whole queue behind). A device that
- * is online but never reaches a quiescent point makes waits time out.
+ * Translated sg lists are held: from a successful dg_dev_translate() until the device's next
+ * dg_dev_quiesce() or dg_dev_offline(), its quiescent points still apply invalidations (later
+ * translations see them) but do not acknowledge, so no wait completes while an sg list may be
+ * in use. A device that translates (a vhost-style back end holding descriptor chains) calls
+ * dg_dev_quiesce() at the end of every burst; one that only reads and writes needs nothing.
+ * A device that stops doing DMA for a while calls dg_dev_offline(): an offline device never
+ * holds up a wait, and its next DMA call (or dg_dev_online()) brings it back online after it
+ * has applied everything queued meanwhile (or flushed all it caches if it fell a whole queue
+ * behind). A device that is online but never reaches a quiescent point (or holds sg lists
+ * forever) makes waits time out.
  */
 #ifndef DMAGUARD_DEV_H
 #define DMAGUARD_DEV_H
@@ -57,7 +61,7 @@ struct dg_sg {
  * IOVA itself. The list is valid until the device's next DMA call or quiescent point.
  * Errors (nothing recorded in @sg): the fault errnos above (a fault is recorded); -EINVAL
  * len == 0 or @access empty or with unknown bits, @sg or @nr NULL; -ENOSPC more than @max
- * segments are needed (*nr gets how many).
+ * segments are needed (*nr gets how many). A successful translation is held (see above).
  */
 DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
 			       unsigned int access, struct dg_sg *sg, unsigned int max,
@@ -73,7 +77,10 @@ DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
 DG_EXPORT int dg_dev_read(struct dg_device *dev, uint64_t iova, void *dst, size_t len);
 DG_EXPORT int dg_dev_write(struct dg_device *dev, uint64_t iova, const void *src, size_t len);
 
-/* A quiescent point: apply queued invalidations and acknowledge them (no-op offline). */
+/*
+ * A quiescent point: the caller is done with every translated sg list; apply queued
+ * invalidations and acknowledge them (a no-op while offline).
+ */
 DG_EXPORT void dg_dev_quiesce(struct dg_device *dev);
 
 /* Become online (catching up first); DMA calls do this implicitly. */
@@ -87,8 +94,9 @@ DG_EXPORT bool dg_dev_is_online(const struct dg_device *dev);
 /*
  * For a device emulated in the same thread as its driver (nothing else would ever bring it to
  * a quiescent point while the driver waits): when on, every DMA call ends with
- * dg_dev_offline(), so a wait in that thread never waits for it. Costs two atomic
- * read-modify-writes per call (off by default). Call from the device's thread.
+ * dg_dev_offline(), so a wait in that thread never waits for it (a translated sg list is then
+ * valid until the thread's next IOMMU call). Costs two atomic read-modify-writes per call (off
+ * by default). Call from the device's thread.
  */
 DG_EXPORT void dg_dev_set_auto_offline(struct dg_device *dev, bool on);
 

@@ -177,6 +177,8 @@ static dg_noinline __attribute__((cold)) int translate_slow(struct dg_device *de
 
 	agent_enter(dev);
 	r = translate_range(dev, iova, len, access, sg, max, nr);
+	if (r == 0)
+		dev->held = true;
 	if (dev->auto_offline)
 		agent_offline(dev);
 	return r;
@@ -205,6 +207,7 @@ int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len, unsigned 
 			sg->addr = (void *)(uintptr_t)(iova + e->delta);
 			sg->len = len;
 			*nr = 1;
+			dev->held = true;
 			stat_inc(&dev->st_hits, 1);
 			return 0;
 		}
@@ -304,6 +307,7 @@ int dg_dev_write(struct dg_device *dev, uint64_t iova, const void *src, size_t l
 
 void dg_dev_quiesce(struct dg_device *dev)
 {
+	dev->held = false; /* the caller is done with every translated sg list */
 	agent_catch_up(dev);
 }
 

@@ -75,6 +75,8 @@ int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
 	dev->check = UINT64_MAX;
 	/* A new device caches nothing: every command so far is irrelevant to it. */
 	dev->seen = atomic_load_explicit(dev->published, memory_order_acquire);
+	dev->acked = dev->seen;
+	dev->held = false;
 	return 0;
 }
 
@@ -168,28 +170,35 @@ void agent_catch_up(struct dg_device *dev)
 	uint64_t pub = atomic_load_explicit(dev->published, memory_order_acquire);
 	uint64_t n = 0;
 
-	if (pub == dev->seen || !dev->online)
+	if (!dev->online)
 		return;
-	if (pub - dev->seen > q->len) {
-		lap(dev);
-	} else {
-		for (uint64_t s = dev->seen; s < pub; s++, n++) {
-			struct inv_cmd c;
+	if (pub != dev->seen) {
+		if (pub - dev->seen > q->len) {
+			lap(dev);
+		} else {
+			for (uint64_t s = dev->seen; s < pub; s++, n++) {
+				struct inv_cmd c;
 
-			if (inv_queue_read(q, s, &c)) {
-				lap(dev);
-				break;
+				if (inv_queue_read(q, s, &c)) {
+					lap(dev);
+					break;
+				}
+				apply(dev, &c);
 			}
-			apply(dev, &c);
 		}
+		stat_inc(&dev->st_cmds, n);
+		dev->seen = pub;
 	}
-	stat_inc(&dev->st_cmds, n);
-	dev->seen = pub;
 	/*
-	 * The acknowledgement. Release pairs with the waiter's acquire load of the slot
-	 * (inval.c): every access this device made before it happens before the wait returns.
+	 * The acknowledgement, unless translated sg lists may still be in use (held): then the
+	 * commands are applied (later translations see them) but waits keep waiting. Release
+	 * pairs with the waiter's acquire load of the slot (inval.c): every access this device
+	 * made before it happens before the wait returns.
 	 */
-	atomic_store_explicit(&dev->slot->ack, pub, memory_order_release);
+	if (!dev->held && dev->acked != dev->seen) {
+		atomic_store_explicit(&dev->slot->ack, dev->seen, memory_order_release);
+		dev->acked = dev->seen;
+	}
 	update_check(dev);
 }
 
@@ -202,6 +211,7 @@ void agent_online(struct dg_device *dev)
 		 * Until the catch-up acknowledges, waiters wait for us (ack = seen < their seq).
 		 */
 		atomic_exchange_explicit(&dev->slot->ack, dev->seen, memory_order_acq_rel);
+		dev->acked = dev->seen;
 		dev->online = true;
 	}
 	agent_catch_up(dev);
@@ -210,6 +220,7 @@ void agent_online(struct dg_device *dev)
 
 void agent_offline(struct dg_device *dev)
 {
+	dev->held = false; /* offline: nothing translated is in use any more */
 	agent_catch_up(dev);
 	if (dev->online) {
 		/*

@@ -75,6 +75,9 @@ struct dg_device {
 	uint64_t seen;	       /* device: commands < seen are applied */
 	bool online;	       /* device: mirrors !(slot->ack & AGENT_OFFLINE) */
 	bool auto_offline;     /* device: every DMA call ends offline */
+	bool held;	       /* device: sg lists from dg_dev_translate() may be in use: apply
+				  commands but do not acknowledge until quiesce/offline */
+	uint64_t acked;	       /* device: last value stored into slot->ack (without the flag) */
 	uint32_t mode;	       /* device: cached context mode */
 	uint32_t did;	       /* device: cached domain id (0 unless translated) */
 	struct dg_domain *dom; /* device: cached domain; not dereferenced once stale */

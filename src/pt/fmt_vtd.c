@@ -13,7 +13,8 @@
  * An entry is present when Read or Write is set (R = W = 0 means "not present"); write-only
  * leaves are legal. PS (super page) appears only at levels 2 (2 MiB) and 3 (1 GiB); a level-1
  * entry is always a 4 KiB leaf. SNP (snoop) is set for DG_PROT_CACHE. Non-leaf entries carry
- * R|W as Linux writes them (the hardware ANDs permissions along the walk). DG_PROT_NOEXEC,
+ * R|W as Linux writes them (the hardware ANDs permissions along the walk), so above level 1 an
+ * entry is a table descriptor iff R = W = 1 and PS = 0; dg_pt_check() rejects anything else. DG_PROT_NOEXEC,
  * DG_PROT_MMIO and DG_PROT_PRIV have no second-stage encoding and are ignored.
  */
 #include "pt_internal.h"
@@ -73,8 +74,9 @@ static int vtd_init(struct dg_pt *pt)
 	pt->iova_base = 0;
 	pt->va_limit = 1ull << geo->ias;
 	pt->valid_mask = VTD_R | VTD_W;
-	pt->table_mask = VTD_PS;
-	pt->table_val = 0;
+	/* A table descriptor is exactly R|W with PS clear (dmaguard writes no other kind). */
+	pt->table_mask = VTD_PS | VTD_R | VTD_W;
+	pt->table_val = VTD_R | VTD_W;
 	pt->table_bits = VTD_R | VTD_W;
 	pt->table_addr_mask = VTD_ADDR;
 	pt->oa_mask = VTD_ADDR;

@@ -154,7 +154,8 @@ void dg_pt_gather_init(struct dg_pt_gather *gather)
 	gather->leaf_only = true;
 }
 
-static void pt_gather_range(struct dg_pt_gather *g, uint64_t start, uint64_t end, uint64_t pgsize)
+static inline void pt_gather_range(struct dg_pt_gather *g, uint64_t start, uint64_t end,
+				   uint64_t pgsize)
 {
 	if (g->start == g->end) {
 		g->start = start;
@@ -239,175 +240,274 @@ static bool pt_subtree_empty(const struct dg_pt *pt, _Atomic uint64_t *table, un
 	return true;
 }
 
+/*
+ * Map found @ptep (depth d, covering va) not empty where a leaf goes. Allowed only over an
+ * empty table (no leaf below): it is unlinked here, its subtree put on @g with its span, and
+ * the caller stores the leaf. Returns 0 or -EEXIST.
+ */
+static dg_noinline int pt_map_over(struct dg_pt *pt, _Atomic uint64_t *ptep, unsigned int d,
+				   uint64_t va, struct dg_pt_gather *g)
+{
+	/* Acquire: pairs with the release CAS that linked a table here. */
+	uint64_t old = atomic_load_explicit(ptep, memory_order_acquire);
+	uint64_t none = 0, maxpg = 0;
+	_Atomic uint64_t *dead;
+
+	if (d == pt->depth - 1 || !pt_is_table(pt, old) ||
+	    !pt_subtree_empty(pt, pt_table_ptr(pt, old), d + 1))
+		return -EEXIST;
+	dead = pt_table_ptr(pt, old);
+	/* Unlink first, so no new walker enters the table while it is put on the gather. */
+	atomic_store_explicit(ptep, 0, memory_order_relaxed);
+	pt_gather_subtree(pt, dead, d + 1, g, &none, &maxpg);
+	pt_gather_range(g, va + pt->iova_base, va + pt->lvl[d].size + pt->iova_base, 0);
+	return 0;
+}
+
+/*
+ * The map descent met @pte at @ptep where it wants a table: link a new one into an empty
+ * slot, or fail with -EEXIST (a leaf covers the range there). Out of line: the descent's
+ * common case is an existing table.
+ */
+static dg_noinline _Atomic uint64_t *pt_map_link(struct dg_pt *pt, _Atomic uint64_t *ptep,
+						 uint64_t pte, int *err)
+{
+	if (pte) {
+		*err = -EEXIST;
+		return NULL;
+	}
+	return pt_install_table(pt, ptep, err);
+}
+
+/* ---- choosing depths -------------------------------------------------------------------- */
+
+/* log2 of the largest power of two dividing @x (x | 2^63 so never zero) capped by log2(len). */
+static inline unsigned int pt_fit_shift(uint64_t x, uint64_t len)
+{
+	unsigned int align = (unsigned int)__builtin_ctzll(x | (1ull << 63));
+	unsigned int fit = 63u - (unsigned int)__builtin_clzll(len);
+
+	return align < fit ? align : fit;
+}
+
 /* ---- unmap ------------------------------------------------------------------------------ */
+
+/* What an unmap removed, for the gather. */
+struct pt_unmap_acc {
+	uint64_t bytes;	 /* size of the leaves removed */
+	uint64_t maxpg;	 /* largest leaf removed */
+	uint64_t lo, hi; /* va range changed (hi == 0: nothing) */
+};
+
+/*
+ * Sweep the entries of @table (depth d < last) from the one holding *va through the range:
+ * clear leaves, unlink the tables the range covers whole. Stops at the range's or the table's
+ * end, or before a table covered only in part (the caller descends into it); *va is where.
+ */
+static dg_noinline void pt_unmap_sweep(struct dg_pt *pt, _Atomic uint64_t *table, unsigned int d,
+				       uint64_t *vap, uint64_t end, struct dg_pt_gather *g,
+				       struct pt_unmap_acc *acc)
+{
+	const struct pt_level *l = &pt->lvl[d];
+	const uint64_t step = l->size, va = *vap;
+	uint64_t base = va & ~(step - 1);
+
+	for (uint64_t i = (va >> l->shift) & l->index_mask; i <= l->index_mask && base < end;
+	     i++, base += step) {
+		/* Acquire: a table here was linked by a release CAS (pt_install_table). */
+		uint64_t pte = atomic_load_explicit(&table[i], memory_order_acquire);
+
+		if (!pte)
+			continue;
+		if (!pt_is_table(pt, pte)) {
+			/* A leaf. Relaxed store: as in pt_unmap_va. */
+			atomic_store_explicit(&table[i], 0, memory_order_relaxed);
+			acc->bytes += step;
+			acc->maxpg = step > acc->maxpg ? step : acc->maxpg;
+		} else if (base >= va && end - base >= step) {
+			atomic_store_explicit(&table[i], 0, memory_order_relaxed);
+			pt_gather_subtree(pt, pt_table_ptr(pt, pte), d + 1, g, &acc->bytes,
+					  &acc->maxpg);
+		} else {
+			break; /* covered in part: the caller descends into it */
+		}
+		acc->lo = base < acc->lo ? base : acc->lo;
+		acc->hi = base + step;
+	}
+	/* Progress: the caller descended as far as the range covers, so the first entry is a
+	 * leaf, empty, or a table covered whole, never a break. */
+	*vap = base;
+}
 
 /*
  * Remove every leaf intersecting [va, end) and every table whose span the range covers.
  * Returns the bytes of the leaves removed; the changed range and tables go on @g.
+ *
+ * Each pass descends from the root while the entry at va is a table the range does not cover
+ * whole (cover_depth_of[]), then sweeps that table's entries inside the range: at the last
+ * depth in the tight loop below, higher up in pt_unmap_sweep().
  */
-static uint64_t pt_unmap_va(struct dg_pt *pt, uint64_t va, uint64_t end, struct dg_pt_gather *g)
+static inline __attribute__((always_inline)) uint64_t
+pt_unmap_va(struct dg_pt *pt, uint64_t va, uint64_t end, struct dg_pt_gather *g)
 {
-	const unsigned int last = pt->depth - 1;
-	uint64_t bytes = 0, maxpg = 0, lo = UINT64_MAX, hi = 0;
+	/*
+	 * Read-only geometry in locals: after each acquire load the compiler would otherwise
+	 * reload these fields of *pt.
+	 */
+	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
+	const struct pt_level *const last = &pt->lvl[pt->depth - 1];
+	struct pt_unmap_acc acc = {.lo = UINT64_MAX};
 
-	while (va < end) {
-		_Atomic uint64_t *table = pt->root;
+	do {
 		const struct pt_level *l = pt->lvl;
-		unsigned int d = 0;
-		_Atomic uint64_t *ptep = pt_entry(pt, table, 0, va);
-		/* Acquire: pairs with the release CAS that linked a table (pt_install_table). */
-		uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
+		const struct pt_level *stop = l + pt->cover_depth_of[pt_fit_shift(va, end - va)];
+		_Atomic uint64_t *table = pt->root;
 
-		/* Descend through the tables the range covers only in part. */
-		while (d < last && pte && pt_is_table(pt, pte) &&
-		       ((va & (l->size - 1)) || end - va < l->size)) {
-			table = pt_table_ptr(pt, pte);
-			d++;
-			l++;
-			ptep = pt_entry(pt, table, d, va);
-			/* Acquire: as above. */
-			pte = atomic_load_explicit(ptep, memory_order_acquire);
-		}
+		for (; l < stop; l++) {
+			/* Acquire: pairs with the release CAS that linked a table (pt_install_table). */
+			uint64_t pte = atomic_load_explicit(
+				table + ((va >> l->shift) & l->index_mask), memory_order_acquire);
 
-		/* Sweep the rest of this table inside the range. */
-		_Atomic uint64_t *tend = table + l->index_mask + 1;
-		const uint64_t step = l->size;
-
-		for (;;) {
-			if (pte) {
-				uint64_t base = va & ~(step - 1);
-
-				if (d == last || !pt_is_table(pt, pte)) {
-					/*
-					 * Relaxed: clearing publishes nothing; a walker still seeing
-					 * the leaf is covered by the caller's invalidation of @g.
-					 */
-					atomic_store_explicit(ptep, 0, memory_order_relaxed);
-					bytes += step;
-					if (step > maxpg)
-						maxpg = step;
-				} else if (base == va && end - va >= step) {
-					atomic_store_explicit(ptep, 0, memory_order_relaxed);
-					pt_gather_subtree(pt, pt_table_ptr(pt, pte), d + 1, g,
-							  &bytes, &maxpg);
-				} else {
-					break; /* a table covered in part: descend from the root */
-				}
-				if (base < lo)
-					lo = base;
-				hi = base + step;
-			}
-			va = (va | (step - 1)) + 1;
-			if (va >= end || ++ptep == tend)
+			if ((pte & tmask) != tval)
 				break;
-			pte = atomic_load_explicit(ptep, memory_order_relaxed);
-			if (pte && d < last && pt_is_table(pt, pte))
-				/* Acquire: pairs with the release CAS that linked it. */
-				pte = atomic_load_explicit(ptep, memory_order_acquire);
+			table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
 		}
-	}
-	if (hi)
-		pt_gather_range(g, lo + pt->iova_base, hi + pt->iova_base, maxpg);
-	return bytes;
+		if (l != last) {
+			pt_unmap_sweep(pt, table, (unsigned int)(l - pt->lvl), &va, end, g, &acc);
+			continue;
+		}
+
+		/* The last depth holds leaves only: the hot loop of unmap. */
+		const unsigned int shift = l->shift;
+		const uint64_t idx = (va >> shift) & l->index_mask;
+		const uint64_t base = va & ~(l->size - 1);
+		uint64_t n = (end - base + l->size - 1) >> shift;
+		uint64_t cnt = 0, first = 0, after = 0;
+
+		if (n > l->index_mask + 1 - idx)
+			n = l->index_mask + 1 - idx;
+		for (uint64_t i = 0; i < n; i++) {
+			if (!atomic_load_explicit(&table[idx + i], memory_order_relaxed))
+				continue;
+			/*
+			 * Relaxed: clearing publishes nothing; a walker still seeing the leaf is
+			 * covered by the caller's invalidation of @g.
+			 */
+			atomic_store_explicit(&table[idx + i], 0, memory_order_relaxed);
+			if (!cnt++)
+				first = i;
+			after = i + 1;
+		}
+		if (cnt) {
+			acc.bytes += cnt << shift;
+			acc.maxpg = l->size > acc.maxpg ? l->size : acc.maxpg;
+			acc.lo = base + (first << shift) < acc.lo ? base + (first << shift) :
+								    acc.lo;
+			acc.hi = base + (after << shift);
+		}
+		va = base + (n << shift);
+	} while (va < end);
+	if (acc.hi)
+		pt_gather_range(g, acc.lo + pt->iova_base, acc.hi + pt->iova_base, acc.maxpg);
+	return acc.bytes;
+}
+
+/* Undo of a failed map (out of line: only error paths use it). */
+static dg_noinline void pt_unmap_undo(struct dg_pt *pt, uint64_t va, uint64_t end,
+				      struct dg_pt_gather *g)
+{
+	pt_unmap_va(pt, va, end, g);
 }
 
 /* ---- map -------------------------------------------------------------------------------- */
 
 /*
- * Map [va, end) to pa.. with leaves only at the depths in @leaf_depths (the last allowed one
- * must divide everything: validated by the callers). On error *reached is where it stopped:
- * [start, *reached) is mapped and must be undone.
+ * Map [va, end) to pa.. with the leaf templates @tmpl (@fixed < 0: the largest leaves that
+ * fit; else leaves at depth @fixed only, alignment validated by the caller). On failure what
+ * it mapped is undone.
+ *
+ * Each pass picks the leaf depth at va (leaf_depth_of[] of the alignment of va and pa and
+ * the length left), descends to it linking missing tables, and writes a run of leaves in that
+ * table up to its end (the next larger page's boundary, where the choice is made again) or
+ * the range's.
  */
-static int pt_map_va(struct dg_pt *pt, uint64_t va, uint64_t end, uint64_t pa, const uint64_t *tmpl,
-		     uint32_t leaf_depths, struct dg_pt_gather *g, uint64_t *reached)
+static inline __attribute__((always_inline)) int pt_map_va(struct dg_pt *pt, uint64_t va,
+							   uint64_t end, uint64_t pa,
+							   const uint64_t *tmpl, int fixed,
+							   struct dg_pt_gather *g)
 {
+	/* Read-only geometry in locals (see pt_unmap_va). */
+	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
+	const uint64_t oa_mask = pt->oa_mask, oa_hi = pt->oa_hi_mask;
+	const uint64_t start = va;
 	int err = 0;
 
-	while (va < end) {
+	do {
+		unsigned int target = fixed < 0 ?
+					      pt->leaf_depth_of[pt_fit_shift(va | pa, end - va)] :
+					      (unsigned int)fixed;
+		const struct pt_level *l = pt->lvl, *const leaf = l + target;
 		_Atomic uint64_t *table = pt->root;
-		const struct pt_level *l = pt->lvl;
-		unsigned int d = 0;
 
-		/* Descend to the shallowest depth where a leaf fits at va. */
-		while (!((leaf_depths >> d) & 1) || ((va | pa) & (l->size - 1)) ||
-		       end - va < l->size) {
-			_Atomic uint64_t *ptep = pt_entry(pt, table, d, va);
+		for (; l < leaf; l++) {
+			_Atomic uint64_t *ptep = table + ((va >> l->shift) & l->index_mask);
 			/* Acquire: pairs with the release CAS that linked the table. */
 			uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
 
-			if (dg_likely(pte)) {
-				if (dg_unlikely(!pt_is_table(pt, pte))) {
-					err = -EEXIST; /* a larger leaf covers va */
-					goto out;
-				}
-				table = pt_table_ptr(pt, pte);
+			if (dg_likely((pte & tmask) == tval)) {
+				table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
 			} else {
-				table = pt_install_table(pt, ptep, &err);
+				table = pt_map_link(pt, ptep, pte, &err);
 				if (!table)
-					goto out;
+					goto fail;
 			}
-			d++;
-			l++;
 		}
 
-		/* A run of leaves of l->size in this table. */
-		uint64_t idx = (va >> l->shift) & l->index_mask;
-		uint64_t n = (end - va) >> l->shift;
-		const uint64_t attrs = tmpl[d];
-		const uint64_t step = l->size;
-		_Atomic uint64_t *ptep = table + idx;
+		const unsigned int shift = l->shift;
+		const uint64_t step = l->size, attrs = tmpl[target];
+		const uint64_t idx = (va >> shift) & l->index_mask;
+		uint64_t n = (end - va) >> shift;
+		uint64_t pte = (pa & oa_mask) | ((pa >> 36) & oa_hi) | attrs;
 
 		if (n > l->index_mask + 1 - idx)
 			n = l->index_mask + 1 - idx;
-		for (; n; n--, ptep++, va += step, pa += step) {
-			uint64_t old = atomic_load_explicit(ptep, memory_order_relaxed);
-			_Atomic uint64_t *dead = NULL;
+		for (uint64_t i = 0; i < n; i++) {
+			_Atomic uint64_t *ptep = &table[idx + i];
 
-			if (dg_unlikely(old)) {
-				/* Acquire: pairs with the release CAS that linked a table here. */
-				old = atomic_load_explicit(ptep, memory_order_acquire);
-				if (d == pt->depth - 1 || !pt_is_table(pt, old) ||
-				    !pt_subtree_empty(pt, pt_table_ptr(pt, old), d + 1)) {
-					err = -EEXIST;
-					goto out;
+			if (dg_unlikely(atomic_load_explicit(ptep, memory_order_relaxed))) {
+				err = pt_map_over(pt, ptep, target, va + (i << shift), g);
+				if (err) {
+					va += i << shift;
+					goto fail;
 				}
-				dead = pt_table_ptr(pt, old);
 			}
 			/*
 			 * Release: pairs with the acquire loads of walkers, so a device that
 			 * sees the leaf also sees what the CPU wrote before mapping.
 			 */
-			atomic_store_explicit(ptep, pt_oa_encode(pt, pa) | attrs,
-					      memory_order_release);
-			if (dg_unlikely(dead != NULL)) {
-				uint64_t none = 0, maxpg = 0;
+			atomic_store_explicit(ptep, pte, memory_order_release);
+			/* The address field is linear unless PA[51:48] moves (LPAE 52-bit). */
+			pte += step;
+			if (dg_unlikely(oa_hi)) {
+				uint64_t next = pa + ((i + 1) << shift);
 
-				pt_gather_subtree(pt, dead, d + 1, g, &none, &maxpg);
-				pt_gather_range(g, va + pt->iova_base, va + step + pt->iova_base,
-						0);
+				pte = (next & oa_mask) | ((next >> 36) & oa_hi) | attrs;
 			}
 		}
-	}
-out:
-	*reached = va;
-	return err;
-}
-
-static int pt_map(struct dg_pt *pt, uint64_t va, uint64_t pa, uint64_t size, unsigned int prot,
-		  uint32_t leaf_depths, struct dg_pt_gather *g)
-{
-	uint64_t reached;
-	int err = pt_map_va(pt, va, va + size, pa, pt->leaf_tmpl[prot], leaf_depths, g, &reached);
-
-	if (dg_unlikely(err) && reached > va)
-		pt_unmap_va(pt, va, reached, g);
+		va += n << shift;
+		pa += n << shift;
+	} while (va < end);
+	return 0;
+fail:
+	if (va > start)
+		pt_unmap_undo(pt, start, va, g);
 	return err;
 }
 
 /* Common argument checks of map and map_pages; on success *va is the window offset. */
-static int pt_map_check(const struct dg_pt *pt, uint64_t iova, uint64_t phys, uint64_t size,
-			uint64_t align_mask, unsigned int prot, const struct dg_pt_gather *g,
-			uint64_t *va)
+static inline int pt_map_check(const struct dg_pt *pt, uint64_t iova, uint64_t phys, uint64_t size,
+			       uint64_t align_mask, unsigned int prot, const struct dg_pt_gather *g,
+			       uint64_t *va)
 {
 	if (!g || !(prot & (DG_PROT_READ | DG_PROT_WRITE)) || (prot & ~DG_PROT_ALL) || !size ||
 	    ((iova | phys | size) & align_mask))
@@ -419,6 +519,51 @@ static int pt_map_check(const struct dg_pt *pt, uint64_t iova, uint64_t phys, ui
 	return 0;
 }
 
+/* pt_map_one / pt_unmap_one: "not the simple case, take the general path" (nothing changed). */
+#define PT_SLOW 1
+
+/*
+ * Exactly one leaf, at depth @d (the range is one allowed page size, both addresses aligned
+ * to it): the common DMA case, without the length and alignment search of pt_map_va. Returns
+ * 0, -errno, or PT_SLOW when the slot is not empty above the last depth (an empty table may
+ * have to be replaced: the general path decides). Nothing to undo: the only write is the leaf.
+ */
+static inline __attribute__((always_inline)) int
+pt_map_one(struct dg_pt *pt, uint64_t va, uint64_t pa, unsigned int d, uint64_t attrs)
+{
+	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
+	const uint64_t oa = (pa & pt->oa_mask) | ((pa >> 36) & pt->oa_hi_mask);
+	const struct pt_level *l = pt->lvl, *const leaf = l + d;
+	_Atomic uint64_t *table = pt->root, *ptep;
+	int err;
+
+	for (; l < leaf; l++) {
+		ptep = table + ((va >> l->shift) & l->index_mask);
+		/* Acquire: pairs with the release CAS that linked the table. */
+		uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
+
+		if (dg_likely((pte & tmask) == tval)) {
+			table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
+		} else {
+			table = pt_map_link(pt, ptep, pte, &err);
+			if (!table)
+				return err;
+		}
+	}
+	ptep = table + ((va >> l->shift) & l->index_mask);
+	if (dg_unlikely(atomic_load_explicit(ptep, memory_order_relaxed)))
+		return d == pt->depth - 1 ? -EEXIST : PT_SLOW;
+	/* Release: pairs with the acquire loads of walkers (as in pt_map_va). */
+	atomic_store_explicit(ptep, oa | attrs, memory_order_release);
+	return 0;
+}
+
+/* The range is exactly one allowed page, both addresses aligned to it? */
+static inline bool pt_one_page(const struct dg_pt *pt, uint64_t addrs, uint64_t size)
+{
+	return !(size & (size - 1)) && (size & pt->geo.pgsize_bitmap) && !(addrs & (size - 1));
+}
+
 int dg_pt_map(struct dg_pt *pt, uint64_t iova, uint64_t phys, uint64_t size, unsigned int prot,
 	      struct dg_pt_gather *gather)
 {
@@ -427,13 +572,20 @@ int dg_pt_map(struct dg_pt *pt, uint64_t iova, uint64_t phys, uint64_t size, uns
 
 	if (dg_unlikely(err))
 		return err;
-	return pt_map(pt, va, phys, size, prot, pt->leaf_depths, gather);
+	if (pt_one_page(pt, va | phys, size)) {
+		unsigned int d = pt->leaf_depth_of[__builtin_ctzll(size)];
+
+		err = pt_map_one(pt, va, phys, d, pt->leaf_tmpl[prot][d]);
+		if (dg_likely(err != PT_SLOW))
+			return err;
+	}
+	return pt_map_va(pt, va, va + size, phys, pt->leaf_tmpl[prot], -1, gather);
 }
 
 int dg_pt_map_pages(struct dg_pt *pt, uint64_t iova, uint64_t phys, uint64_t pgsize,
 		    uint64_t pgcount, unsigned int prot, struct dg_pt_gather *gather)
 {
-	unsigned int d = 0;
+	int d = 0;
 	uint64_t va;
 	int err;
 
@@ -446,7 +598,40 @@ int dg_pt_map_pages(struct dg_pt *pt, uint64_t iova, uint64_t phys, uint64_t pgs
 		return err;
 	while (pt->lvl[d].size != pgsize)
 		d++;
-	return pt_map(pt, va, phys, pgsize * pgcount, prot, 1u << d, gather);
+	return pt_map_va(pt, va, va + pgsize * pgcount, phys, pt->leaf_tmpl[prot], d, gather);
+}
+
+/*
+ * Unmap of exactly one allowed page at depth @d, aligned (the common case): returns 0 with
+ * the leaf cleared, -ENOENT when its slot is empty, or PT_SLOW, having changed nothing, when
+ * the walk meets anything else (a larger leaf, a table to unlink) for the general path.
+ */
+static inline __attribute__((always_inline)) int
+pt_unmap_one(struct dg_pt *pt, uint64_t va, unsigned int d, struct dg_pt_gather *g)
+{
+	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
+	const struct pt_level *l = pt->lvl, *const leaf = l + d;
+	_Atomic uint64_t *table = pt->root, *ptep;
+	uint64_t pte;
+
+	for (; l < leaf; l++) {
+		/* Acquire: pairs with the release CAS that linked a table (pt_install_table). */
+		pte = atomic_load_explicit(table + ((va >> l->shift) & l->index_mask),
+					   memory_order_acquire);
+		if ((pte & tmask) != tval)
+			return pte ? PT_SLOW : -ENOENT;
+		table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
+	}
+	ptep = table + ((va >> l->shift) & l->index_mask);
+	pte = atomic_load_explicit(ptep, memory_order_relaxed);
+	if (!pte)
+		return -ENOENT;
+	if (d != pt->depth - 1 && (pte & tmask) == tval)
+		return PT_SLOW;
+	/* Relaxed: as in pt_unmap_va. */
+	atomic_store_explicit(ptep, 0, memory_order_relaxed);
+	pt_gather_range(g, va + pt->iova_base, va + l->size + pt->iova_base, l->size);
+	return 0;
 }
 
 int dg_pt_unmap(struct dg_pt *pt, uint64_t iova, uint64_t size, struct dg_pt_gather *gather,
@@ -459,6 +644,14 @@ int dg_pt_unmap(struct dg_pt *pt, uint64_t iova, uint64_t size, struct dg_pt_gat
 		return -EINVAL;
 	if (iova < pt->iova_base || va >= pt->va_limit || size > pt->va_limit - va)
 		return -ERANGE;
+	if (pt_one_page(pt, va, size)) {
+		int err = pt_unmap_one(pt, va, pt->leaf_depth_of[__builtin_ctzll(size)], gather);
+
+		if (dg_likely(err != PT_SLOW)) {
+			*unmapped = err ? 0 : size;
+			return err;
+		}
+	}
 	bytes = pt_unmap_va(pt, va, va + size, gather);
 	*unmapped = bytes;
 	return bytes ? 0 : -ENOENT;
@@ -610,11 +803,24 @@ struct dg_pt *dg_pt_create(const struct dg_pt_geometry *geo, const struct dg_pt_
 		l->leaf_ok = (sizes & l->size) != 0;
 		if (!l->leaf_ok)
 			continue;
-		pt->leaf_depths |= 1u << d;
 		pt->geo.pgsize_bitmap |= l->size;
 		for (unsigned int prot = 0; prot < PT_PROT_COMBOS; prot++)
 			if (prot & (DG_PROT_READ | DG_PROT_WRITE))
 				pt->leaf_tmpl[prot][d] = ops->leaf_attrs(pt, prot, d);
+	}
+	/*
+	 * For each alignment (log2): the shallowest depth whose entries it allows, and the
+	 * shallowest whose leaf the page sizes allow too.
+	 */
+	for (unsigned int a = 0; a < 64; a++) {
+		pt->leaf_depth_of[a] = pt->cover_depth_of[a] = (uint8_t)(pt->depth - 1);
+		for (unsigned int d = pt->depth; d-- > 0;) {
+			if (pt->lvl[d].shift > a)
+				break;
+			pt->cover_depth_of[a] = (uint8_t)d;
+			if (pt->lvl[d].leaf_ok)
+				pt->leaf_depth_of[a] = (uint8_t)d;
+		}
 	}
 	pt->root = pt_table_alloc(pt, pt->lvl[0].table_bytes, true);
 	if (!pt->root) {

@@ -86,7 +86,6 @@ struct dg_pt {
 	const struct pt_fmt_ops *ops;
 	struct dg_pt_geometry geo;	/* the effective geometry */
 	uint32_t depth;			/* format: levels of tables, 1..DG_PT_MAX_DEPTH */
-	uint32_t leaf_depths;		/* bit d set: lvl[d].leaf_ok */
 	uint64_t iova_base;		/* format: IOVA of va 0 (flat window base) */
 	uint64_t va_limit;		/* format: va must be below this (2^ias, window size) */
 	uint64_t oa_limit;		/* 2^oas: output addresses must be below */
@@ -105,6 +104,8 @@ struct dg_pt {
 	void *mem_cookie;
 	struct pt_lpae_regs lpae; /* format (LPAE only): register values */
 	uint64_t leaf_tmpl[PT_PROT_COMBOS][DG_PT_MAX_DEPTH]; /* leaf bits but the address */
+	uint8_t leaf_depth_of[64];  /* log2 alignment -> shallowest depth whose leaf fits */
+	uint8_t cover_depth_of[64]; /* log2 alignment -> shallowest depth it covers whole */
 
 	/* Written concurrently by map/unmap (relaxed: statistics, no ordering), own line. */
 	_Atomic uint64_t nr_tables dg_cacheline; /* tables allocated (linked + on gathers) */
