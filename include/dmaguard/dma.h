@@ -290,8 +290,9 @@ DG_EXPORT int dg_dma_map_single(struct dg_dma_dev *dd, void *buf, size_t len, en
 
 /*
  * Unmap a mapping made by dg_dma_map_single(): the same @dma, @len and @dir. With @b (begun
- * on @dd), a strict unmap's invalidation wait is left to dg_dma_batch_end(); with NULL it is
- * done before returning. Under bounce, from-device data is copied back first.
+ * on @dd), a strict unmap's page removal, invalidation and wait are left to
+ * dg_dma_batch_end() (one page-table call per run of adjacent IOVAs, one wait for all); with
+ * NULL they are done before returning. Under bounce, from-device data is copied back first.
  * Errors (nothing changed): -EINVAL @len or @dir differ from the mapping's, @b belongs to
  * another device, the mapping was made by another kind of call (page, sg, coherent);
  * -ENOENT @dma is not the address of a live mapping (never mapped, already unmapped).
@@ -403,22 +404,24 @@ DG_EXPORT int dg_dma_iova_alloc(struct dg_dma_dev *dd, uint64_t size, struct dg_
  * granule) for @dir; *dma gets the DMA address of @buf (st->addr + offset + buf's offset in
  * its page). Usable by the device once dg_dma_iova_sync() covering it returned.
  * Errors (nothing linked): -EINVAL len 0, unaligned offset, bad dir, NULL argument;
- * -ERANGE the pages do not fit in the range; -EEXIST part of it is linked; -ENOMEM.
+ * -ERANGE the pages do not fit in the range; -EEXIST part of it is linked, or was unlinked
+ * in a batch that has not ended yet (its pages go at the batch's end); -ENOMEM.
  */
 DG_EXPORT int dg_dma_iova_link(struct dg_dma_iova_state *st, uint64_t offset, const void *buf,
 			       size_t len, enum dg_dma_dir dir, uint64_t *dma);
 
 /*
- * Make links in [offset, offset + size) usable: nothing to do unless linking replaced table
- * pages, which are invalidated here (one wait at most). Errors: -EINVAL, -ERANGE bad range;
- * -ETIMEDOUT.
+  * Make links in [offset, offset + size) usable. Links never map over a present entry and
+ * invalidate any table page they replace themselves, so this only checks its arguments (kept
+ * for the protocol of Linux's dma_iova_sync()). Errors: -EINVAL size 0 or no range;
+ * -ERANGE outside the range.
  */
 DG_EXPORT int dg_dma_iova_sync(struct dg_dma_iova_state *st, uint64_t offset, uint64_t size);
 
 /*
- * Remove the link made at @offset with the same @len and @dir. With @b the invalidation is
- * left to dg_dma_batch_end() (the offset may be linked again only after it); otherwise done
- * before returning. Ranges are reused by design, so every translated policy (lazy included)
+ * Remove the link made at @offset with the same @len and @dir. With @b the pages are removed
+ * and invalidated at dg_dma_batch_end() (the offset can be linked again only after it:
+ * -EEXIST before); otherwise before returning. Ranges are reused by design, so every translated policy (lazy included)
  * invalidates here. Errors (nothing changed): -EINVAL bad offset, len or dir differs from the
  * link's, @b of another device; -ENOENT nothing linked at @offset; -ETIMEDOUT as unmap.
  */

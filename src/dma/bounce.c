@@ -41,17 +41,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { ST_FREE = 1, ST_ALLOC = 2, ST_CLAIMED = 3 };
+/* Block states: free in the buddy lists, live, being unmapped, free in the quick cache. */
+enum { ST_FREE = 1, ST_ALLOC = 2, ST_CLAIMED = 3, ST_CACHED = 4 };
 
-/* st word: state [1:0] | kind [4:2] | dir [6:5] | order [11:7] | nents [31:16] */
+/* st word: state [2:0] | kind [5:3] | dir [7:6] | order [12:8] | nents [31:16] */
 #define ST(state, kind, dir, order, nents)                                  \
-	((uint32_t)(state) | (uint32_t)(kind) << 2 | (uint32_t)(dir) << 5 | \
-	 (uint32_t)(order) << 7 | (uint32_t)(nents) << 16)
-#define ST_STATE(w) ((w)&3u)
-#define ST_KIND(w)  (((w) >> 2) & 7u)
-#define ST_DIR(w)   (((w) >> 5) & 3u)
-#define ST_ORDER(w) (((w) >> 7) & 31u)
+	((uint32_t)(state) | (uint32_t)(kind) << 3 | (uint32_t)(dir) << 6 | \
+	 (uint32_t)(order) << 8 | (uint32_t)(nents) << 16)
+#define ST_STATE(w) ((w)&7u)
+#define ST_KIND(w)  (((w) >> 3) & 7u)
+#define ST_DIR(w)   (((w) >> 6) & 3u)
+#define ST_ORDER(w) (((w) >> 8) & 31u)
 #define ST_NENTS(w) ((w) >> 16)
+
+#define QC_MAX	    32 /* freed blocks kept per order without merging (the quick cache) */
 
 struct bounce_rec {
 	union {
@@ -67,11 +70,13 @@ static_assert(sizeof(struct bounce_rec) == 16, "bounce_rec is 16 bytes");
 
 struct bounce_area {
 	struct dg_spinlock lock;
-	uint32_t free_head[BOUNCE_MAX_ORDER + 1]; /* under lock */
-	uint64_t in_use;			  /* bytes in live blocks, under lock */
-	uint8_t *mem;				  /* host memory of the area */
-	uint64_t iova;				  /* its DMA address */
-	struct bounce_rec *rec;			  /* one per unit */
+	uint32_t free_head[BOUNCE_MAX_ORDER + 1];  /* under lock */
+	uint8_t qn[BOUNCE_MAX_ORDER + 1];	   /* quick cache fill, under lock */
+	uint32_t qc[BOUNCE_MAX_ORDER + 1][QC_MAX]; /* quick cache: freed blocks, unmerged */
+	uint64_t in_use;			   /* bytes in live blocks, under lock */
+	uint8_t *mem;				   /* host memory of the area */
+	uint64_t iova;				   /* its DMA address */
+	struct bounce_rec *rec;			   /* one per unit */
 	enum dg_dma_dir dir;
 	bool readable; /* the device can read it: zero the padding */
 } dg_cacheline;
@@ -131,13 +136,11 @@ static uint32_t buddy_alloc(struct bounce_area *a, unsigned int order)
 		o--;
 		fl_push(a, u + (1u << o), o);
 	}
-	a->in_use += 1ull << (order + BOUNCE_UNIT_SHIFT);
 	return u;
 }
 
 static void buddy_free(struct bounce_area *a, uint32_t u, unsigned int order)
 {
-	a->in_use -= 1ull << (order + BOUNCE_UNIT_SHIFT);
 	atomic_store_explicit(&a->rec[u].st, 0, memory_order_relaxed);
 	while (order < BOUNCE_MAX_ORDER) {
 		uint32_t b = u ^ (1u << order);
@@ -150,6 +153,53 @@ static void buddy_free(struct bounce_area *a, uint32_t u, unsigned int order)
 		order++;
 	}
 	fl_push(a, u, order);
+}
+
+/* Give every quick-cached block back to the buddy lists (merging). */
+static void qc_drain(struct bounce_area *a)
+{
+	for (unsigned int o = 0; o <= BOUNCE_MAX_ORDER; o++) {
+		while (a->qn[o])
+			buddy_free(a, a->qc[o][--a->qn[o]], o);
+	}
+}
+
+/*
+ * Take a block of 2^order units (lock held): the quick cache first (no splitting), then the
+ * buddy lists, then the buddy lists after draining the quick caches into them. Like the
+ * per-CPU page lists in front of Linux's buddy allocator, this keeps a steady stream of same-
+ * sized buffers from splitting and merging a 256 KiB block on every map and unmap.
+ */
+static uint32_t slot_take(struct bounce_area *a, unsigned int order)
+{
+	uint32_t u;
+
+	if (a->qn[order]) {
+		u = a->qc[order][--a->qn[order]];
+	} else {
+		u = buddy_alloc(a, order);
+		if (u == BOUNCE_NONE) {
+			qc_drain(a);
+			u = buddy_alloc(a, order);
+			if (u == BOUNCE_NONE)
+				return u;
+		}
+	}
+	a->in_use += 1ull << (order + BOUNCE_UNIT_SHIFT);
+	return u;
+}
+
+/* Give a block back (lock held). */
+static void slot_give(struct bounce_area *a, uint32_t u, unsigned int order)
+{
+	a->in_use -= 1ull << (order + BOUNCE_UNIT_SHIFT);
+	if (a->qn[order] < QC_MAX) {
+		a->qc[order][a->qn[order]++] = u;
+		atomic_store_explicit(&a->rec[u].st, ST(ST_CACHED, 0, 0, order, 0),
+				      memory_order_relaxed);
+		return;
+	}
+	buddy_free(a, u, order);
 }
 
 /* ---- setup ------------------------------------------------------------------------------------ */
@@ -292,7 +342,7 @@ static int slot_alloc(struct dg_dma_dev *dd, struct dma_bounce *bo, enum dg_dma_
 		uint32_t u;
 
 		dg_spin_lock(&a->lock);
-		u = buddy_alloc(a, order);
+		u = slot_take(a, order);
 		dg_spin_unlock(&a->lock);
 		if (u != BOUNCE_NONE) {
 			*ap = a;
@@ -381,7 +431,9 @@ static int claim(struct dma_bounce *bo, uint64_t dma, uint64_t len, enum dg_dma_
 	if (ST_DIR(st) != dir || ST_KIND(st) != kind || ST_NENTS(st) != nents ||
 	    a->rec[u].len != len)
 		return -EINVAL;
-	if (!atomic_compare_exchange_strong_explicit(&a->rec[u].st, &st, (st & ~3u) | ST_CLAIMED,
+	/* One of two racing unmaps wins; acquire, like the load above, pairs with the release
+	 * store in bounce_map_list() (orig and len are read after it). */
+	if (!atomic_compare_exchange_strong_explicit(&a->rec[u].st, &st, (st & ~7u) | ST_CLAIMED,
 						     memory_order_acquire, memory_order_relaxed))
 		return -ENOENT;
 	*ap = a;
@@ -397,7 +449,7 @@ void dma_bounce_free(struct dg_dma_dev *dd, uint64_t dma)
 	uint32_t st = atomic_load_explicit(&a->rec[u].st, memory_order_relaxed);
 
 	dg_spin_lock(&a->lock);
-	buddy_free(a, u, ST_ORDER(st));
+	slot_give(a, u, ST_ORDER(st));
 	dg_spin_unlock(&a->lock);
 }
 
@@ -427,8 +479,8 @@ static int bounce_unmap_list(struct dg_dma_dev *dd, uint64_t dma, const struct d
 		dma_batch_add_bounce(b, dma);
 	} else {
 		dg_spin_lock(&a->lock);
-		buddy_free(a, u,
-			   ST_ORDER(atomic_load_explicit(&a->rec[u].st, memory_order_relaxed)));
+		slot_give(a, u,
+			  ST_ORDER(atomic_load_explicit(&a->rec[u].st, memory_order_relaxed)));
 		dg_spin_unlock(&a->lock);
 	}
 	return 0;
@@ -597,11 +649,12 @@ void dma_bounce_stats(const struct dma_bounce *cbo, struct dg_dma_stats *st)
 	}
 }
 
-int dma_bounce_check(const struct dma_bounce *bo, FILE *why)
+int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live)
 {
+	*live = 0;
 	for (unsigned int i = 0; i < bo->nareas; i++) {
 		const struct bounce_area *a = &bo->area[i];
-		uint64_t used = 0, nfree[BOUNCE_MAX_ORDER + 1] = {0};
+		uint64_t used = 0, nfree[BOUNCE_MAX_ORDER + 1] = {0}, ncached = 0;
 
 		for (uint32_t u = 0; u < bo->units;) {
 			uint32_t st = atomic_load_explicit(&a->rec[u].st, memory_order_relaxed);
@@ -624,8 +677,12 @@ int dma_bounce_check(const struct dma_bounce *bo, FILE *why)
 				}
 			if (ST_STATE(st) == ST_FREE)
 				nfree[o]++;
-			else
+			else if (ST_STATE(st) == ST_CACHED)
+				ncached++;
+			else {
 				used += 1ull << (o + BOUNCE_UNIT_SHIFT);
+				*live += ST_STATE(st) == ST_ALLOC; /* not CLAIMED (in a batch) */
+			}
 			u += 1u << o;
 		}
 		if (used != a->in_use) {
@@ -639,6 +696,21 @@ int dma_bounce_check(const struct dma_bounce *bo, FILE *why)
 		for (unsigned int o = 0; o <= BOUNCE_MAX_ORDER; o++) {
 			uint64_t n = 0;
 
+			for (unsigned int k = 0; k < a->qn[o]; k++) {
+				uint32_t st = atomic_load_explicit(&a->rec[a->qc[o][k]].st,
+								   memory_order_relaxed);
+
+				if (st != ST(ST_CACHED, 0, 0, o, 0)) {
+					if (why)
+						fprintf(why,
+							"bounce area %u: quick cache %u holds "
+							"unit %u in state %#x\n",
+							i, o, a->qc[o][k], st);
+					return -EUCLEAN;
+				}
+				ncached--;
+			}
+
 			for (uint32_t u = a->free_head[o]; u != BOUNCE_NONE;
 			     u = a->rec[u].u.fl.next)
 				if (++n > bo->units)
@@ -651,6 +723,13 @@ int dma_bounce_check(const struct dma_bounce *bo, FILE *why)
 						i, o, n, nfree[o]);
 				return -EUCLEAN;
 			}
+		}
+		if (ncached) {
+			if (why)
+				fprintf(why,
+					"bounce area %u: cached blocks not in the quick caches\n",
+					i);
+			return -EUCLEAN;
 		}
 	}
 	return 0;

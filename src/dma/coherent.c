@@ -135,12 +135,11 @@ int dg_dma_free_coherent(struct dg_dma_dev *dd, void *cpu, size_t size, uint64_t
 				 &isize);
 		if (r)
 			return dma_err(dd, r);
-		r = dma_strict_retire(dd, dd->sp, iova, isize, true, NULL);
-		if (r) {
-			/* Unconfirmed: the memory may still be reachable, keep it forever. */
-			ctr_add(dma_tstats(dd), CTR_COH_FREES, 1);
-			return dma_err(dd, r);
-		}
+		/* The memory is freed once no device can reach it: now, or from quarantine. */
+		r = dma_strict_retire(dd, dd->sp, iova, isize, true, NULL, cpu);
+		ctr_add(dma_tstats(dd), CTR_COH_FREES, 1);
+		atomic_fetch_sub_explicit(&dd->persistent, bytes, memory_order_relaxed);
+		return r ? dma_err(dd, r) : 0;
 	}
 	ctr_add(dma_tstats(dd), CTR_COH_FREES, 1);
 	atomic_fetch_sub_explicit(&dd->persistent, bytes, memory_order_relaxed);

@@ -292,7 +292,8 @@ void dma_bounce_destroy(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_
 /* Give back a claimed slot (batch end). */
 void dma_bounce_free(struct dg_dma_dev *dd, uint64_t dma);
 void dma_bounce_stats(const struct dma_bounce *bo, struct dg_dma_stats *st);
-int dma_bounce_check(const struct dma_bounce *bo, FILE *why);
+/* Validate the areas; *live gets the number of live (mapped) slots. */
+int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live);
 uint64_t dma_bounce_bytes(const struct dma_bounce *bo);
 
 /* ---- window (window.c) ------------------------------------------------------------------------ */
@@ -340,6 +341,7 @@ struct dma_quarantine {
 	uint32_t n;
 	uint64_t iova[DG_DMA_BATCH_MAX]; /* IOVA ranges to free once confirmed */
 	uint64_t size[DG_DMA_BATCH_MAX];
+	void *mem; /* host memory to free once confirmed (coherent, pool) */
 };
 
 /* Everything a policy owns (dma_dev.c). */
@@ -458,8 +460,18 @@ static inline void ctr_max(_Atomic uint64_t *m, uint64_t v)
 		atomic_store_explicit(m, v, memory_order_relaxed);
 }
 
-/* The slot of the CPU this thread last ran on (re-read every 256 calls), < @n. */
-unsigned int dma_cpu(unsigned int n);
+extern _Thread_local unsigned int dma_tls_cpu __attribute__((tls_model("initial-exec")));
+extern _Thread_local unsigned int dma_tls_cpu_left __attribute__((tls_model("initial-exec")));
+unsigned int dma_cpu_refresh(unsigned int n);
+
+/* The slot of the CPU this thread last ran on (re-read every 256 calls), < @n. Correctness
+ * never depends on it (per-CPU structures are locked): only speed does. */
+static inline unsigned int dma_cpu(unsigned int n)
+{
+	if (dg_unlikely(!dma_tls_cpu_left--))
+		return dma_cpu_refresh(n);
+	return dg_likely(dma_tls_cpu < n) ? dma_tls_cpu : dma_tls_cpu % n;
+}
 
 /* Permission bits for a direction. */
 static inline unsigned int dma_dir_prot(enum dg_dma_dir dir)
@@ -486,9 +498,10 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 /* Claim (validate and invalidate) the record of a translated mapping (map.c). */
 int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_dir dir,
 		 enum dma_kind kind, uint32_t nents, uint64_t *iova, uint64_t *iova_size);
-/* Remove [iova, iova + size) from @sp and give the IOVA back, strictly (map.c). */
+/* Remove [iova, iova + size) from @sp and give the IOVA back, strictly (map.c); @mem (not with
+ * a batch) is freed once no device can reach it. */
 int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova, uint64_t size,
-		      bool free_iova, struct dg_dma_batch *b);
+		      bool free_iova, struct dg_dma_batch *b, void *mem);
 /* Submit an invalidation of @cmds and wait (counts submits and waits). */
 int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq);
 /* Invalidate what @g covers in @sp and wait; then release its tables. */
@@ -496,7 +509,7 @@ int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_g
 /* Park a timed-out invalidation's IOVAs (map.c); retried by dma_quarantine_retry(). */
 void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t seq,
 			struct dg_pt_gather *g, const uint64_t *iova, const uint64_t *size,
-			uint32_t n);
+			uint32_t n, void *mem);
 int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait);
 /* Translated unmap shared by strict, window (on demand) and pool fallbacks. */
 int dma_xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma, size_t len,

@@ -70,6 +70,7 @@ found:
 
 void dma_tstats_free(struct dg_dma_dev *dd)
 {
+	/* Acquire pairs with the release CAS in dma_tstats_slow(). */
 	struct dma_tstats *t = atomic_load_explicit(&dd->tstats, memory_order_acquire);
 
 	while (t) {
@@ -145,18 +146,16 @@ int dma_err(struct dg_dma_dev *dd, int err)
 	return err;
 }
 
-static _Thread_local unsigned int tls_cpu;
-static _Thread_local unsigned int tls_cpu_left;
+_Thread_local unsigned int dma_tls_cpu __attribute__((tls_model("initial-exec")));
+_Thread_local unsigned int dma_tls_cpu_left __attribute__((tls_model("initial-exec")));
 
-unsigned int dma_cpu(unsigned int n)
+unsigned int dma_cpu_refresh(unsigned int n)
 {
-	if (dg_unlikely(!tls_cpu_left--)) {
-		int c = sched_getcpu();
+	int c = sched_getcpu();
 
-		tls_cpu = c < 0 ? 0 : (unsigned int)c;
-		tls_cpu_left = 255;
-	}
-	return n > 1 ? tls_cpu % n : 0;
+	dma_tls_cpu = c < 0 ? 0 : (unsigned int)c;
+	dma_tls_cpu_left = 255;
+	return dg_likely(dma_tls_cpu < n) ? dma_tls_cpu : dma_tls_cpu % n;
 }
 
 int dg_dma_dev_stats(const struct dg_dma_dev *dd, struct dg_dma_stats *st)
@@ -324,6 +323,7 @@ static int check_rec(void *arg, uint64_t iova, uint64_t w0, uint64_t w1, uint64_
 int dg_dma_dev_check(const struct dg_dma_dev *dd, FILE *why)
 {
 	struct check_ctx cx = {.dd = dd, .why = why};
+	uint64_t c[CTR_NR], m, coh, maps, live_slots = 0;
 	int r;
 
 	if (!dd)
@@ -335,7 +335,18 @@ int dg_dma_dev_check(const struct dg_dma_dev *dd, FILE *why)
 	r = dma_rec_for_each(&dd->sp->rec, check_rec, &cx);
 	if (r)
 		return r;
-	if (dd->bounce && dma_bounce_check(dd->bounce, why))
+	if (dd->bounce && dma_bounce_check(dd->bounce, why, &live_slots))
 		return -EUCLEAN;
+	/* The counters agree with the records where every mapping has one. */
+	tstats_sum(dd, c, &m);
+	coh = c[CTR_COH_ALLOCS] - c[CTR_COH_FREES];
+	maps = c[CTR_MAPS] - c[CTR_UNMAPS];
+	if ((dd->policy == DG_DMA_STRICT || dd->policy == DG_DMA_LAZY) && cx.records != maps + coh)
+		return check_fail(why, "%" PRIu64 " records but %" PRIu64 " live mappings",
+				  cx.records, maps + coh);
+	if (dd->policy == DG_DMA_BOUNCE && (cx.records != coh || live_slots != maps))
+		return check_fail(why,
+				  "%" PRIu64 " live shadow slots but %" PRIu64 " live mappings",
+				  live_slots, maps);
 	return 0;
 }

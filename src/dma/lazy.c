@@ -161,7 +161,7 @@ int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size)
 		r = dg_inval_wait(dd->dma->mmu, seq);
 		ctr_add(dma_tstats(dd), CTR_WAITS, 1);
 		if (r) /* the devices do not answer: fall back to a strict, quarantined unmap */
-			return dma_strict_retire(dd, dd->sp, iova, size, true, NULL);
+			return dma_strict_retire(dd, dd->sp, iova, size, true, NULL, NULL);
 		dg_spin_lock(&fq->lock);
 		reclaim(dd, lz, fq);
 	}

@@ -213,7 +213,7 @@ int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_g
 	gather_cmd(sp, g, &c);
 	r = dma_inval(dd, &c, 1, &seq);
 	if (r) {
-		dma_quarantine_add(dd, sp, seq, g, NULL, NULL, 0);
+		dma_quarantine_add(dd, sp, seq, g, NULL, NULL, 0, NULL);
 		return r;
 	}
 	dg_pt_gather_release(sp->pt, g);
@@ -222,7 +222,7 @@ int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_g
 
 void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t seq,
 			struct dg_pt_gather *g, const uint64_t *iova, const uint64_t *size,
-			uint32_t n)
+			uint32_t n, void *mem)
 {
 	struct dma_quarantine *q = calloc(1, sizeof(*q));
 
@@ -233,8 +233,10 @@ void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t se
 		dg_pt_gather_release(sp->pt, g);
 		for (uint32_t i = 0; i < n; i++)
 			dg_iova_free(sp->iova, iova[i], size[i]);
+		free(mem);
 		return;
 	}
+	q->mem = mem;
 	q->sp = sp;
 	q->seq = seq;
 	q->gather = *g; /* takes over the table pages */
@@ -269,6 +271,7 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 		dg_pt_gather_release(q->sp->pt, &q->gather);
 		for (uint32_t i = 0; i < q->n; i++)
 			dg_iova_free(q->sp->iova, q->iova[i], q->size[i]);
+		free(q->mem);
 		atomic_fetch_sub_explicit(&dd->nr_quarantined, q->n ? q->n : 1,
 					  memory_order_relaxed);
 		*pq = q->next;
@@ -280,72 +283,99 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 
 /* ---- batches ------------------------------------------------------------------------------ */
 
-/* Invalidation commands for the batch's translated entries: one over the hull, or per run. */
-static size_t batch_cmds(const struct dg_dma_batch *b, const struct dma_space *sp,
-			 struct dg_inval_cmd *cmds)
+/*
+ * The batch's translated ranges in address order, adjacent ones merged into runs; *sum gets
+ * their bytes. Magazines hand ranges back last-in first-out, so a descending batch is
+ * reversed rather than insertion-sorted.
+ */
+static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *hi, uint64_t *sum)
 {
-	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], sum = 0;
-	unsigned int flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0;
-	size_t n = 0, nc = 0;
+	bool asc = true, desc = true;
+	size_t n = 0, m = 0;
 
-	for (uint32_t i = 0; i < b->n; i++)
-		if ((b->ent[i].size & BATCH_KIND) != BATCH_BOUNCE)
-			sum += b->ent[i].size & ~(uint64_t)BATCH_KIND;
-	if (b->gather.start == b->gather.end || b->gather.end - b->gather.start <= 4 * sum) {
-		gather_cmd(sp, &b->gather, &cmds[0]);
-		return 1;
-	}
-	/* Far apart: one command per run of adjacent ranges, in address order. */
+	*sum = 0;
 	for (uint32_t i = 0; i < b->n; i++) {
-		uint64_t a, e;
-		size_t j;
-
 		if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
 			continue;
-		a = b->ent[i].addr;
-		e = a + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
-		for (j = n; j > 0 && lo[j - 1] > a; j--) { /* insertion sort by start */
-			lo[j] = lo[j - 1];
-			hi[j] = hi[j - 1];
+		lo[n] = b->ent[i].addr;
+		hi[n] = lo[n] + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
+		*sum += hi[n] - lo[n];
+		if (n) {
+			asc = asc && lo[n] > lo[n - 1];
+			desc = desc && lo[n] < lo[n - 1];
 		}
-		lo[j] = a;
-		hi[j] = e;
 		n++;
 	}
-	for (size_t i = 0; i < n; i++) {
-		if (nc && lo[i] <= cmds[nc - 1].iova + cmds[nc - 1].size) {
-			uint64_t end = cmds[nc - 1].iova + cmds[nc - 1].size;
+	if (n > 1 && desc) {
+		for (size_t i = 0, j = n - 1; i < j; i++, j--) {
+			uint64_t tl = lo[i], th = hi[i];
 
-			if (hi[i] > end)
-				cmds[nc - 1].size = hi[i] - cmds[nc - 1].iova;
+			lo[i] = lo[j];
+			hi[i] = hi[j];
+			lo[j] = tl;
+			hi[j] = th;
+		}
+	} else if (n > 1 && !asc) {
+		for (size_t i = 1; i < n; i++) {
+			uint64_t tl = lo[i], th = hi[i];
+			size_t j;
+
+			for (j = i; j > 0 && lo[j - 1] > tl; j--) {
+				lo[j] = lo[j - 1];
+				hi[j] = hi[j - 1];
+			}
+			lo[j] = tl;
+			hi[j] = th;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (m && lo[i] == hi[m - 1]) {
+			hi[m - 1] = hi[i];
 			continue;
 		}
-		memset(&cmds[nc], 0, sizeof(cmds[nc]));
-		cmds[nc].type = DG_INVAL_RANGE;
-		cmds[nc].flags = flags;
-		cmds[nc].domain = sp->dom_id;
-		cmds[nc].iova = lo[i];
-		cmds[nc].size = hi[i] - lo[i];
-		nc++;
+		lo[m] = lo[i];
+		hi[m] = hi[i];
+		m++;
 	}
-	return nc;
+	return m;
 }
 
+/*
+ * End of a batch (or a full ent[]): remove the pages of every deferred unmap - one page-table
+ * call per run of adjacent IOVAs, so a ring's consecutive slots cost one walk - invalidate
+ * (one command over the hull when it is at most four times the bytes unmapped, else one per
+ * run), wait once, then give back table pages, IOVAs and shadow slots.
+ */
 static int batch_flush(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
-	uint64_t qi[DG_DMA_BATCH_MAX], qs[DG_DMA_BATCH_MAX];
+	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], qi[DG_DMA_BATCH_MAX];
+	uint64_t qs[DG_DMA_BATCH_MAX], sum, unmapped, seq = 0;
 	uint32_t nq = 0;
+	size_t nr;
 	int r = 0;
 
-	if (!b->n && gather_empty(&b->gather))
+	if (!b->n)
 		return 0;
-	if (!gather_empty(&b->gather)) {
+	nr = batch_runs(b, lo, hi, &sum);
+	if (nr) {
 		struct dg_inval_cmd cmds[DG_DMA_BATCH_MAX];
-		size_t nc = batch_cmds(b, sp, cmds);
-		uint64_t seq = 0;
+		size_t nc = 1;
 
+		for (size_t i = 0; i < nr; i++)
+			dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], &b->gather, &unmapped);
+		if (nr == 1 || b->gather.end - b->gather.start <= 4 * sum) {
+			gather_cmd(sp, &b->gather, &cmds[0]);
+		} else {
+			for (nc = 0; nc < nr; nc++)
+				cmds[nc] = (struct dg_inval_cmd){
+					.type = DG_INVAL_RANGE,
+					.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
+					.domain = sp->dom_id,
+					.iova = lo[nc],
+					.size = hi[nc] - lo[nc]};
+		}
 		r = dma_inval(dd, cmds, nc, &seq);
 		if (r) {
 			for (uint32_t i = 0; i < b->n; i++) {
@@ -354,7 +384,7 @@ static int batch_flush(struct dg_dma_batch *b)
 				qi[nq] = b->ent[i].addr;
 				qs[nq++] = b->ent[i].size & ~(uint64_t)BATCH_KIND;
 			}
-			dma_quarantine_add(dd, sp, seq, &b->gather, qi, qs, nq);
+			dma_quarantine_add(dd, sp, seq, &b->gather, qi, qs, nq, NULL);
 		} else {
 			dg_pt_gather_release(sp->pt, &b->gather);
 		}
@@ -559,7 +589,7 @@ fail_map:
 
 		gather_cmd(sp, &gth, &c);
 		if (dma_inval(dd, &c, 1, &seq)) {
-			dma_quarantine_add(dd, sp, seq, &gth, &iova, &total, 1);
+			dma_quarantine_add(dd, sp, seq, &gth, &iova, &total, 1, NULL);
 			return r;
 		}
 		dg_pt_gather_release(sp->pt, &gth);
@@ -597,16 +627,15 @@ int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_d
 }
 
 int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova, uint64_t size,
-		      bool free_iova, struct dg_dma_batch *b)
+		      bool free_iova, struct dg_dma_batch *b, void *mem)
 {
 	struct dg_pt_gather g;
 	struct dg_inval_cmd c;
 	uint64_t unmapped, seq = 0;
 	int r;
 
-	if (b && !dd->reference) {
+	if (b && !dd->reference) { /* the pages go at the batch's end, with the others */
 		batch_reserve(b);
-		dg_pt_unmap(sp->pt, iova, size, &b->gather, &unmapped);
 		b->ent[b->n].addr = iova;
 		b->ent[b->n].size = size | (free_iova ? BATCH_IOVA : BATCH_NOFREE);
 		b->n++;
@@ -621,12 +650,13 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		r = dma_inval(dd, &c, 1, &seq);
 	}
 	if (dg_unlikely(r)) {
-		dma_quarantine_add(dd, sp, seq, &g, &iova, &size, free_iova ? 1 : 0);
+		dma_quarantine_add(dd, sp, seq, &g, &iova, &size, free_iova ? 1 : 0, mem);
 		return r;
 	}
 	dg_pt_gather_release(sp->pt, &g);
 	if (free_iova)
 		dg_iova_free(sp->iova, iova, size);
+	free(mem);
 	return 0;
 }
 
@@ -640,7 +670,7 @@ int dma_xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma, size
 		return r;
 	if (dd->lazy && kind != KIND_COHERENT)
 		return dma_lazy_retire(dd, iova, size);
-	return dma_strict_retire(dd, sp, iova, size, true, b);
+	return dma_strict_retire(dd, sp, iova, size, true, b, NULL);
 }
 
 /* ---- identity ------------------------------------------------------------------------------ */

@@ -148,6 +148,8 @@ struct dg_dma_pool *dg_dma_pool_create(struct dg_dma_dev *dd, size_t buf_size, u
 	atomic_store_explicit(&dd->nr_pools,
 			      atomic_load_explicit(&dd->nr_pools, memory_order_relaxed) + 1,
 			      memory_order_relaxed);
+	/* Release pairs with the acquire loads of nr_pools_hw in dma_pool_lookup()/owns(): the
+	 * slot below it is visible to whoever sees the new bound. */
 	if (slot + 1 > atomic_load_explicit(&dd->nr_pools_hw, memory_order_relaxed))
 		atomic_store_explicit(&dd->nr_pools_hw, slot + 1, memory_order_release);
 	pthread_mutex_unlock(&dd->pool_lock);
@@ -190,30 +192,16 @@ int dg_dma_pool_destroy(struct dg_dma_pool *p)
 			      atomic_load_explicit(&dd->nr_pools, memory_order_relaxed) - 1,
 			      memory_order_relaxed);
 	pthread_mutex_unlock(&dd->pool_lock);
-	if (p->iova_size) {
-		struct dg_pt_gather g;
-		uint64_t un;
-
-		dg_pt_gather_init(&g);
-		dg_domain_unmap(dd->sp->dom, p->iova, p->iova_size, &g, &un);
-		r = dma_flush_gather(dd, dd->sp, &g);
-		if (r) {
-			/* The pool's pages may still be reachable: keep them (never reused). */
-			atomic_fetch_sub_explicit(&dd->persistent, p->mem_size,
-						  memory_order_relaxed);
-			free((void *)p->next);
-			free((void *)p->out);
-			free(p);
-			return dma_err(dd, r);
-		}
-		dg_iova_free(dd->sp->iova, p->iova, p->iova_size);
-	}
 	atomic_fetch_sub_explicit(&dd->persistent, p->mem_size, memory_order_relaxed);
-	free(p->mem);
+	if (p->iova_size)
+		/* unmap, invalidate, then free the memory (or quarantine it until confirmed) */
+		r = dma_strict_retire(dd, dd->sp, p->iova, p->iova_size, true, NULL, p->mem);
+	else
+		free(p->mem);
 	free((void *)p->next);
 	free((void *)p->out);
 	free(p);
-	return 0;
+	return r ? dma_err(dd, r) : 0;
 }
 
 int dg_dma_pool_get(struct dg_dma_pool *p, void **buf, uint64_t *dma)

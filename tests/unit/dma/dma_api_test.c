@@ -871,6 +871,10 @@ static void test_two_step(void **state)
 			assert_int_equal(dg_dma_iova_unlink(&st, i * 4096ull, 2048,
 							    DG_DMA_BIDIRECTIONAL, &b),
 					 0);
+		if (p != DG_DMA_IDENTITY) /* the slot's pages go at the batch's end */
+			assert_int_equal(dg_dma_iova_link(&st, 0, bufs, 64, DG_DMA_TO_DEVICE,
+							  &dma[0]),
+					 -EEXIST);
 		assert_int_equal(dg_dma_batch_end(&b), 0);
 		struct dg_dma_stats s1 = stats(t.dd);
 		if (p != DG_DMA_IDENTITY) {
@@ -1130,11 +1134,9 @@ static void test_lazy_window(void **state)
 		assert_int_equal(dg_dev_read(t.dev, dma, got, 8), 0);
 		assert_int_equal(
 			dg_dma_unmap_single(t.dd, dma, n * 100, DG_DMA_BIDIRECTIONAL, 0, NULL), 0);
-		fixture_advance(&t.f, (i % 7) * 50000); /* 0..300 us between unmaps */
-		if (i % 4 == 0) {
-			fixture_advance(&t.f, period - 100000);
+		fixture_advance(&t.f, period / 4); /* housekeeping every period */
+		if (i % 4 == 3)
 			dg_dma_housekeep(t.f.dma);
-		}
 	}
 	st = stats(t.dd);
 	assert_true(st.lazy_flushes > 100);
@@ -1180,6 +1182,60 @@ static void test_reference(void **state)
 	free(buf);
 }
 
+/* ---- a device that never reaches a quiescent point ------------------------------------------- */
+
+static void test_timeouts(void **state)
+{
+	uint8_t *buf = page_alloc(4 * 4096), got[8];
+	struct dg_dma_pool *pool = NULL;
+	struct dg_dma_batch b;
+	uint64_t dma, dma2, cdma;
+	void *coh;
+	struct t t;
+
+	(void)state;
+	assert_int_equal(fixture_init(&t.f, false, 20000000), 0); /* waits give up after 20 ms */
+	t.dd = fixture_dev(&t.f, 1, DG_DMA_STRICT, NULL, &t.dev);
+	assert_non_null(t.dd);
+	assert_int_equal(dg_dma_map_single(t.dd, buf, 100, DG_DMA_TO_DEVICE, 0, &dma), 0);
+	assert_int_equal(dg_dma_map_single(t.dd, buf + 4096, 100, DG_DMA_TO_DEVICE, 0, &dma2), 0);
+	coh = dg_dma_alloc_coherent(t.dd, 4096, &cdma);
+	assert_non_null(coh);
+	/* The device does one DMA and stays online without ever acknowledging again. */
+	assert_int_equal(dg_dev_read(t.dev, dma, got, 8), 0);
+	assert_int_equal(dg_dma_unmap_single(t.dd, dma, 100, DG_DMA_TO_DEVICE, 0, NULL),
+			 -ETIMEDOUT);
+	struct dg_dma_stats st = stats(t.dd);
+	assert_int_equal(st.err_timeout, 1);
+	assert_int_equal(st.quarantined, 1);
+	assert_int_equal(st.live, 2); /* the unmap happened, its IOVA is held back */
+	assert_int_equal(dg_dma_unmap_single(t.dd, dma, 100, DG_DMA_TO_DEVICE, 0, NULL), -ENOENT);
+	dg_dma_batch_begin(t.dd, &b);
+	assert_int_equal(dg_dma_unmap_single(t.dd, dma2, 100, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
+	assert_int_equal(dg_dma_free_coherent(t.dd, coh, 4096, cdma), -ETIMEDOUT);
+	assert_int_equal(stats(t.dd).quarantined, 3);
+	assert_int_equal(stats(t.dd).live, 0);
+	/* not idle while anything waits for confirmation */
+	assert_int_equal(dg_dma_dev_set_policy(t.dd, DG_DMA_LAZY), -ETIMEDOUT);
+	dg_dma_housekeep(t.f.dma);
+	assert_int_equal(stats(t.dd).quarantined, 3);
+	/* the device reaches a quiescent point: everything is confirmed and released */
+	dg_dev_quiesce(t.dev);
+	dg_dma_housekeep(t.f.dma);
+	assert_int_equal(stats(t.dd).quarantined, 0);
+	assert_int_equal(dg_dev_read(t.dev, dma, got, 8), -EFAULT);
+	dg_dev_set_auto_offline(t.dev, true);
+	dg_dev_offline(t.dev);
+	/* pools go through the same path */
+	assert_int_equal(dg_dma_dev_set_policy(t.dd, DG_DMA_POOL), 0);
+	pool = dg_dma_pool_create(t.dd, 4096, 4, DG_DMA_BIDIRECTIONAL, 0);
+	assert_non_null(pool);
+	assert_int_equal(dg_dma_pool_destroy(pool), 0);
+	teardown_dev(&t);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1204,6 +1260,7 @@ int main(void)
 		cmocka_unit_test(test_switch_and_force),
 		cmocka_unit_test(test_lazy_window),
 		cmocka_unit_test(test_reference),
+		cmocka_unit_test(test_timeouts),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
