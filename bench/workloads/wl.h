@@ -47,6 +47,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 /* ---- configurations ------------------------------------------------------------------------ */
 
@@ -112,7 +113,8 @@ struct wl_ctr {
 	_Atomic uint64_t errors;     /* failed DMA API call, device fault, corrupt data */
 	_Atomic uint64_t timeouts;   /* -ETIMEDOUT of an invalidation wait (not fatal) */
 	_Atomic uint64_t polls;	     /* polls (driver) or bursts (device) with work */
-	char pad[40];
+	_Atomic uint64_t loops;	     /* passes of the thread's loop (the stuck-run report) */
+	char pad[32];
 };
 
 static inline void wl_ctr_add(_Atomic uint64_t *c, uint64_t v)
@@ -158,6 +160,8 @@ struct wl_drv {
 
 /* What a device thread keeps between bursts. */
 #define WL_DEV_SG 1024 /* translated segments one device burst holds */
+#define WL_BURST_BYTES \
+	65536u /* payload one device burst moves at most (one send more) */ /* translated segments one device burst holds */
 struct wl_dev {
 	struct wl_run *run;
 	unsigned int id;
@@ -168,6 +172,8 @@ struct wl_dev {
 	uint64_t xlat_ns; /* ns translating in this burst so far (timed bursts) */
 	uint64_t units;	  /* units of this burst so far */
 	uint8_t *scratch; /* the "wire": where transmitted payload is copied (64 KiB) */
+	unsigned int ndevs;
+	struct dg_device *devs[WL_MAX_PORTS]; /* the devices of this thread */
 	struct dg_sg sg[WL_DEV_SG];
 };
 
@@ -215,7 +221,8 @@ struct wl_workload {
 	bool (*drv_poll)(struct wl_drv *d, struct wl_port *p);
 	bool (*drv_idle)(const struct wl_port *p); /* nothing outstanding (drain done) */
 	bool (*dev_poll)(struct wl_dev *d, struct wl_port *p);
-	const void *param; /* workload parameters (nic.c, nvme.c) */
+	void (*dump)(const struct wl_port *p, FILE *out); /* ring state (a stuck run) */
+	const void *param;				  /* workload parameters (nic.c, nvme.c) */
 };
 
 extern const struct wl_workload wl_xdp64, wl_xdp64_2k, wl_xdp64_4k, wl_fwd64, wl_bond4, wl_tcp_x1,
@@ -277,6 +284,13 @@ void wl_dev_burst_start(struct wl_dev *d);
 void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes);
 void wl_dev_xlat_begin(struct wl_dev *d);
 void wl_dev_xlat_end(struct wl_dev *d);
+
+/*
+ * Device: the end of a burst on one ring: every device of the thread reaches a quiescent point
+ * (translations released, invalidations acknowledged), so a driver's wait never waits for
+ * more than one burst of the thread, whichever device it is for.
+ */
+void wl_dev_quiesce(struct wl_dev *d);
 
 /* Device: translate [iova, iova + len) for @access into @sg (at most @max segments), timed in
    sampled bursts; a failure is counted as an error. Returns the segment count or 0. */

@@ -389,8 +389,12 @@ void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t
 
 	if (nr != 1) {
 		/* Coherent memory is one host allocation: a split would be a library bug. */
-		if (nr)
+		if (nr) {
+			fprintf(stderr, "bench workloads: %s/%s: ring %#llx in %u host segments\n",
+				d->run->wl->name, wl_cfg_name[d->run->cfg],
+				(unsigned long long)ring_dma, nr);
 			wl_ctr_add(&d->ctr->errors, 1);
+		}
 		return NULL;
 	}
 	return sg[0].addr;
@@ -470,6 +474,12 @@ void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes)
 		wl_ctr_add(&d->ctr->xlat_ns, d->xlat_ns);
 		wl_ctr_add(&d->ctr->xlat_units, units);
 	}
+}
+
+void wl_dev_quiesce(struct wl_dev *d)
+{
+	for (unsigned int i = 0; i < d->ndevs; i++)
+		dg_dev_quiesce(d->devs[i]);
 }
 
 void wl_dev_xlat_begin(struct wl_dev *d)

@@ -38,7 +38,10 @@
  * packets into a multi-packet buffer), then copy the frames (a header with the queue's next
  * sequence number, the rest from a template). tx: translate every descriptor of the sends,
  * copy the payload to the wire scratch buffer, check the header. The device thread calls
- * dg_dev_quiesce() after each port's bursts (translations are held until then).
+ * dg_dev_quiesce() on all its devices after each ring's burst (translations are held until
+ * then), and a burst moves at most WL_BURST_BYTES, so an invalidation wait of the driver
+ * waits for one burst at most, as a real device acknowledges an invalidation in microseconds
+ * whatever its DMA queue holds.
  */
 #include "wl_nic.h"
 
@@ -614,6 +617,8 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	if (!n)
 		return 0;
 	n = n < NIC_BURST ? n : NIC_BURST;
+	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES) /* aggregation buffers: one at a time */
+		n = WL_BURST_BYTES / prm->rx_buf ? WL_BURST_BYTES / prm->rx_buf : 1;
 	wl_dev_xlat_begin(d);
 	struct nic_desc *ring = dev_ring(d, p, rg);
 	wl_dev_xlat_end(d);
@@ -696,12 +701,17 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 		wl_dev_xlat_end(d);
 		return 0;
 	}
-	/* whole sends (the driver publishes whole chains), about NIC_BURST descriptors */
+	/* whole sends (the driver publishes whole chains), about NIC_BURST descriptors and
+	   WL_BURST_BYTES of payload */
+	uint64_t burst_bytes = 0;
+
 	while (k < avail && k < 2 * NIC_BURST) {
 		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
 
-		if (n == k && (n >= NIC_BURST || WL_DEV_SG - used < 2 * NIC_SEGS))
+		if (n == k && (n >= NIC_BURST || WL_DEV_SG - used < 2 * NIC_SEGS ||
+			       burst_bytes >= WL_BURST_BYTES))
 			break; /* at a send boundary: the burst is full */
+		burst_bytes += dsc->len;
 		at[k] = used;
 		nr[k] = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, &d->sg[used],
 					 WL_DEV_SG - used < NIC_SEGS ? WL_DEV_SG - used : NIC_SEGS);
@@ -750,11 +760,44 @@ bool nic_dev_poll(struct wl_dev *d, struct wl_port *p)
 	for (unsigned int i = 0; i < np->nq; i++) {
 		struct nic_queue *q = np->q[i];
 
+		uint64_t before = units;
+
+		/* each ring's burst ends at a quiescent point of every device of the thread */
 		if (np->prm->rx_ring)
 			bytes += rx_burst(d, p, np, q, &units);
+		if (units != before)
+			wl_dev_quiesce(d);
+		before = units;
 		if (np->prm->tx != NIC_TX_NONE)
 			bytes += tx_burst(d, p, np, q, &units);
+		if (units != before)
+			wl_dev_quiesce(d);
 	}
 	wl_dev_burst_end(d, units, bytes);
 	return units != 0;
+}
+
+void nic_dump(const struct wl_port *p, FILE *out)
+{
+	const struct nic_port *np = p->priv;
+
+	for (unsigned int i = 0; np && i < np->nq; i++) {
+		const struct nic_queue *q = np->q[i];
+		const struct nic_ring *rx = &q->rx, *tx = &q->tx;
+
+		fprintf(out,
+			"  port %u queue %u: rx ntu %u ntc %u tail %u dev_head %u status[ntc] %u; tx "
+			"ntu %u ntc %u tail %u dev_head %u sends %u..%u",
+			p->idx, q->id, rx->ntu, rx->ntc, atomic_load(&rx->tail), rx->dev_head,
+			rx->desc ? atomic_load(&rx->desc[rx->ntc & rx->mask].status) : 0, tx->ntu,
+			tx->ntc, atomic_load(&tx->tail), tx->dev_head, q->send_head, q->send_tail);
+		if (q->send_head != q->send_tail) {
+			const struct nic_send *s = &q->sends[q->send_head & (q->nsends - 1)];
+
+			fprintf(out, " (first %u ndesc %u, EOP status %u)", s->first, s->ndesc,
+				atomic_load(
+					&tx->desc[(s->first + s->ndesc - 1) & tx->mask].status));
+		}
+		fputc('\n', out);
+	}
 }

@@ -39,12 +39,14 @@ void nic_port_fini(struct wl_port *p);
 bool nic_drv_poll(struct wl_drv *d, struct wl_port *p);
 bool nic_drv_idle(const struct wl_port *p);
 bool nic_dev_poll(struct wl_dev *d, struct wl_port *p);
+void nic_dump(const struct wl_port *p, FILE *out);
 
 /* Queue pairs of port @port out of @nports for a workload with @queues in all (0: one). */
 unsigned int nic_port_queues(uint32_t queues, unsigned int port, unsigned int nports);
 
 #define NIC_WORKLOAD_OPS                                                                \
 	.classes = nic_classes, .port_init = nic_port_init, .port_fini = nic_port_fini, \
-	.drv_poll = nic_drv_poll, .drv_idle = nic_drv_idle, .dev_poll = nic_dev_poll
+	.drv_poll = nic_drv_poll, .drv_idle = nic_drv_idle, .dev_poll = nic_dev_poll,   \
+	.dump = nic_dump
 
 #endif /* DG_BENCH_WL_NIC_H */

@@ -33,7 +33,7 @@
 #include <string.h>
 
 #define NVME_JOBS  8
-#define NVME_BURST 32
+#define NVME_BURST 16 /* commands per queue and burst: WL_BURST_BYTES */
 #define NVME_READ  0x02
 
 struct nvme_sqe { /* 64 bytes, NVMe layout of the fields used */
@@ -386,9 +386,27 @@ static bool nvme_dev_poll(struct wl_dev *d, struct wl_port *p)
 		}
 		j->dev_sq_head += n;
 		units += n;
+		wl_dev_quiesce(d); /* end of the burst */
 	}
 	wl_dev_burst_end(d, units, units * 4096);
 	return units != 0;
+}
+
+static void nvme_dump(const struct wl_port *p, FILE *out)
+{
+	const struct nvme_port *np = p->priv;
+
+	for (unsigned int i = 0; np && i < np->njobs; i++) {
+		const struct nvme_job *j = np->job[i];
+
+		fprintf(out,
+			"  port %u job %u: sq_tail %u cq_head %u sq_db %u dev_sq_head %u dev_cq_tail "
+			"%u status[cq_head] %#x (phase wanted %u)\n",
+			p->idx, j->id, j->sq_tail, j->cq_head, atomic_load(&j->sq_db),
+			j->dev_sq_head, j->dev_cq_tail,
+			atomic_load(&j->cq[j->cq_head & j->mask].status),
+			phase_of(j->cq_head, j->size));
+	}
 }
 
 const struct wl_workload wl_nvme4k = {
@@ -404,4 +422,5 @@ const struct wl_workload wl_nvme4k = {
 	.drv_poll = nvme_drv_poll,
 	.drv_idle = nvme_drv_idle,
 	.dev_poll = nvme_dev_poll,
+	.dump = nvme_dump,
 };

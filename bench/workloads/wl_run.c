@@ -25,6 +25,10 @@
  * each driver stops posting once it completed ops I/Os, so a run does ops I/Os plus what was
  * in flight, and callgrind counts of two such runs differ by the cost of the difference.
  *
+ * A run whose threads make no progress for WL_STUCK_NS while draining (or doing a fixed
+ * count) is a bug in a model or the library: it is reported with the workload's dump of
+ * its rings, stopped, and left allocated (its mappings are still out), never waited for.
+ *
  * Idle loops spin with a pause hint, yield the CPU after every WL_IDLE_SPINS empty polls
  * (some tens of microseconds) and, once idle for about a millisecond, sleep 20 us per poll:
  * when the CPUs are shared (more thread pairs than CPUs, tests running side by side, a loaded
@@ -45,8 +49,9 @@
 #include <string.h>
 #include <time.h>
 
-#define WL_IDLE_SPINS 1024 /* empty polls between yields */
-#define WL_IDLE_SLEEP 32   /* yields before idle polls start to sleep 20 us each */
+#define WL_STUCK_NS   10000000000ull /* no progress for this long while draining: a bug */
+#define WL_IDLE_SPINS 1024	     /* empty polls between yields */
+#define WL_IDLE_SLEEP 32	     /* yields before idle polls start to sleep 20 us each */
 #define WL_MIN_IOS \
 	256 /* a measured interval lasts until at least this many I/Os (and a
 			       quarter as many device units) */
@@ -110,10 +115,11 @@ static void *driver_main(void *arg)
 			ph == WL_RUN &&
 			(!r->ops_limit ||
 			 atomic_load_explicit(&d.ctr->ios, memory_order_relaxed) < r->ops_limit);
+		wl_ctr_add(&d.ctr->loops, 1);
 		for (unsigned int i = 0; i < r->nports; i++)
 			if (r->port[i].drv_thr == a->id)
 				work |= r->wl->drv_poll(&d, &r->port[i]);
-		if (!d.posting && my_ports_idle(r, a->id))
+		if ((!d.posting && my_ports_idle(r, a->id)) || ph == WL_STOP)
 			break;
 		if (work)
 			spins = 0;
@@ -134,9 +140,14 @@ static void *device_main(void *arg)
 
 	bench_pin_cpu(2 * a->id + 1);
 	d.scratch = malloc(65536);
+	for (unsigned int i = 0; i < r->nports; i++)
+		if (r->port[i].dev_thr == a->id)
+			d.devs[d.ndevs++] = r->port[i].dev;
 	atomic_fetch_add(&r->started, 1);
 	while (d.scratch && wl_phase(r) != WL_STOP) {
 		bool work = false;
+
+		wl_ctr_add(&d.ctr->loops, 1);
 
 		for (unsigned int i = 0; i < r->nports; i++) {
 			struct wl_port *p = &r->port[i];
@@ -144,8 +155,8 @@ static void *device_main(void *arg)
 			if (p->dev_thr != a->id)
 				continue;
 			work |= r->wl->dev_poll(&d, p);
-			dg_dev_quiesce(p->dev); /* end of the burst: translations released */
 		}
+		wl_dev_quiesce(&d); /* idle or not, every device acknowledges */
 		if (work)
 			spins = 0;
 		else
@@ -220,6 +231,47 @@ static void snapshot(struct wl_run *r, struct snap *s)
 		s->cmds += is.inval_cmds[k];
 	s->waits = is.waits;
 	s->t = bench_now_ns();
+}
+
+/* The state of a run that stopped making progress. */
+static void stuck_report(struct wl_run *r, FILE *out)
+{
+	char diag[512];
+
+	for (unsigned int i = 0; i < r->nthreads; i++)
+		fprintf(out,
+			"  thread pair %u: driver %llu loops %llu I/Os, device %llu loops %llu units\n",
+			i, (unsigned long long)ld(&r->drv[i].loops),
+			(unsigned long long)ld(&r->drv[i].ios),
+			(unsigned long long)ld(&r->dev[i].loops),
+			(unsigned long long)ld(&r->dev[i].units));
+	for (unsigned int i = 0; i < r->nports; i++) {
+		struct dg_dev_stats ds;
+
+		dg_dev_stats(r->port[i].dev, &ds);
+		fprintf(out,
+			"  port %u: device %s, acked %llu, %llu commands applied, %llu flushes, %llu "
+			"laps, %llu faults, %llu hits, %llu misses\n",
+			i, dg_dev_is_online(r->port[i].dev) ? "online" : "offline",
+			(unsigned long long)ds.acked, (unsigned long long)ds.cmds_processed,
+			(unsigned long long)ds.flushes, (unsigned long long)ds.laps,
+			(unsigned long long)ds.faults, (unsigned long long)ds.iotlb_hits,
+			(unsigned long long)ds.iotlb_misses);
+		if (r->wl->dump)
+			r->wl->dump(&r->port[i], out);
+	}
+	if (dg_iommu_last_diag(r->mmu, diag, sizeof(diag)))
+		fprintf(out, "  last IOMMU diagnostic: %s\n", diag);
+}
+
+/* What the threads have done so far (the stuck-run watchdog). */
+static uint64_t progress(struct wl_run *r)
+{
+	uint64_t n = 0;
+
+	for (unsigned int i = 0; i < r->nthreads; i++)
+		n += ld(&r->drv[i].ios) + ld(&r->drv[i].polls) + ld(&r->dev[i].units);
+	return n;
 }
 
 static void sleep_s(double s)
@@ -324,8 +376,27 @@ int wl_run_once(const struct wl_workload *wl, enum wl_cfg cfg, const struct wl_r
 		wl_run_phase_set(r, WL_DRAIN);
 	}
 	/* Acquire pairs with the release increment at the end of driver_main(). */
-	while (atomic_load_explicit(&r->drained, memory_order_acquire) < ndrv)
+	bool stuck = false;
+	uint64_t seen = ~0ull, since = bench_now_ns();
+
+	while (atomic_load_explicit(&r->drained, memory_order_acquire) < ndrv) {
+		uint64_t now = bench_now_ns(), moved = progress(r);
+
+		if (moved != seen) {
+			seen = moved;
+			since = now;
+		} else if (now - since > WL_STUCK_NS) {
+			stuck = true;
+			break;
+		}
 		sleep_s(0.0002);
+	}
+	if (stuck) {
+		fprintf(stderr, "bench workloads: %s/%s: no progress for %.0f s; state:\n",
+			wl->name, wl_cfg_name[cfg], WL_STUCK_NS / 1e9);
+		stuck_report(r, stderr);
+		rc = -ETIMEDOUT;
+	}
 	if (o->ops && !rc)
 		snapshot(r, &b);
 	wl_run_phase_set(r, WL_STOP);
@@ -352,6 +423,8 @@ int wl_run_once(const struct wl_workload *wl, enum wl_cfg cfg, const struct wl_r
 			rc = -EUCLEAN;
 		}
 	}
+	if (stuck) /* mappings and buffers are still out: leave the run as it is */
+		return rc;
 out:;
 	int e = wl_run_teardown(r);
 
