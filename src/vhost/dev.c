@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #define OFFERED_PROTOCOL ((1ull << VU_PROTOCOL_F_REPLY_ACK) | (1ull << VU_PROTOCOL_F_BACKEND_REQ))
@@ -51,6 +52,12 @@ void vhost_log(const struct dg_vhost *v, int level, const char *fmt, ...)
 	if (level > v->cfg.verbose)
 		return;
 	va_start(ap, fmt);
+	if (v->cfg.verbose >= 2) { /* message traces: monotonic time, to see stalls */
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		fprintf(stderr, "[%ld.%06ld] ", (long)ts.tv_sec, ts.tv_nsec / 1000);
+	}
 	fprintf(stderr, "dmaguard vhost: %s", level == 0 ? "error: " : "");
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
@@ -136,9 +143,14 @@ static void sync_invalidated(struct dg_vhost *v)
 	 */
 	uint64_t gen = atomic_fetch_add_explicit(&v->sync.inval_gen, 1, memory_order_seq_cst) + 1;
 
+	/*
+	 * Wake the data path even when it is offline: the invalidation makes it forget its
+	 * pending misses (what answered them may be gone), so a queue waiting for one must look
+	 * again now, not at its resend deadline.
+	 */
+	wake_worker(v);
 	if (!v->sync.worker || !atomic_load_explicit(&v->sync.online, memory_order_seq_cst))
 		return;
-	wake_worker(v);
 	pthread_mutex_lock(&v->sync.lock);
 	/* Acquire pairs with the data path's release store of acked_gen. */
 	while (atomic_load_explicit(&v->sync.acked_gen, memory_order_acquire) < gen &&
@@ -603,7 +615,7 @@ static int dispatch(struct msg_ctx *c)
 		/* Stop the ring: no kick, no translation kept. */
 		start_or_stop_kick(v, st.index, -1);
 		q->rings_ok = false;
-		q->retry = false;
+		q->retry_ns = 0;
 		q->started = false;
 		struct vu_vring_state r = {.index = st.index, .num = q->last_avail};
 		vhost_sync_resume(v);

@@ -29,14 +29,16 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#define VHOST_NR_VQ	     2 /* 0 receive, 1 transmit */
-#define VHOST_RXQ	     0
-#define VHOST_TXQ	     1
-#define VHOST_BURST	     64
-#define VHOST_MAX_PENDING    32	  /* outstanding IOTLB misses remembered for de-duplication */
-#define VHOST_FRAME_MAX	     9216 /* largest frame carried (jumbo); larger ones are dropped */
-#define VHOST_FRAMEQ	     64	  /* frames waiting for receive buffers */
-#define VHOST_MISS_RESEND_NS 250000000ull /* a miss unanswered this long may be sent again */
+#define VHOST_NR_VQ	       2 /* 0 receive, 1 transmit */
+#define VHOST_RXQ	       0
+#define VHOST_TXQ	       1
+#define VHOST_BURST	       64
+#define VHOST_MAX_PENDING      32   /* outstanding IOTLB misses remembered for de-duplication */
+#define VHOST_FRAME_MAX	       9216 /* largest frame carried (jumbo); larger ones are dropped */
+#define VHOST_FRAMEQ	       64   /* frames waiting for receive buffers */
+#define VHOST_MISS_RESEND_NS   100000000ull /* a miss unanswered this long is sent again */
+#define VHOST_MISS_SENDFAIL_NS 1000000ull   /* a MISS that could not be sent: try again after */
+#define VHOST_IDLE_MS	       100	    /* the data path's longest sleep */
 
 struct vhost_counters {
 	_Atomic uint64_t connections, messages, bad_messages;
@@ -125,6 +127,9 @@ static inline struct vhost_as vhost_dev_as(struct dg_vhost *v)
 /* Data path (net.c): quiescent point, then one pass over the queues. */
 void vhost_dp_quiescent(struct dg_vhost *v);
 unsigned int vhost_dp_poll(struct dg_vhost *v);
+/* How long the data path may sleep with nothing to do: until the first queue waiting for a
+ * miss must look again (rounded up), at most VHOST_IDLE_MS. */
+int vhost_dp_idle_timeout_ms(const struct dg_vhost *v);
 /* Forget data-path state tied to the front end (queued frames, pending misses). */
 void vhost_dp_reset(struct dg_vhost *v);
 

@@ -12,13 +12,23 @@
  * IOTLB misses: a chain or a ring that needs a translation the IOTLB does not hold is left
  * where it is (nothing consumed), a MISS is sent on the back-end channel unless the same page
  * with the same access is already pending (de-duplicated for VHOST_MISS_RESEND_NS), and the
- * queue is marked to be retried when the control thread reports an UPDATE (update_gen). The
- * control thread never waits for the data path to make progress, only for it to reach a
- * quiescent point, so the front end's UPDATE (sent in answer to the MISS, and acknowledged
- * before the front end does anything else) is always served.
+ * queue waits (retry_ns) until one of three things happens, whichever comes first:
+ *  - an UPDATE (update_gen moved): it may be the answer;
+ *  - an invalidation (inval_gen moved): the pending misses are forgotten, since the
+ *    invalidation may have removed what answered them (QEMU's lazy flushes remove everything),
+ *    so nothing would ever answer them again;
+ *  - the deadline: the miss went unanswered (lost, or the send failed) and is sent again.
+ * A queue's wait is a deadline, not a flag cleared by an idle wake-up: a guest that keeps
+ * kicking must not keep a queue from ever asking again (it did: a MISS answered and at once
+ * invalidated left the transmit queue waiting while the guest's pings kicked it every 3 ms,
+ * until the guest ran out of socket buffer with ENOBUFS). The control thread never waits for
+ * the data path to make progress, only for it to reach a quiescent point, so the front end's
+ * UPDATE (sent in answer to the MISS, and acknowledged before the front end does anything
+ * else) is always served.
  *
- * Sends on the back-end channel are non-blocking: if the socket is full the miss is simply not
- * recorded as pending and will be sent again at the next retry.
+ * Sends on the back-end channel are non-blocking (a 44-byte message goes whole or not at all
+ * on a unix stream socket): if the socket is full the miss is not recorded as pending and the
+ * queue looks again after VHOST_MISS_SENDFAIL_NS.
  */
 #include "vhost/dev.h"
 
@@ -148,20 +158,24 @@ static void miss(struct dg_vhost *v, struct vhost_vq *q, const struct vhost_faul
 	uint64_t now = dg_now_ns();
 	unsigned int i;
 
-	q->retry = true;
 	for (i = 0; i < v->nmiss; i++) {
 		if (v->miss[i].page == f->addr && (v->miss[i].perm & f->perm) == f->perm) {
 			if (now - v->miss[i].sent_ns < VHOST_MISS_RESEND_NS) {
 				vhost_count(&v->st.iotlb_miss_dedup, 1);
+				q->retry_ns = v->miss[i].sent_ns + VHOST_MISS_RESEND_NS;
 				return;
 			}
 			break;
 		}
 	}
-	if (backend_send(v, f->addr, f->perm, VU_IOTLB_MISS))
-		return; /* not pending: sent again at the next retry */
+	if (backend_send(v, f->addr, f->perm, VU_IOTLB_MISS)) {
+		q->retry_ns = now + VHOST_MISS_SENDFAIL_NS; /* not pending: try again soon */
+		return;
+	}
+	q->retry_ns = now + VHOST_MISS_RESEND_NS;
 	vhost_count(&v->st.iotlb_misses, 1);
-	vhost_log(v, 2, "iotlb miss iova 0x%llx perm %u", (unsigned long long)f->addr, f->perm);
+	vhost_log(v, 2, "iotlb miss vring %u iova 0x%llx perm %u", (unsigned int)(q - v->vq),
+		  (unsigned long long)f->addr, f->perm);
 	if (i == v->nmiss) {
 		if (v->nmiss == VHOST_MAX_PENDING) {
 			/* Forget the oldest: at worst it is asked for once more. */
@@ -189,7 +203,7 @@ static void updates_arrived(struct dg_vhost *v)
 	}
 	v->nmiss = k;
 	for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
-		v->vq[i].retry = false;
+		v->vq[i].retry_ns = 0;
 }
 
 static void access_fail(struct dg_vhost *v, const struct vhost_fault *f)
@@ -242,8 +256,11 @@ void vhost_dp_quiescent(struct dg_vhost *v)
 				q->rings_ok = false;
 		}
 		v->local_gen = g;
-		/* What answered a pending miss may be gone again: let every miss be re-sent. */
+		/* What answered a pending miss may be gone again: forget every pending miss and
+		 * let the queues that waited for one ask again now. */
 		v->nmiss = 0;
+		for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
+			v->vq[i].retry_ns = 0;
 		if (v->sync.worker) {
 			pthread_mutex_lock(&v->sync.lock);
 			/* Release pairs with the acquire in sync_invalidated(). */
@@ -274,9 +291,13 @@ static bool queue_ready(struct dg_vhost *v, unsigned int qi)
 {
 	struct vhost_vq *q = &v->vq[qi];
 
-	if (!q->enabled || !q->started || q->broken || q->retry || !q->num || !q->addr_set ||
-	    !v->mt.n)
+	if (!q->enabled || !q->started || q->broken || !q->num || !q->addr_set || !v->mt.n)
 		return false;
+	if (q->retry_ns) {
+		if (dg_now_ns() < q->retry_ns)
+			return false; /* waiting for the answer to a miss */
+		q->retry_ns = 0;
+	}
 	if (!q->rings_ok) {
 		struct vhost_as as = vhost_dev_as(v);
 		struct vhost_fault f;
@@ -371,6 +392,8 @@ static unsigned int do_rx(struct dg_vhost *v)
 	}
 	if (bytes)
 		vhost_count(&v->st.q[VHOST_RXQ].bytes, bytes);
+	if (done)
+		vhost_log(v, 3, "vring 0: %u chains, %u frames wait", done, v->fq_len);
 	notify(v, VHOST_RXQ);
 	return done;
 }
@@ -446,6 +469,8 @@ static unsigned int do_tx(struct dg_vhost *v)
 	}
 	if (bytes)
 		vhost_count(&v->st.q[VHOST_TXQ].bytes, bytes);
+	if (done)
+		vhost_log(v, 3, "vring 1: %u chains", done);
 	notify(v, VHOST_TXQ);
 	return done;
 }
@@ -462,6 +487,23 @@ unsigned int vhost_dp_poll(struct dg_vhost *v)
 	if (work && queue_ready(v, VHOST_TXQ))
 		work += do_tx(v);
 	return work;
+}
+
+int vhost_dp_idle_timeout_ms(const struct dg_vhost *v)
+{
+	uint64_t now = 0, first = UINT64_MAX;
+
+	for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
+		if (v->vq[i].retry_ns && v->vq[i].retry_ns < first)
+			first = v->vq[i].retry_ns;
+	if (first == UINT64_MAX)
+		return VHOST_IDLE_MS;
+	now = dg_now_ns();
+	if (first <= now)
+		return 0;
+	/* Round up: waking before the deadline would find the queue still waiting. */
+	uint64_t ms = (first - now + 999999) / 1000000;
+	return ms < VHOST_IDLE_MS ? (int)ms : VHOST_IDLE_MS;
 }
 
 int dg_vhost_poll(dg_vhost *v, unsigned int *work)

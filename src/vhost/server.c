@@ -7,7 +7,8 @@
  * dg_vhost_handle_message() and writes the reply. A second thread runs the data path: it polls
  * the queues while there is work and otherwise sleeps in epoll_wait() on the kick eventfds and
  * its wake eventfd, offline (see dev.h) so that an invalidation never waits for a sleeping
- * thread. It also wakes every 100 ms to resend misses that went unanswered.
+ * thread. Its sleep ends at the latest when a queue waiting for the answer to a miss must ask
+ * again (net.c), whatever the kicks do meanwhile, and after VHOST_IDLE_MS otherwise.
  *
  * A front end that sends garbage, stalls in the middle of a message (5 s receive timeout) or
  * disconnects is dropped: the device is reset (fds closed, memory unmapped, IOTLB emptied) and
@@ -45,7 +46,7 @@ static void *worker_main(void *arg)
 		pthread_mutex_lock(&v->sync.lock);
 		pthread_cond_broadcast(&v->sync.cond); /* an invalidation may wait for us */
 		pthread_mutex_unlock(&v->sync.lock);
-		n = epoll_wait(v->epoll_fd, ev, 4, 100);
+		n = epoll_wait(v->epoll_fd, ev, 4, vhost_dp_idle_timeout_ms(v));
 		atomic_store_explicit(&v->sync.online, true, memory_order_seq_cst);
 		for (int i = 0; i < n; i++) {
 			uint32_t qi = ev[i].data.u32;
@@ -55,10 +56,6 @@ static void *worker_main(void *arg)
 			if (fd >= 0 && read(fd, &cnt, sizeof(cnt)) == sizeof(cnt) &&
 			    qi < VHOST_NR_VQ)
 				vhost_count(&v->st.q[qi].kicks, 1);
-		}
-		if (n == 0) {
-			for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
-				v->vq[i].retry = false; /* time to resend unanswered misses */
 		}
 	}
 	atomic_store_explicit(&v->sync.online, false, memory_order_seq_cst);

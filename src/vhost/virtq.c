@@ -119,7 +119,7 @@ void vhost_vq_init(struct vhost_vq *vq)
 	vq->rings_ok = false;
 	vq->desc = NULL;
 	vq->avail = vq->used = NULL;
-	vq->retry = false;
+	vq->retry_ns = 0;
 	vq->pending_used = 0;
 	vhost_tcache_flush(&vq->tcache);
 }

@@ -97,7 +97,7 @@ struct vhost_vq {
 	struct vring_desc *desc;
 	uint8_t *avail;	       /* flags u16, idx u16, ring u16[num] */
 	uint8_t *used;	       /* flags u16, idx u16, ring {u32 id, u32 len}[num] */
-	bool retry;	       /* stopped on a miss: try again when the IOTLB changed */
+	uint64_t retry_ns;     /* stopped on a miss: 0, or when to look again without news */
 	uint16_t pending_used; /* used entries written but not yet published */
 	struct vhost_tcache tcache;
 	struct vring_desc ind[VHOST_MAX_INDIRECT]; /* copy of the current indirect table */
