@@ -243,34 +243,32 @@ void vhost_dp_reset(struct dg_vhost *v)
 
 void vhost_dp_quiescent(struct dg_vhost *v)
 {
-	/* Seq_cst: Dekker with sync_invalidated() (see there); also acquire of the leaves and
-	 * ring_stale flags the control thread wrote before bumping the generation. */
-	uint64_t g = atomic_load_explicit(&v->sync.inval_gen, memory_order_seq_cst);
+	/*
+	 * The agents' quiescent point: each applies the engine's invalidation commands to its
+	 * cache and acknowledges them (nothing translated before this point is used after it).
+	 * Its acquire of the commands also makes visible what the control thread wrote before
+	 * queueing them: inval_gen and the ring_stale flags, read below (relaxed).
+	 */
+	vhost_agents_quiesce(v->agent, VHOST_NR_VQ);
+	for (unsigned int i = 0; i < VHOST_NR_VQ; i++) {
+		struct vhost_vq *q = &v->vq[i];
 
+		if (atomic_exchange_explicit(&q->ring_stale, false, memory_order_relaxed))
+			q->rings_ok = false;
+	}
+	uint64_t g = atomic_load_explicit(&v->sync.inval_gen, memory_order_relaxed);
 	if (g != v->local_gen) {
-		for (unsigned int i = 0; i < VHOST_NR_VQ; i++) {
-			struct vhost_vq *q = &v->vq[i];
-
-			vhost_tcache_flush(&q->tcache);
-			if (atomic_exchange_explicit(&q->ring_stale, false, memory_order_relaxed))
-				q->rings_ok = false;
-		}
 		v->local_gen = g;
 		/* What answered a pending miss may be gone again: forget every pending miss and
 		 * let the queues that waited for one ask again now. */
 		v->nmiss = 0;
 		for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
 			v->vq[i].retry_ns = 0;
-		if (v->sync.worker) {
-			pthread_mutex_lock(&v->sync.lock);
-			/* Release pairs with the acquire in sync_invalidated(). */
-			atomic_store_explicit(&v->sync.acked_gen, g, memory_order_release);
-			pthread_cond_broadcast(&v->sync.cond);
-			pthread_mutex_unlock(&v->sync.lock);
-		}
 	}
 	/* Acquire pairs with the release in vhost_sync_pause(). */
 	if (v->sync.worker && atomic_load_explicit(&v->sync.pause_req, memory_order_acquire)) {
+		/* Offline while parked: the control thread may invalidate meanwhile. */
+		vhost_agents_offline(v->agent, VHOST_NR_VQ);
 		pthread_mutex_lock(&v->sync.lock);
 		v->sync.parked = true;
 		pthread_cond_broadcast(&v->sync.cond);
@@ -278,6 +276,10 @@ void vhost_dp_quiescent(struct dg_vhost *v)
 			pthread_cond_wait(&v->sync.cond, &v->sync.lock);
 		v->sync.parked = false;
 		pthread_mutex_unlock(&v->sync.lock);
+		vhost_agents_online(v->agent, VHOST_NR_VQ);
+		/* Caught up: what was invalidated while parked is visible now. */
+		vhost_dp_quiescent(v);
+		return;
 	}
 	/* Acquire pairs with the release after each UPDATE in handle_iotlb(). */
 	uint64_t u = atomic_load_explicit(&v->sync.update_gen, memory_order_acquire);
@@ -512,8 +514,12 @@ int dg_vhost_poll(dg_vhost *v, unsigned int *work)
 
 	if (!v)
 		return -EINVAL;
+	/* The caller is the data path for this call only: online for it, offline after it, so a
+	 * message handled between two polls never waits for the agents. */
+	vhost_agents_online(v->agent, VHOST_NR_VQ);
 	vhost_dp_quiescent(v);
 	w = vhost_dp_poll(v);
+	vhost_agents_offline(v->agent, VHOST_NR_VQ);
 	if (work)
 		*work = w;
 	return 0;
