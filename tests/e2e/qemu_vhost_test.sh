@@ -23,12 +23,12 @@ stats=$tmp/stats.json
 
 iommu_dev="-device intel-iommu,intremap=off,device-iotlb=on"
 nic_opts="iommu_platform=on,ats=on"
-append="console=ttyS0 panic=-1 quiet no_timer_check intel_iommu=on dg.count=$pings dg.size=1400"
+append="console=ttyS0 panic=-1 quiet intel_iommu=on dg.count=$pings dg.size=1400"
 case "$config" in
 noiommu)
 	iommu_dev=""
 	nic_opts="iommu_platform=off"
-	append="console=ttyS0 panic=-1 quiet no_timer_check dg.count=$pings dg.size=1400"
+	append="console=ttyS0 panic=-1 quiet dg.count=$pings dg.size=1400"
 	;;
 ats-lazy) ;;
 ats-strict) append="$append iommu.strict=1" ;;
