@@ -48,24 +48,29 @@ enum dg_pt_format {
  */
 struct dg_pt_geometry {
 	enum dg_pt_format format;
-	unsigned int ias; /* input (IOVA) bits: VT-d 39/48/57, LPAE 32..48 (..52 with 64K);
-				   0 = 48; flat: 0 (the window bounds the input) */
-	unsigned int oas; /* output bits: VT-d 32..52, LPAE 32/36/40/42/44/48 (52 with
-				   64K), flat 32..52; 0 = 48 (flat: 52) */
-	uint64_t granule; /* smallest page; VT-d 4K, LPAE 4K/16K/64K, flat 4K/64K/2M; 0 = 4K */
-	uint64_t pgsize_bitmap; /* page sizes allowed, a subset of the format's that holds the
-				   granule; 0 = all of them. Effective: sizes no level can hold
-				   (>= 2^ias) are dropped */
-	uint64_t window_base;	/* flat only: first IOVA of the window, granule aligned */
-	uint64_t window_size;	/* flat only: bytes covered by the window, multiple of granule,
-				   at most 2^24 entries, base + size < 2^64 */
+	/* Input (IOVA) bits: VT-d 39/48/57, LPAE 32..48 (..52 with 64K); 0 = 48. Flat: 0. */
+	unsigned int ias;
+	/* Output bits: VT-d 32..52, LPAE 32/36/40/42/44/48 (52 with 64K), flat 32..52; 0 = 48
+	 * (flat: 52). */
+	unsigned int oas;
+	/* Smallest page: VT-d 4K, LPAE 4K/16K/64K, flat 4K/64K/2M; 0 = 4K. */
+	uint64_t granule;
+	/* Page sizes allowed: a subset of the format's that holds the granule; 0 = all of them.
+	 * The effective set drops sizes no level can hold (>= 2^ias). */
+	uint64_t pgsize_bitmap;
+	/* Flat only: the window [window_base, window_base + window_size), granule aligned, at
+	 * most 2^24 entries, base + size < 2^64. */
+	uint64_t window_base;
+	uint64_t window_size;
 };
 
 /*
  * Table-page allocator. Called from map (any thread, concurrently); must not block for long.
  *  alloc: return zero-filled memory of @size bytes aligned to @size (a power of two), or NULL.
  *  free:  give back a page obtained from alloc with the same size.
- * A NULL ops pointer at create selects the default allocator (aligned_alloc + memset).
+ * A NULL ops pointer at create selects the default allocator (aligned_alloc + memset). A page
+ * that breaks the contract (misaligned, or an address the format's descriptors cannot hold) is
+ * given back at once and the call fails as if alloc had returned NULL.
  */
 struct dg_pt_mem_ops {
 	void *(*alloc)(void *cookie, size_t size);

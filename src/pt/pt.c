@@ -14,8 +14,16 @@
  * re-made there). Unmap descends only through tables the range covers in part, then sweeps the
  * rest of the table: leaves are cleared whole (the sweep never steps past the range's last
  * entry, so it never runs into the next leaf), tables whose whole span is inside the range are
- * unlinked with their subtree. Geometry is precomputed per depth at create, the leaf's
- * attribute bits per (prot, depth), so the per-entry work is a load, a test and a store.
+ * unlinked with their subtree.
+ *
+ * Cost (docs/pt.md has the numbers). Everything that can be is computed at create: the
+ * geometry per depth, the leaf attribute bits per (prot, depth), and two tables indexed by
+ * log2 of an alignment, leaf_depth_of[] (where the largest leaf fits) and cover_depth_of[]
+ * (how deep an unmap must descend), so neither map nor unmap searches or divides. The
+ * read-only fields are copied to locals before the first acquire load (the compiler would
+ * reload them after each). A range that is exactly one allowed page takes pt_map_one() /
+ * pt_unmap_one(): one descent, one entry. A run of pages costs a load, a test and a store per
+ * entry each way.
  *
  * Concurrency (the io-pgtable-arm scheme, without its locks):
  *  - Entries are _Atomic uint64_t. Map and unmap on disjoint ranges run concurrently: they

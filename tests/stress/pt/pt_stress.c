@@ -83,7 +83,8 @@ static void fail(struct stress *s, const char *fmt, unsigned long long a, unsign
 	fprintf(stderr, "stress_pt: ");
 	fprintf(stderr, fmt, a, b, x, y);
 	fprintf(stderr, "\n");
-	atomic_store(&s->failed, 1);
+	/* Relaxed: a flag that only makes the others stop early; join orders the rest. */
+	atomic_store_explicit(&s->failed, 1, memory_order_relaxed);
 }
 
 static void *mapper_main(void *arg)
@@ -92,7 +93,8 @@ static void *mapper_main(void *arg)
 	struct stress *s = m->s;
 
 	pthread_barrier_wait(&s->start);
-	for (uint64_t op = 0; op < s->ops && !atomic_load(&s->failed); op++) {
+	for (uint64_t op = 0;
+	     op < s->ops && !atomic_load_explicit(&s->failed, memory_order_relaxed); op++) {
 		uint64_t r = pt_model_rand(&m->rnd), iova, size, bytes = 0, want_bytes;
 		uint64_t phase = (op / s->phase_ops) * s->phase_stride;
 		bool large = s->large && (r & 1);
@@ -240,7 +242,8 @@ static int run(const struct stress_cfg *c, unsigned int threads, uint64_t ops)
 			abort();
 	for (unsigned int t = 0; t < threads; t++)
 		pthread_join(m[t].thread, NULL);
-	atomic_store(&s.stop, true);
+	/* Relaxed: the walker's results are read after pthread_join, which orders them. */
+	atomic_store_explicit(&s.stop, true, memory_order_relaxed);
 	pthread_join(walker, NULL);
 
 	/* Now nobody walks: the invalidation would be complete, release the tables. */
@@ -249,7 +252,7 @@ static int run(const struct stress_cfg *c, unsigned int threads, uint64_t ops)
 		maps += m[t].maps;
 		unmaps += m[t].unmaps;
 	}
-	if (atomic_load(&s.failed))
+	if (atomic_load_explicit(&s.failed, memory_order_relaxed)) /* after join */
 		rc = 1;
 	if (!rc && dg_pt_check(s.pt, stderr))
 		rc = 1;
