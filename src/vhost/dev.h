@@ -136,6 +136,9 @@ static inline struct vhost_as vhost_dev_as(struct dg_vhost *v)
 /* Data path (net.c): quiescent point, then one pass over the queues. */
 void vhost_dp_quiescent(struct dg_vhost *v);
 unsigned int vhost_dp_poll(struct dg_vhost *v);
+/* Driver kicks off while the data path polls, on before it sleeps (*@pending: entries arrived
+ * in the meantime, do not sleep). */
+void vhost_dp_kicks(struct dg_vhost *v, bool on, bool *pending);
 /* How long the data path may sleep with nothing to do: until the first queue waiting for a
  * miss must look again (rounded up), at most VHOST_IDLE_MS. */
 int vhost_dp_idle_timeout_ms(const struct dg_vhost *v);

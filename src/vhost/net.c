@@ -491,6 +491,31 @@ unsigned int vhost_dp_poll(struct dg_vhost *v)
 	return work;
 }
 
+void vhost_dp_kicks(struct dg_vhost *v, bool on, bool *pending)
+{
+	for (unsigned int i = 0; i < VHOST_NR_VQ; i++) {
+		struct vhost_vq *q = &v->vq[i];
+
+		if (!q->started || !q->enabled || q->broken)
+			continue;
+		if (!q->rings_ok) {
+			/*
+			 * Its rings were invalidated while kicks were off: the flag cannot be
+			 * cleared through the old translation, so the queue is not left asleep
+			 * with the driver told not to kick: poll again (which translates the
+			 * rings, or waits for a MISS whose UPDATE wakes us).
+			 */
+			if (on && q->kicks_off && !q->retry_ns && q->num && q->addr_set && v->mt.n)
+				*pending = true;
+			continue;
+		}
+		if (!on)
+			vhost_vq_kicks_off(q);
+		else if (vhost_vq_kicks_on(q) && !q->retry_ns && (i == VHOST_TXQ || v->fq_len))
+			*pending = true; /* work arrived while kicks were off */
+	}
+}
+
 int vhost_dp_idle_timeout_ms(const struct dg_vhost *v)
 {
 	uint64_t now = 0, first = UINT64_MAX;

@@ -37,8 +37,15 @@ static void *worker_main(void *arg)
 		struct epoll_event ev[4];
 		int n;
 
+		bool pending = false;
+
 		vhost_dp_quiescent(v);
-		if (vhost_dp_poll(v))
+		if (vhost_dp_poll(v)) {
+			vhost_dp_kicks(v, false, NULL); /* polling: the driver need not kick */
+			continue;
+		}
+		vhost_dp_kicks(v, true, &pending);
+		if (pending)
 			continue;
 		/* Offline while asleep: invalidations do not wait for us; nothing cached is used
 		 * until the agents caught up again (vhost_agents_online()). */

@@ -141,6 +141,7 @@ void vhost_vq_init(struct vhost_vq *vq)
 	vq->avail = vq->used = NULL;
 	vq->retry_ns = 0;
 	vq->pending_used = 0;
+	vq->kicks_off = false;
 }
 
 static int map_one(struct vhost_vq *vq, const struct vhost_as *as, uint64_t addr, uint64_t len,
@@ -305,6 +306,26 @@ bool vhost_vq_publish(struct vhost_vq *vq)
 	atomic_thread_fence(memory_order_seq_cst);
 	uint16_t flags = atomic_load_explicit(u16_at(vq->avail, 0), memory_order_relaxed);
 	return !(flags & VRING_AVAIL_F_NO_INTERRUPT);
+}
+
+void vhost_vq_kicks_off(struct vhost_vq *vq)
+{
+	if (vq->kicks_off)
+		return;
+	/* Relaxed: a hint; a kick the driver sends anyway is harmless. */
+	atomic_store_explicit(u16_at(vq->used, 0), VRING_USED_F_NO_NOTIFY, memory_order_relaxed);
+	vq->kicks_off = true;
+}
+
+bool vhost_vq_kicks_on(struct vhost_vq *vq)
+{
+	atomic_store_explicit(u16_at(vq->used, 0), 0, memory_order_relaxed);
+	vq->kicks_off = false;
+	/* Full fence: the flag store before the avail index load below; pairs with the driver's
+	 * barrier between its avail index store and its read of the used flags, so either it
+	 * sees kicks enabled and kicks, or we see its entries. */
+	atomic_thread_fence(memory_order_seq_cst);
+	return vhost_vq_avail(vq) != 0;
 }
 
 uint64_t vhost_segs_read(const struct vhost_seg *seg, unsigned int n, uint64_t off, void *dst,

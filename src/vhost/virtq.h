@@ -103,6 +103,7 @@ struct vhost_vq {
 	uint8_t *used;		 /* flags u16, idx u16, ring {u32 id, u32 len}[num] */
 	uint64_t retry_ns;	 /* stopped on a miss: 0, or when to look again without news */
 	uint16_t pending_used;	 /* used entries written but not yet published */
+	bool kicks_off;		 /* we set VRING_USED_F_NO_NOTIFY (data path) */
 	struct dg_device *agent; /* translation agent (vhost/agent.h); set at creation, kept by
 				    vhost_vq_init() */
 	struct vring_desc ind[VHOST_MAX_INDIRECT]; /* copy of the current indirect table */
@@ -138,6 +139,17 @@ void vhost_vq_push(struct vhost_vq *vq, uint16_t head, uint32_t len);
 
 /* Publish the used entries pushed; true if the driver wants an interrupt for them. */
 bool vhost_vq_publish(struct vhost_vq *vq);
+
+/*
+ * Notification suppression (virtio 1.x without EVENT_IDX): while the data path polls, the used
+ * ring's flags say VRING_USED_F_NO_NOTIFY so the driver does not kick for every burst. Before
+ * the data path sleeps it clears the flag and looks at the avail ring again (after a full
+ * fence, which pairs with the driver's barrier between its avail index store and its read of
+ * the flags): true when entries arrived meanwhile, so it must not sleep. The rings must be
+ * translated (rings_ok).
+ */
+void vhost_vq_kicks_off(struct vhost_vq *vq);
+bool vhost_vq_kicks_on(struct vhost_vq *vq);
 
 /* Copy @len bytes out of segments @seg[0, n) starting @off bytes in; returns bytes copied. */
 uint64_t vhost_segs_read(const struct vhost_seg *seg, unsigned int n, uint64_t off, void *dst,

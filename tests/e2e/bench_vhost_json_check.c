@@ -87,8 +87,10 @@ int main(int argc, char **argv)
 		if (strcmp(str(r, "iommu"), off ? "off" : "on") ||
 		    strcmp(str(r, "guest_policy"), off ? "none" : *c))
 			bad |= fail("bad iommu/guest_policy", *c);
-		if (off ? !json_is_null(json_object_get(r, "vs_off")) : !(num(r, "vs_off") > 0))
-			bad |= fail("bad vs_off", *c);
+		if (off ? !json_is_null(json_object_get(r, "vs_off")) ||
+				    !json_is_null(json_object_get(r, "vs_off_best")) :
+			  !(num(r, "vs_off") > 0) || !(num(r, "vs_off_best") > 0))
+			bad |= fail("bad vs_off/vs_off_best", *c);
 		if (!json_is_object(be) || num(be, "iotlb_misses") != 0 ||
 		    num(be, "outside_memtable") != 0 || num(be, "iotlb_cache_fills") != 0 ||
 		    num(be, "ring_translations") != 0)
@@ -102,7 +104,7 @@ int main(int argc, char **argv)
 		if (strncmp(c, "dpdk-", 5))
 			continue;
 		if (!(num(r, "mpps") > 0) || !strlen(str(r, "back_end")) ||
-		    !strlen(str(r, "direction")))
+		    !strlen(str(r, "direction")) || !json_is_array(json_object_get(r, "windows")))
 			bad |= fail("bad DPDK result", c);
 	}
 	json_decref(root);

@@ -439,6 +439,60 @@ static void test_miss_retry(void **state)
 	finish(&f);
 }
 
+/*
+ * Notification suppression: while the data path works the driver is told not to kick; before it
+ * sleeps kicks are enabled again and the rings looked at once more (an entry posted while kicks
+ * were off must keep it awake), and a queue whose rings were invalidated with kicks off is
+ * polled again until its rings are translated and the flag cleared.
+ */
+static void test_kick_suppression(void **state)
+{
+	(void)state;
+	uint8_t fr[100] = {0};
+	bool pending = false;
+	struct fe f;
+
+	assert_int_equal(fe_init(&f, DG_VHOST_SINK, true), 0);
+	assert_int_equal(fe_start(&f), 0);
+	assert_int_equal(fe_map(&f, FE_RING(0), 0x3000, VU_ACCESS_RW), 0);
+	assert_int_equal(fe_map(&f, FE_RING(1), 0x3000, VU_ACCESS_RW), 0);
+	assert_int_equal(fe_map(&f, FE_BUF(0), 0x2000, VU_ACCESS_RW), 0);
+	uint16_t *flags = (uint16_t *)(void *)fe_ptr(&f, FE_RING(1) + 0x2000);
+	fe_tx(&f, 0, fr, 60);
+	poll_n(&f, 1);
+	assert_int_equal(stats(&f).queue[1].packets, 1);
+	vhost_dp_kicks(f.v, false, NULL); /* it worked: kicks off */
+	assert_int_equal(*flags, VRING_USED_F_NO_NOTIFY);
+	fe_tx(&f, 1, fr, 60); /* posted while kicks are off: no kick would come */
+	vhost_dp_kicks(f.v, true, &pending);
+	assert_int_equal(*flags, 0);
+	assert_true(pending);
+	poll_n(&f, 1);
+	assert_int_equal(stats(&f).queue[1].packets, 2);
+	pending = false;
+	vhost_dp_kicks(f.v, true, &pending);
+	assert_false(pending);
+	/* Kicks off, then the used ring's page is invalidated: not left asleep. */
+	vhost_dp_kicks(f.v, false, NULL);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_INVALIDATE, fe_addr(&f, FE_RING(1) + 0x2000), 0x1000,
+				  0, 0),
+			 0);
+	vhost_dp_quiescent(f.v); /* drops the ring translation */
+	vhost_dp_kicks(f.v, true, &pending);
+	assert_true(pending);
+	assert_int_equal(*flags, VRING_USED_F_NO_NOTIFY); /* not through the old translation */
+	poll_n(&f, 1);					  /* re-translation misses */
+	pending = false;
+	vhost_dp_kicks(f.v, true, &pending);
+	assert_false(pending); /* waiting for the MISS: sleep until its UPDATE */
+	assert_int_equal(fe_map(&f, FE_RING(1) + 0x2000, 0x1000, VU_ACCESS_RW), 0);
+	poll_n(&f, 1);
+	vhost_dp_kicks(f.v, true, &pending);
+	assert_false(pending);
+	assert_int_equal(*flags, 0);
+	finish(&f);
+}
+
 static void test_access_fail(void **state)
 {
 	(void)state;
@@ -659,11 +713,12 @@ static void test_reset_reconnect(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_negotiation),    cmocka_unit_test(test_bad_messages),
-		cmocka_unit_test(test_iotlb_messages), cmocka_unit_test(test_echo_no_iommu),
-		cmocka_unit_test(test_echo_iommu),     cmocka_unit_test(test_miss_retry),
-		cmocka_unit_test(test_access_fail),    cmocka_unit_test(test_sink_loop),
-		cmocka_unit_test(test_ring_attacks),   cmocka_unit_test(test_reset_reconnect),
+		cmocka_unit_test(test_negotiation),	 cmocka_unit_test(test_bad_messages),
+		cmocka_unit_test(test_iotlb_messages),	 cmocka_unit_test(test_echo_no_iommu),
+		cmocka_unit_test(test_echo_iommu),	 cmocka_unit_test(test_miss_retry),
+		cmocka_unit_test(test_kick_suppression), cmocka_unit_test(test_access_fail),
+		cmocka_unit_test(test_sink_loop),	 cmocka_unit_test(test_ring_attacks),
+		cmocka_unit_test(test_reset_reconnect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
