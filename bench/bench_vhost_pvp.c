@@ -733,7 +733,7 @@ static int bench_vhost_pvp_main(int argc, char **argv)
 	struct bench_opts o;
 	struct env env[NCFG];
 	struct result res[NCFG];
-	bool want[NCFG], any = false, dpdk = true;
+	bool want[NCFG], any = false, dpdk = true, dpdk_only = false;
 	struct bench_report rep;
 
 	if (bench_parse_common(&argc, argv, &o))
@@ -747,6 +747,10 @@ static int bench_vhost_pvp_main(int argc, char **argv)
 			dpdk = false;
 			continue;
 		}
+		if (!strcmp(argv[i], "--dpdk-only")) {
+			dpdk_only = true;
+			continue;
+		}
 		fprintf(stderr, "bench vhost-pvp: unknown option '%s'\n\n", argv[i]);
 		usage(stderr);
 		return 2;
@@ -755,6 +759,14 @@ static int bench_vhost_pvp_main(int argc, char **argv)
 		for (int c = 0; c < NCFG; c++)
 			printf("%s\n", cfg_name[c]);
 		return 0;
+	}
+	if (dpdk_only) {
+		if (bench_report_init(&rep, "vhost-pvp"))
+			return 1;
+		bench_vhost_dpdk(&rep);
+		int rc = bench_report_write(&rep, o.json_path) ? 1 : 0;
+		bench_report_fini(&rep);
+		return rc;
 	}
 	for (int c = 0; c < NCFG; c++) {
 		want[c] = bench_case_selected(&o, cfg_name[c]);
