@@ -160,11 +160,11 @@ static void wait_slow(void *cookie, uint64_t seq, uint64_t waited_ns)
 
 /*
  * Translations of IOVAs [first, last] were removed or changed in the store: return once no
- * queue can use an old one. Rings the range overlaps are marked stale and inval_gen is bumped
- * first, with relaxed stores: the engine's command is published with a release store (or a
- * release RMW on the slot of an agent the wait finds offline), and the data path reads them
- * only after its agents' acquire of that command (dg_dev_quiesce()/dg_dev_online()), so it
- * sees them before it translates anything again.
+ * queue can use an old one. Rings the range overlaps are marked stale (relaxed stores) and the
+ * range is recorded in inval_log and inval_gen bumped first: the engine's command is published
+ * with a release store (or a release RMW on the slot of an agent the wait finds offline), and
+ * the data path reads them only after its agents' acquire of that command
+ * (dg_dev_quiesce()/dg_dev_online()), so it sees them before it translates anything again.
  */
 static void invalidated(struct dg_vhost *v, uint64_t first, uint64_t last)
 {
@@ -174,7 +174,20 @@ static void invalidated(struct dg_vhost *v, uint64_t first, uint64_t last)
 	for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
 		if (ring_overlaps(&v->vq[i], first, last))
 			atomic_store_explicit(&v->vq[i].ring_stale, true, memory_order_relaxed);
-	atomic_fetch_add_explicit(&v->sync.inval_gen, 1, memory_order_relaxed);
+	/* The control thread is the only writer of inval_gen and inval_log. */
+	uint64_t g = atomic_load_explicit(&v->sync.inval_gen, memory_order_relaxed) + 1;
+	struct vhost_inval_rec *r = &v->sync.inval_log[(g - 1) % VHOST_INVAL_LOG];
+
+	atomic_store_explicit(&r->gen, 0, memory_order_relaxed);
+	/* Seqlock writer without fences (TSan does not model them): the release stores of the
+	 * range keep gen = 0 before them; they pair with the reader's acquire loads of the range
+	 * in inval_range() (net.c), after which its second load of gen sees 0 or newer. */
+	atomic_store_explicit(&r->first, first, memory_order_release);
+	atomic_store_explicit(&r->last, last, memory_order_release);
+	/* Release pairs with the reader's acquire load of gen: the range before the gen. */
+	atomic_store_explicit(&r->gen, g, memory_order_release);
+	/* Release pairs with the data path's acquire load of inval_gen: the record before it. */
+	atomic_store_explicit(&v->sync.inval_gen, g, memory_order_release);
 	/*
 	 * Wake the data path even when it is asleep: the invalidation makes it forget its
 	 * pending misses (what answered them may be gone), so a queue waiting for one must look

@@ -13,8 +13,8 @@
  *    and acknowledges the INVALIDATE to the front end only after dg_inval_wait(): every queue's
  *    agent has applied the command to its cache at a quiescent point, or is offline (asleep in
  *    epoll_wait, holding nothing) and will apply it before its next translation. After its
- *    quiescent point the data path drops the ring translations marked stale and forgets its
- *    pending misses when inval_gen moved;
+ *    quiescent point the data path drops the ring translations marked stale and forgets the
+ *    pending misses that the new invalidations cover (inval_gen, inval_log);
  *  - update: after an UPDATE the control thread bumps update_gen and wakes the data path, which
  *    retries the queues that stopped on a miss.
  * With no data-path thread (in-process use) the caller serialises everything: dg_vhost_poll()
@@ -39,6 +39,7 @@
 #define VHOST_TXQ	       1
 #define VHOST_BURST	       64
 #define VHOST_MAX_PENDING      32   /* outstanding IOTLB misses remembered for de-duplication */
+#define VHOST_INVAL_LOG	       64   /* recent invalidated ranges the data path can look up */
 #define VHOST_FRAME_MAX	       9216 /* largest frame carried (jumbo); larger ones are dropped */
 #define VHOST_FRAMEQ	       64   /* frames waiting for receive buffers */
 #define VHOST_MISS_RESEND_NS   100000000ull /* a miss unanswered this long is sent again */
@@ -59,10 +60,15 @@ struct vhost_sync {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool worker; /* a data-path thread exists (set before it starts) */
-	/* Bumped by the control thread before it queues each invalidation's engine command; read
-	   by the data path after its quiescent point (relaxed: ordered by the engine's release of
-	   the command and the agent's acquire of it, see invalidated() in dev.c). */
+	/* Bumped (release) by the control thread before it queues each invalidation's engine
+	   command, after recording the range in inval_log; read (acquire) by the data path at its
+	   quiescent point, which then forgets the pending misses the new ranges cover. */
 	_Atomic uint64_t inval_gen;
+	/* Invalidation number g (g >= 1) is described by inval_log[(g - 1) % VHOST_INVAL_LOG], a
+	   seqlock whose gen word says which invalidation it holds (0 while rewritten). */
+	struct vhost_inval_rec {
+		_Atomic uint64_t gen, first, last;
+	} inval_log[VHOST_INVAL_LOG];
 	_Atomic uint64_t update_gen; /* bumped by the control thread after each UPDATE */
 	_Atomic bool pause_req;	     /* control thread wants the data path parked */
 	bool parked;		     /* data path parked (lock) */

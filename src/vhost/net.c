@@ -14,9 +14,9 @@
  * with the same access is already pending (de-duplicated for VHOST_MISS_RESEND_NS), and the
  * queue waits (retry_ns) until one of three things happens, whichever comes first:
  *  - an UPDATE (update_gen moved): it may be the answer;
- *  - an invalidation (inval_gen moved): the pending misses are forgotten, since the
- *    invalidation may have removed what answered them (QEMU's lazy flushes remove everything),
- *    so nothing would ever answer them again;
+ *  - an invalidation covering its page (inval_gen, inval_log): the pending miss is forgotten,
+ *    since the invalidation may have removed what answered it (QEMU's lazy flushes remove
+ *    everything), so nothing would ever answer it again;
  *  - the deadline: the miss went unanswered (lost, or the send failed) and is sent again.
  * A queue's wait is a deadline, not a flag cleared by an idle wake-up: a guest that keeps
  * kicking must not keep a queue from ever asking again (it did: a MISS answered and at once
@@ -241,6 +241,55 @@ void vhost_dp_reset(struct dg_vhost *v)
 	v->fq_head = v->fq_len = 0;
 }
 
+/* Invalidation number @k's range, or false when its record was overwritten meanwhile. */
+static bool inval_range(struct dg_vhost *v, uint64_t k, uint64_t *first, uint64_t *last)
+{
+	struct vhost_inval_rec *r = &v->sync.inval_log[(k - 1) % VHOST_INVAL_LOG];
+	/* Seqlock reader: acquire pairs with the writer's release store of gen. */
+	uint64_t g1 = atomic_load_explicit(&r->gen, memory_order_acquire);
+
+	/* Acquire loads: the gen load below stays after them, and a range from a newer writer
+	 * (release stores in invalidated(), dev.c) makes that load see gen = 0 or newer. */
+	*first = atomic_load_explicit(&r->first, memory_order_acquire);
+	*last = atomic_load_explicit(&r->last, memory_order_acquire);
+	return g1 == k && atomic_load_explicit(&r->gen, memory_order_relaxed) == k;
+}
+
+/*
+ * Invalidations (@from, @to] happened: what answered a pending miss for a page they cover may be
+ * gone (answered by an UPDATE, removed at once, as QEMU's lazy flushes do), so nothing would
+ * answer it again: forget those misses and let the waiting queues ask again now. Misses for
+ * other pages stay pending (under iommu.strict=1 an INVALIDATE follows every unmap: asking
+ * again for every pending miss at each one made QEMU translate IOVAs the guest had unmapped
+ * meanwhile, and report them to the guest as DMA faults). When the log was overrun, forget all.
+ */
+static void forget_invalidated_misses(struct dg_vhost *v, uint64_t from, uint64_t to)
+{
+	bool all = to - from > VHOST_INVAL_LOG, forgot = false;
+	unsigned int k = 0;
+
+	for (unsigned int i = 0; i < v->nmiss; i++) {
+		bool covered = all;
+
+		for (uint64_t g = from + 1; !covered && g <= to; g++) {
+			uint64_t first, last;
+
+			if (!inval_range(v, g, &first, &last))
+				covered = true; /* overwritten: assume it covered the page */
+			else if (v->miss[i].page <= last && first <= v->miss[i].page + 4095)
+				covered = true;
+		}
+		if (covered)
+			forgot = true;
+		else
+			v->miss[k++] = v->miss[i];
+	}
+	v->nmiss = k;
+	if (forgot || all)
+		for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
+			v->vq[i].retry_ns = 0;
+}
+
 void vhost_dp_quiescent(struct dg_vhost *v)
 {
 	/*
@@ -256,14 +305,11 @@ void vhost_dp_quiescent(struct dg_vhost *v)
 		if (atomic_exchange_explicit(&q->ring_stale, false, memory_order_relaxed))
 			q->rings_ok = false;
 	}
-	uint64_t g = atomic_load_explicit(&v->sync.inval_gen, memory_order_relaxed);
+	/* Acquire pairs with the release store of inval_gen in invalidated() (dev.c). */
+	uint64_t g = atomic_load_explicit(&v->sync.inval_gen, memory_order_acquire);
 	if (g != v->local_gen) {
+		forget_invalidated_misses(v, v->local_gen, g);
 		v->local_gen = g;
-		/* What answered a pending miss may be gone again: forget every pending miss and
-		 * let the queues that waited for one ask again now. */
-		v->nmiss = 0;
-		for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
-			v->vq[i].retry_ns = 0;
 	}
 	/* Acquire pairs with the release in vhost_sync_pause(). */
 	if (v->sync.worker && atomic_load_explicit(&v->sync.pause_req, memory_order_acquire)) {

@@ -101,7 +101,8 @@ if [ -f "$stats" ]; then
 	invals=$(num iotlb_invalidations)
 	echo "config $config: ${pings} pings in $((end - start)) s; iotlb misses $misses," \
 		"updates $updates, invalidations $invals, dedup $(num iotlb_miss_dedup)," \
-		"ring translations $(num ring_translations), icmp replies $(num icmp_replies);" \
+		"ring translations $(num ring_translations), icmp replies $(num icmp_replies)," \
+		"guest DMAR faults $(grep -a -c 'DMAR: \[DMA' "$tmp/guest.log");" \
 		"$(sed -n 's/^DG-RTT //p' "$tmp/guest.log")"
 	[ "$(num outside_memtable)" = 0 ]; check "accesses outside the memory table" $?
 	[ "$(num iotlb_access_fails)" = 0 ]; check "access failures" $?
