@@ -91,6 +91,7 @@ struct dg_vhost_stats {
 	uint64_t arp_replies;	      /* echo mode */
 	uint64_t icmp_replies;	      /* echo mode */
 	uint64_t ignored;	      /* echo mode: frames that were neither */
+	uint64_t iotlb_cache_fills;   /* per-queue cache misses looked up in the IOTLB's store */
 	struct dg_vhost_queue_stats queue[2];
 };
 

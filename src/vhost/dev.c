@@ -33,6 +33,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #define OFFERED_PROTOCOL ((1ull << VU_PROTOCOL_F_REPLY_ACK) | (1ull << VU_PROTOCOL_F_BACKEND_REQ))
@@ -51,6 +52,12 @@ void vhost_log(const struct dg_vhost *v, int level, const char *fmt, ...)
 	if (level > v->cfg.verbose)
 		return;
 	va_start(ap, fmt);
+	if (v->cfg.verbose >= 2) { /* message traces: monotonic time, to see stalls */
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		fprintf(stderr, "[%ld.%06ld] ", (long)ts.tv_sec, ts.tv_nsec / 1000);
+	}
 	fprintf(stderr, "dmaguard vhost: %s", level == 0 ? "error: " : "");
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
@@ -125,26 +132,74 @@ void vhost_sync_resume(struct dg_vhost *v)
 	wake_worker(v); /* the state changed: look at the queues again */
 }
 
-/* An invalidation happened: return once the data path cannot use what was removed. */
-static void sync_invalidated(struct dg_vhost *v)
+static bool ring_overlaps(const struct vhost_vq *q, uint64_t first, uint64_t last)
 {
-	/*
-	 * Seq_cst RMW, then seq_cst load of online: Dekker with the data path's seq_cst store
-	 * of online and seq_cst load of inval_gen in vhost_dp_quiescent(). Either we see it
-	 * online and wait for its acknowledgement, or it sees the new generation before it
-	 * translates anything again.
-	 */
-	uint64_t gen = atomic_fetch_add_explicit(&v->sync.inval_gen, 1, memory_order_seq_cst) + 1;
+	const uint64_t a[3] = {q->desc_addr, q->avail_addr, q->used_addr};
+	const uint64_t n[3] = {vring_desc_bytes(q->num), vring_avail_bytes(q->num),
+			       vring_used_bytes(q->num)};
 
-	if (!v->sync.worker || !atomic_load_explicit(&v->sync.online, memory_order_seq_cst))
-		return;
+	if (!q->addr_set || !q->num)
+		return false;
+	for (unsigned int i = 0; i < 3; i++) {
+		uint64_t rl = a[i] + (n[i] - 1);
+
+		if (rl < a[i])
+			rl = UINT64_MAX;
+		if (a[i] <= last && first <= rl)
+			return true;
+	}
+	return false;
+}
+
+static void wait_slow(void *cookie, uint64_t seq, uint64_t waited_ns)
+{
+	vhost_log(cookie, 1,
+		  "invalidation %" PRIu64 " still waiting for the data path after %" PRIu64 " ms",
+		  seq, waited_ns / 1000000);
+}
+
+/*
+ * Translations of IOVAs [first, last] were removed or changed in the store: return once no
+ * queue can use an old one. Rings the range overlaps are marked stale (relaxed stores) and the
+ * range is recorded in inval_log and inval_gen bumped first: the engine's command is published
+ * with a release store (or a release RMW on the slot of an agent the wait finds offline), and
+ * the data path reads them only after its agents' acquire of that command
+ * (dg_dev_quiesce()/dg_dev_online()), so it sees them before it translates anything again.
+ */
+static void invalidated(struct dg_vhost *v, uint64_t first, uint64_t last)
+{
+	uint64_t seq;
+	int rc;
+
+	for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
+		if (ring_overlaps(&v->vq[i], first, last))
+			atomic_store_explicit(&v->vq[i].ring_stale, true, memory_order_relaxed);
+	/* The control thread is the only writer of inval_gen and inval_log. */
+	uint64_t g = atomic_load_explicit(&v->sync.inval_gen, memory_order_relaxed) + 1;
+	struct vhost_inval_rec *r = &v->sync.inval_log[(g - 1) % VHOST_INVAL_LOG];
+
+	atomic_store_explicit(&r->gen, 0, memory_order_relaxed);
+	/* Seqlock writer without fences (TSan does not model them): the release stores of the
+	 * range keep gen = 0 before them; they pair with the reader's acquire loads of the range
+	 * in inval_range() (net.c), after which its second load of gen sees 0 or newer. */
+	atomic_store_explicit(&r->first, first, memory_order_release);
+	atomic_store_explicit(&r->last, last, memory_order_release);
+	/* Release pairs with the reader's acquire load of gen: the range before the gen. */
+	atomic_store_explicit(&r->gen, g, memory_order_release);
+	/* Release pairs with the data path's acquire load of inval_gen: the record before it. */
+	atomic_store_explicit(&v->sync.inval_gen, g, memory_order_release);
+	/*
+	 * Wake the data path even when it is asleep: the invalidation makes it forget its
+	 * pending misses (what answered them may be gone), so a queue waiting for one must look
+	 * again now, not at its resend deadline.
+	 */
 	wake_worker(v);
-	pthread_mutex_lock(&v->sync.lock);
-	/* Acquire pairs with the data path's release store of acked_gen. */
-	while (atomic_load_explicit(&v->sync.acked_gen, memory_order_acquire) < gen &&
-	       atomic_load_explicit(&v->sync.online, memory_order_seq_cst))
-		pthread_cond_wait(&v->sync.cond, &v->sync.lock);
-	pthread_mutex_unlock(&v->sync.lock);
+	rc = vhost_engine_submit(&v->engine, first, last, &seq);
+	if (rc) { /* cannot happen: the command is built valid */
+		vhost_log(v, 0, "invalidation not queued: %s", strerror(-rc));
+		abort();
+	}
+	vhost_engine_wait(&v->engine, seq, v, wait_slow);
 }
 
 /* ---- lifetime ---- */
@@ -194,6 +249,13 @@ dg_vhost *dg_vhost_create(const struct dg_vhost_config *cfg)
 		errno = ENOMEM;
 		goto fail;
 	}
+	int rc = vhost_engine_init(&v->engine, v->agent, VHOST_NR_VQ);
+	if (rc) {
+		errno = -rc;
+		goto fail;
+	}
+	for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
+		v->vq[i].agent = v->agent[i];
 	v->sync.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	v->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	v->report_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -230,6 +292,8 @@ void dg_vhost_reset(dg_vhost *v)
 	close_fd(&v->backend_fd);
 	vhost_memtable_unmap(&v->mt);
 	vhost_iotlb_reset(&v->iotlb);
+	if (v->engine.mmu)
+		invalidated(v, 0, UINT64_MAX); /* the queues' caches, when they come back */
 	atomic_store_explicit(&v->st.iotlb_entries, 0, memory_order_relaxed);
 	v->features = v->protocol_features = 0;
 	v->iommu = false;
@@ -242,6 +306,7 @@ void dg_vhost_destroy(dg_vhost *v)
 	if (!v)
 		return;
 	dg_vhost_reset(v);
+	vhost_engine_fini(&v->engine, v->agent, VHOST_NR_VQ);
 	vhost_iotlb_destroy(&v->iotlb);
 	close_fd(&v->sync.wake_fd);
 	close_fd(&v->stop_fd);
@@ -329,25 +394,6 @@ static void start_or_stop_kick(struct dg_vhost *v, unsigned int i, int fd)
 	}
 }
 
-static bool ring_overlaps(const struct vhost_vq *q, uint64_t first, uint64_t last)
-{
-	const uint64_t a[3] = {q->desc_addr, q->avail_addr, q->used_addr};
-	const uint64_t n[3] = {vring_desc_bytes(q->num), vring_avail_bytes(q->num),
-			       vring_used_bytes(q->num)};
-
-	if (!q->addr_set || !q->num)
-		return false;
-	for (unsigned int i = 0; i < 3; i++) {
-		uint64_t rl = a[i] + (n[i] - 1);
-
-		if (rl < a[i])
-			rl = UINT64_MAX;
-		if (a[i] <= last && first <= rl)
-			return true;
-	}
-	return false;
-}
-
 static int handle_iotlb(struct msg_ctx *c)
 {
 	struct dg_vhost *v = c->v;
@@ -357,7 +403,7 @@ static int handle_iotlb(struct msg_ctx *c)
 	if (!v->mt.n)
 		return refuse(c, -EINVAL, "no memory table");
 	if (m.type == VU_IOTLB_UPDATE) {
-		uint64_t room = 0, perm = 0;
+		uint64_t room = 0, perm = 0, changed = 0;
 		uint8_t *host;
 		int rc;
 
@@ -372,9 +418,11 @@ static int handle_iotlb(struct msg_ctx *c)
 		host = vhost_memtable_uva(&v->mt, m.uaddr, &room);
 		if (!host || room < m.size)
 			return refuse(c, -EFAULT, "UPDATE outside the memory table");
-		rc = vhost_iotlb_update(&v->iotlb, m.iova, m.size, (uintptr_t)host, perm);
+		rc = vhost_iotlb_update(&v->iotlb, m.iova, m.size, (uintptr_t)host, perm, &changed);
 		if (rc)
 			return refuse(c, rc, "UPDATE not applied");
+		if (changed) /* a new translation for a granted page: the old one may be cached */
+			invalidated(v, m.iova, m.iova + (m.size - 1));
 		vhost_log(v, 2, "iotlb update iova 0x%" PRIx64 " size 0x%" PRIx64 " perm %u",
 			  m.iova, m.size, m.perm);
 		vhost_count(&v->st.iotlb_updates, 1);
@@ -393,11 +441,7 @@ static int handle_iotlb(struct msg_ctx *c)
 			return refuse(c, rc, "INVALIDATE range empty or wrapping past 2^64");
 		vhost_log(v, 2, "iotlb invalidate iova 0x%" PRIx64 " size 0x%" PRIx64 ": %" PRIu64,
 			  m.iova, m.size, removed);
-		for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
-			if (ring_overlaps(&v->vq[i], m.iova, m.iova + (m.size - 1)))
-				atomic_store_explicit(&v->vq[i].ring_stale, true,
-						      memory_order_relaxed);
-		sync_invalidated(v);
+		invalidated(v, m.iova, m.iova + (m.size - 1));
 		vhost_count(&v->st.iotlb_invalidations, 1);
 		atomic_store_explicit(&v->st.iotlb_entries, v->iotlb.entries, memory_order_relaxed);
 		reply_u64(c, 0);
@@ -432,11 +476,10 @@ static int handle_mem_table(struct msg_ctx *c)
 	v->mt = mt;
 	/* Translations point into the old mappings: drop them all (the front end re-sends). */
 	vhost_iotlb_reset(&v->iotlb);
+	invalidated(v, 0, UINT64_MAX); /* the data path is parked offline: no wait */
 	atomic_store_explicit(&v->st.iotlb_entries, 0, memory_order_relaxed);
-	for (unsigned int i = 0; i < VHOST_NR_VQ; i++) {
+	for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
 		v->vq[i].rings_ok = false;
-		vhost_tcache_flush(&v->vq[i].tcache);
-	}
 	vhost_sync_resume(v);
 	vhost_memtable_unmap(&old);
 	if (c->hdr->flags & VU_FLAG_NEED_REPLY)
@@ -603,7 +646,7 @@ static int dispatch(struct msg_ctx *c)
 		/* Stop the ring: no kick, no translation kept. */
 		start_or_stop_kick(v, st.index, -1);
 		q->rings_ok = false;
-		q->retry = false;
+		q->retry_ns = 0;
 		q->started = false;
 		struct vu_vring_state r = {.index = st.index, .num = q->last_avail};
 		vhost_sync_resume(v);
@@ -767,6 +810,7 @@ void dg_vhost_get_stats(const dg_vhost *v, struct dg_vhost_stats *o)
 		.arp_replies = LD(arp_replies),
 		.icmp_replies = LD(icmp_replies),
 		.ignored = LD(ignored),
+		.iotlb_cache_fills = LD(iotlb_cache_fills),
 	};
 	for (unsigned int i = 0; i < VHOST_NR_VQ; i++) {
 		o->queue[i].packets = LD(q[i].packets);
@@ -789,12 +833,12 @@ int dg_vhost_stats_write_json(const struct dg_vhost_stats *s, FILE *f)
 			 ",\n  \"ring_translations\": %" PRIu64 ",\n  \"ring_errors\": %" PRIu64
 			 ",\n  \"outside_memtable\": %" PRIu64 ",\n  \"arp_replies\": %" PRIu64
 			 ",\n  \"icmp_replies\": %" PRIu64 ",\n  \"ignored\": %" PRIu64
-			 ",\n  \"queue\": [",
+			 ",\n  \"iotlb_cache_fills\": %" PRIu64 ",\n  \"queue\": [",
 			 s->connections, s->messages, s->bad_messages, s->iotlb_misses,
 			 s->iotlb_miss_dedup, s->iotlb_updates, s->iotlb_invalidations,
 			 s->iotlb_access_fails, s->iotlb_entries, s->ring_translations,
 			 s->ring_errors, s->outside_memtable, s->arp_replies, s->icmp_replies,
-			 s->ignored);
+			 s->ignored, s->iotlb_cache_fills);
 
 	for (unsigned int i = 0; rc >= 0 && i < 2; i++)
 		rc = fprintf(f,

@@ -3,25 +3,30 @@
  * vhost/dev.h - the back end's state shared by its control plane (dev.c: vhost-user messages),
  * its data path (net.c: the net device's queues) and its server (server.c: socket, threads).
  *
- * Two agents touch a device: the control thread (messages) and the data path (one thread in
- * dg_vhost_run(), or the caller of dg_vhost_poll()). They meet in three ways, all in struct
- * vhost_sync:
- *  - pause: a message that changes the memory table, a ring, a feature or an fd first parks the
- *    data path at a quiescent point (between bursts), changes the state, then lets it go;
- *  - invalidation: the control thread clears IOTLB leaves, marks rings the range overlaps as
- *    stale, bumps inval_gen, and acknowledges the INVALIDATE to the front end only once the data
- *    path has acknowledged that generation at a quiescent point (having emptied its per-queue
- *    caches and dropped stale ring translations) or is offline (asleep, holding nothing);
+ * Two threads touch a device: the control thread (messages) and the data path (one thread in
+ * dg_vhost_run(), or the caller of dg_vhost_poll()). They meet in three ways:
+ *  - pause (struct vhost_sync): a message that changes the memory table, a ring, a feature or an
+ *    fd first parks the data path at a quiescent point (between bursts, offline), changes the
+ *    state, then lets it go;
+ *  - invalidation (the IOMMU engine, vhost/agent.h): the control thread clears the store's
+ *    leaves, marks rings the range overlaps as stale, bumps inval_gen, queues one engine command
+ *    and acknowledges the INVALIDATE to the front end only after dg_inval_wait(): every queue's
+ *    agent has applied the command to its cache at a quiescent point, or is offline (asleep in
+ *    epoll_wait, holding nothing) and will apply it before its next translation. After its
+ *    quiescent point the data path drops the ring translations marked stale and forgets the
+ *    pending misses that the new invalidations cover (inval_gen, inval_log);
  *  - update: after an UPDATE the control thread bumps update_gen and wakes the data path, which
  *    retries the queues that stopped on a miss.
- * With no data-path thread (in-process use) the caller serialises everything; dg_vhost_poll()
- * passes the quiescent point itself before each run.
+ * With no data-path thread (in-process use) the caller serialises everything: dg_vhost_poll()
+ * brings the agents online, passes the quiescent point, runs, and takes them offline again, so
+ * a message handled between two polls never waits for them.
  */
 #ifndef DG_VHOST_DEV_H
 #define DG_VHOST_DEV_H
 
 #include <dmaguard/vhost.h>
 
+#include "vhost/agent.h"
 #include "vhost/iotlb.h"
 #include "vhost/memtable.h"
 #include "vhost/virtq.h"
@@ -29,20 +34,23 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#define VHOST_NR_VQ	     2 /* 0 receive, 1 transmit */
-#define VHOST_RXQ	     0
-#define VHOST_TXQ	     1
-#define VHOST_BURST	     64
-#define VHOST_MAX_PENDING    32	  /* outstanding IOTLB misses remembered for de-duplication */
-#define VHOST_FRAME_MAX	     9216 /* largest frame carried (jumbo); larger ones are dropped */
-#define VHOST_FRAMEQ	     64	  /* frames waiting for receive buffers */
-#define VHOST_MISS_RESEND_NS 250000000ull /* a miss unanswered this long may be sent again */
+#define VHOST_NR_VQ	       2 /* 0 receive, 1 transmit */
+#define VHOST_RXQ	       0
+#define VHOST_TXQ	       1
+#define VHOST_BURST	       64
+#define VHOST_MAX_PENDING      32   /* outstanding IOTLB misses remembered for de-duplication */
+#define VHOST_INVAL_LOG	       64   /* recent invalidated ranges the data path can look up */
+#define VHOST_FRAME_MAX	       9216 /* largest frame carried (jumbo); larger ones are dropped */
+#define VHOST_FRAMEQ	       64   /* frames waiting for receive buffers */
+#define VHOST_MISS_RESEND_NS   100000000ull /* a miss unanswered this long is sent again */
+#define VHOST_MISS_SENDFAIL_NS 1000000ull   /* a MISS that could not be sent: try again after */
+#define VHOST_IDLE_MS	       100	    /* the data path's longest sleep */
 
 struct vhost_counters {
 	_Atomic uint64_t connections, messages, bad_messages;
 	_Atomic uint64_t iotlb_misses, iotlb_miss_dedup, iotlb_updates, iotlb_invalidations;
 	_Atomic uint64_t iotlb_access_fails, iotlb_entries, ring_translations, ring_errors;
-	_Atomic uint64_t outside_memtable, arp_replies, icmp_replies, ignored;
+	_Atomic uint64_t outside_memtable, arp_replies, icmp_replies, ignored, iotlb_cache_fills;
 	struct {
 		_Atomic uint64_t packets, bytes, dropped, kicks, calls;
 	} q[VHOST_NR_VQ];
@@ -51,11 +59,17 @@ struct vhost_counters {
 struct vhost_sync {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	bool worker;		     /* a data-path thread exists (set before it starts) */
-	_Atomic uint64_t inval_gen;  /* bumped by the control thread after each invalidation */
-	_Atomic uint64_t acked_gen;  /* last inval_gen the data path acknowledged */
+	bool worker; /* a data-path thread exists (set before it starts) */
+	/* Bumped (release) by the control thread before it queues each invalidation's engine
+	   command, after recording the range in inval_log; read (acquire) by the data path at its
+	   quiescent point, which then forgets the pending misses the new ranges cover. */
+	_Atomic uint64_t inval_gen;
+	/* Invalidation number g (g >= 1) is described by inval_log[(g - 1) % VHOST_INVAL_LOG], a
+	   seqlock whose gen word says which invalidation it holds (0 while rewritten). */
+	struct vhost_inval_rec {
+		_Atomic uint64_t gen, first, last;
+	} inval_log[VHOST_INVAL_LOG];
 	_Atomic uint64_t update_gen; /* bumped by the control thread after each UPDATE */
-	_Atomic bool online;	     /* data path running (not asleep in epoll_wait) */
 	_Atomic bool pause_req;	     /* control thread wants the data path parked */
 	bool parked;		     /* data path parked (lock) */
 	_Atomic bool stop;	     /* data-path thread must exit */
@@ -84,7 +98,9 @@ struct dg_vhost {
 	bool iommu;		    /* VIRTIO_F_IOMMU_PLATFORM acked */
 	int backend_fd;		    /* back-end channel, -1: none; the data path sends on it */
 	struct vhost_memtable mt;
-	struct vhost_iotlb iotlb;
+	struct vhost_iotlb iotlb;   /* the store of what UPDATEs granted */
+	struct vhost_engine engine; /* the per-queue caches' IOMMU engine (vhost/agent.h) */
+	struct dg_device *agent[VHOST_NR_VQ]; /* queue i's agent (also vq[i].agent) */
 	struct vhost_vq vq[VHOST_NR_VQ];
 	int epoll_fd; /* kick fds and wake_fd, waited on by the data path */
 
@@ -119,12 +135,19 @@ static inline struct vhost_as vhost_dev_as(struct dg_vhost *v)
 {
 	return (struct vhost_as){.mt = &v->mt,
 				 .iotlb = v->iommu ? &v->iotlb : NULL,
-				 .outside = &v->st.outside_memtable};
+				 .outside = &v->st.outside_memtable,
+				 .fills = &v->st.iotlb_cache_fills};
 }
 
 /* Data path (net.c): quiescent point, then one pass over the queues. */
 void vhost_dp_quiescent(struct dg_vhost *v);
 unsigned int vhost_dp_poll(struct dg_vhost *v);
+/* Driver kicks off while the data path polls, on before it sleeps (*@pending: entries arrived
+ * in the meantime, do not sleep). */
+void vhost_dp_kicks(struct dg_vhost *v, bool on, bool *pending);
+/* How long the data path may sleep with nothing to do: until the first queue waiting for a
+ * miss must look again (rounded up), at most VHOST_IDLE_MS. */
+int vhost_dp_idle_timeout_ms(const struct dg_vhost *v);
 /* Forget data-path state tied to the front end (queued frames, pending misses). */
 void vhost_dp_reset(struct dg_vhost *v);
 

@@ -115,9 +115,10 @@ static slot_t *leaf_node(struct vhost_iotlb *t, uint64_t pfn, bool alloc, int *e
 }
 
 int vhost_iotlb_update(struct vhost_iotlb *t, uint64_t iova, uint64_t size, uintptr_t host,
-		       uint64_t perm)
+		       uint64_t perm, uint64_t *changed)
 {
 	const uint64_t pmask = VHOST_IOTLB_PAGE_SIZE - 1;
+	uint64_t diff = 0;
 	int err = 0;
 
 	if (size == 0 || (iova & pmask) || (size & pmask) || !perm ||
@@ -150,13 +151,19 @@ int vhost_iotlb_update(struct vhost_iotlb *t, uint64_t iova, uint64_t size, uint
 		slot_t *s = &n[pfn & NMASK];
 		uint64_t leaf = ((uint64_t)host + (k << VHOST_IOTLB_PAGE_SHIFT)) | perm;
 
-		if (!atomic_load_explicit(s, memory_order_relaxed))
+		uint64_t old = atomic_load_explicit(s, memory_order_relaxed); /* single writer */
+
+		if (!old)
 			t->entries++;
+		else if (old != leaf)
+			diff++;
 		/* Relaxed: readers are ordered by the quiescent-state protocol (iotlb.h). */
 		atomic_store_explicit(s, leaf, memory_order_relaxed);
 		if (pfn == last)
 			break;
 	}
+	if (changed)
+		*changed = diff;
 	return 0;
 }
 

@@ -17,12 +17,11 @@
  * run (only vhost_iotlb_destroy()/vhost_iotlb_reset(), with the data path paused). Leaves are
  * written and cleared with relaxed stores: a reader may see an old or a new leaf until it passes
  * a quiescent point; the writer acknowledges an INVALIDATE only after every online reader has
- * passed one (vhost/dev.c), which is what makes an invalidation complete.
+ * passed one (the engine's wait, vhost/agent.h), which is what makes an invalidation complete.
  *
- * Per-queue translation cache (struct vhost_tcache): a direct-mapped array of 64 (pfn, leaf)
- * pairs private to the thread that owns the queue, so a hit is one load and a compare, no
- * atomic at all. It is emptied by its owner at a quiescent point when the IOTLB's invalidation
- * generation moved, before that point is acknowledged.
+ * This is the store of what was granted. Each virtqueue caches translations in front of it in
+ * its own IOTLB, an agent of dmaguard's IOMMU engine (vhost/agent.h), which applies
+ * invalidations at its quiescent points.
  *
  * Coalescing happens at translation time (vhost/virtq.c): consecutive pages become one segment
  * only when their IOVAs and their host addresses are both contiguous.
@@ -63,13 +62,15 @@ void vhost_iotlb_reset(struct vhost_iotlb *t);
 
 /*
  * Grant [iova, iova + size) -> [host, host + size) with @perm (VHOST_IOTLB_READ|WRITE, at least
- * one). Replaces whatever was there. @host need not be page aligned (the leaf keeps it whole).
+ * one). Replaces whatever was there; *@changed (may be NULL) gets the number of pages that held
+ * a different translation before (caches may hold those: the caller invalidates them).
+ * @host need not be page aligned (the leaf keeps it whole).
  * Returns 0, or -EINVAL (size 0, iova or size not 4 KiB aligned, perm empty or unknown, host 0
  * or above 2^62), -ERANGE (iova + size wraps past 2^64), -ENOSPC (node cap reached), -ENOMEM;
  * on error no translation changed.
  */
 int vhost_iotlb_update(struct vhost_iotlb *t, uint64_t iova, uint64_t size, uintptr_t host,
-		       uint64_t perm);
+		       uint64_t perm, uint64_t *changed);
 
 /*
  * Remove every page that [iova, iova + size) touches; iova + size may equal 2^64 exactly (a
@@ -105,41 +106,6 @@ static inline uint64_t vhost_iotlb_lookup(const struct vhost_iotlb *t, uint64_t 
 		return 0;
 	return atomic_load_explicit(&((_Atomic uint64_t *)(uintptr_t)n)[pfn & m],
 				    memory_order_relaxed);
-}
-
-#define VHOST_TCACHE_SIZE 64
-
-/* Per-queue translation cache; owned by one thread. */
-struct vhost_tcache {
-	uint64_t tag[VHOST_TCACHE_SIZE];  /* pfn + 1, 0 = empty */
-	uint64_t leaf[VHOST_TCACHE_SIZE]; /* the leaf cached for tag - 1 */
-};
-
-static inline void vhost_tcache_flush(struct vhost_tcache *c)
-{
-	for (unsigned int i = 0; i < VHOST_TCACHE_SIZE; i++)
-		c->tag[i] = 0;
-}
-
-/* The leaf of @pfn through the cache @c (NULL: no cache). */
-static inline uint64_t vhost_tcache_lookup(struct vhost_tcache *c, const struct vhost_iotlb *t,
-					   uint64_t pfn)
-{
-	if (!c)
-		return vhost_iotlb_lookup(t, pfn);
-
-	unsigned int i = (unsigned int)(pfn % VHOST_TCACHE_SIZE);
-
-	if (c->tag[i] == pfn + 1)
-		return c->leaf[i];
-
-	uint64_t leaf = vhost_iotlb_lookup(t, pfn);
-
-	if (leaf) {
-		c->tag[i] = pfn + 1;
-		c->leaf[i] = leaf;
-	}
-	return leaf;
 }
 
 #endif /* DG_VHOST_IOTLB_H */

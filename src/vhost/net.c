@@ -12,13 +12,23 @@
  * IOTLB misses: a chain or a ring that needs a translation the IOTLB does not hold is left
  * where it is (nothing consumed), a MISS is sent on the back-end channel unless the same page
  * with the same access is already pending (de-duplicated for VHOST_MISS_RESEND_NS), and the
- * queue is marked to be retried when the control thread reports an UPDATE (update_gen). The
- * control thread never waits for the data path to make progress, only for it to reach a
- * quiescent point, so the front end's UPDATE (sent in answer to the MISS, and acknowledged
- * before the front end does anything else) is always served.
+ * queue waits (retry_ns) until one of three things happens, whichever comes first:
+ *  - an UPDATE (update_gen moved): it may be the answer;
+ *  - an invalidation covering its page (inval_gen, inval_log): the pending miss is forgotten,
+ *    since the invalidation may have removed what answered it (QEMU's lazy flushes remove
+ *    everything), so nothing would ever answer it again;
+ *  - the deadline: the miss went unanswered (lost, or the send failed) and is sent again.
+ * A queue's wait is a deadline, not a flag cleared by an idle wake-up: a guest that keeps
+ * kicking must not keep a queue from ever asking again (it did: a MISS answered and at once
+ * invalidated left the transmit queue waiting while the guest's pings kicked it every 3 ms,
+ * until the guest ran out of socket buffer with ENOBUFS). The control thread never waits for
+ * the data path to make progress, only for it to reach a quiescent point, so the front end's
+ * UPDATE (sent in answer to the MISS, and acknowledged before the front end does anything
+ * else) is always served.
  *
- * Sends on the back-end channel are non-blocking: if the socket is full the miss is simply not
- * recorded as pending and will be sent again at the next retry.
+ * Sends on the back-end channel are non-blocking (a 44-byte message goes whole or not at all
+ * on a unix stream socket): if the socket is full the miss is not recorded as pending and the
+ * queue looks again after VHOST_MISS_SENDFAIL_NS.
  */
 #include "vhost/dev.h"
 
@@ -148,20 +158,24 @@ static void miss(struct dg_vhost *v, struct vhost_vq *q, const struct vhost_faul
 	uint64_t now = dg_now_ns();
 	unsigned int i;
 
-	q->retry = true;
 	for (i = 0; i < v->nmiss; i++) {
 		if (v->miss[i].page == f->addr && (v->miss[i].perm & f->perm) == f->perm) {
 			if (now - v->miss[i].sent_ns < VHOST_MISS_RESEND_NS) {
 				vhost_count(&v->st.iotlb_miss_dedup, 1);
+				q->retry_ns = v->miss[i].sent_ns + VHOST_MISS_RESEND_NS;
 				return;
 			}
 			break;
 		}
 	}
-	if (backend_send(v, f->addr, f->perm, VU_IOTLB_MISS))
-		return; /* not pending: sent again at the next retry */
+	if (backend_send(v, f->addr, f->perm, VU_IOTLB_MISS)) {
+		q->retry_ns = now + VHOST_MISS_SENDFAIL_NS; /* not pending: try again soon */
+		return;
+	}
+	q->retry_ns = now + VHOST_MISS_RESEND_NS;
 	vhost_count(&v->st.iotlb_misses, 1);
-	vhost_log(v, 2, "iotlb miss iova 0x%llx perm %u", (unsigned long long)f->addr, f->perm);
+	vhost_log(v, 2, "iotlb miss vring %u iova 0x%llx perm %u", (unsigned int)(q - v->vq),
+		  (unsigned long long)f->addr, f->perm);
 	if (i == v->nmiss) {
 		if (v->nmiss == VHOST_MAX_PENDING) {
 			/* Forget the oldest: at worst it is asked for once more. */
@@ -189,7 +203,7 @@ static void updates_arrived(struct dg_vhost *v)
 	}
 	v->nmiss = k;
 	for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
-		v->vq[i].retry = false;
+		v->vq[i].retry_ns = 0;
 }
 
 static void access_fail(struct dg_vhost *v, const struct vhost_fault *f)
@@ -227,33 +241,80 @@ void vhost_dp_reset(struct dg_vhost *v)
 	v->fq_head = v->fq_len = 0;
 }
 
+/* Invalidation number @k's range, or false when its record was overwritten meanwhile. */
+static bool inval_range(struct dg_vhost *v, uint64_t k, uint64_t *first, uint64_t *last)
+{
+	struct vhost_inval_rec *r = &v->sync.inval_log[(k - 1) % VHOST_INVAL_LOG];
+	/* Seqlock reader: acquire pairs with the writer's release store of gen. */
+	uint64_t g1 = atomic_load_explicit(&r->gen, memory_order_acquire);
+
+	/* Acquire loads: the gen load below stays after them, and a range from a newer writer
+	 * (release stores in invalidated(), dev.c) makes that load see gen = 0 or newer. */
+	*first = atomic_load_explicit(&r->first, memory_order_acquire);
+	*last = atomic_load_explicit(&r->last, memory_order_acquire);
+	return g1 == k && atomic_load_explicit(&r->gen, memory_order_relaxed) == k;
+}
+
+/*
+ * Invalidations (@from, @to] happened: what answered a pending miss for a page they cover may be
+ * gone (answered by an UPDATE, removed at once, as QEMU's lazy flushes do), so nothing would
+ * answer it again: forget those misses and let the waiting queues ask again now. Misses for
+ * other pages stay pending (under iommu.strict=1 an INVALIDATE follows every unmap: asking
+ * again for every pending miss at each one made QEMU translate IOVAs the guest had unmapped
+ * meanwhile, and report them to the guest as DMA faults). When the log was overrun, forget all.
+ */
+static void forget_invalidated_misses(struct dg_vhost *v, uint64_t from, uint64_t to)
+{
+	bool all = to - from > VHOST_INVAL_LOG, forgot = false;
+	unsigned int k = 0;
+
+	for (unsigned int i = 0; i < v->nmiss; i++) {
+		bool covered = all;
+
+		for (uint64_t g = from + 1; !covered && g <= to; g++) {
+			uint64_t first, last;
+
+			if (!inval_range(v, g, &first, &last))
+				covered = true; /* overwritten: assume it covered the page */
+			else if (v->miss[i].page <= last && first <= v->miss[i].page + 4095)
+				covered = true;
+		}
+		if (covered)
+			forgot = true;
+		else
+			v->miss[k++] = v->miss[i];
+	}
+	v->nmiss = k;
+	if (forgot || all)
+		for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
+			v->vq[i].retry_ns = 0;
+}
+
 void vhost_dp_quiescent(struct dg_vhost *v)
 {
-	/* Seq_cst: Dekker with sync_invalidated() (see there); also acquire of the leaves and
-	 * ring_stale flags the control thread wrote before bumping the generation. */
-	uint64_t g = atomic_load_explicit(&v->sync.inval_gen, memory_order_seq_cst);
+	/*
+	 * The agents' quiescent point: each applies the engine's invalidation commands to its
+	 * cache and acknowledges them (nothing translated before this point is used after it).
+	 * Its acquire of the commands also makes visible what the control thread wrote before
+	 * queueing them: inval_gen and the ring_stale flags, read below (relaxed).
+	 */
+	vhost_agents_quiesce(v->agent, VHOST_NR_VQ);
+	for (unsigned int i = 0; i < VHOST_NR_VQ; i++) {
+		struct vhost_vq *q = &v->vq[i];
 
+		if (atomic_exchange_explicit(&q->ring_stale, false, memory_order_relaxed))
+			q->rings_ok = false;
+	}
+	/* Acquire pairs with the release store of inval_gen in invalidated() (dev.c). */
+	uint64_t g = atomic_load_explicit(&v->sync.inval_gen, memory_order_acquire);
 	if (g != v->local_gen) {
-		for (unsigned int i = 0; i < VHOST_NR_VQ; i++) {
-			struct vhost_vq *q = &v->vq[i];
-
-			vhost_tcache_flush(&q->tcache);
-			if (atomic_exchange_explicit(&q->ring_stale, false, memory_order_relaxed))
-				q->rings_ok = false;
-		}
+		forget_invalidated_misses(v, v->local_gen, g);
 		v->local_gen = g;
-		/* What answered a pending miss may be gone again: let every miss be re-sent. */
-		v->nmiss = 0;
-		if (v->sync.worker) {
-			pthread_mutex_lock(&v->sync.lock);
-			/* Release pairs with the acquire in sync_invalidated(). */
-			atomic_store_explicit(&v->sync.acked_gen, g, memory_order_release);
-			pthread_cond_broadcast(&v->sync.cond);
-			pthread_mutex_unlock(&v->sync.lock);
-		}
 	}
 	/* Acquire pairs with the release in vhost_sync_pause(). */
 	if (v->sync.worker && atomic_load_explicit(&v->sync.pause_req, memory_order_acquire)) {
+		/* Offline while parked: the control thread may invalidate meanwhile. */
+		vhost_agents_offline(v->agent, VHOST_NR_VQ);
 		pthread_mutex_lock(&v->sync.lock);
 		v->sync.parked = true;
 		pthread_cond_broadcast(&v->sync.cond);
@@ -261,6 +322,10 @@ void vhost_dp_quiescent(struct dg_vhost *v)
 			pthread_cond_wait(&v->sync.cond, &v->sync.lock);
 		v->sync.parked = false;
 		pthread_mutex_unlock(&v->sync.lock);
+		vhost_agents_online(v->agent, VHOST_NR_VQ);
+		/* Caught up: what was invalidated while parked is visible now. */
+		vhost_dp_quiescent(v);
+		return;
 	}
 	/* Acquire pairs with the release after each UPDATE in handle_iotlb(). */
 	uint64_t u = atomic_load_explicit(&v->sync.update_gen, memory_order_acquire);
@@ -274,9 +339,13 @@ static bool queue_ready(struct dg_vhost *v, unsigned int qi)
 {
 	struct vhost_vq *q = &v->vq[qi];
 
-	if (!q->enabled || !q->started || q->broken || q->retry || !q->num || !q->addr_set ||
-	    !v->mt.n)
+	if (!q->enabled || !q->started || q->broken || !q->num || !q->addr_set || !v->mt.n)
 		return false;
+	if (q->retry_ns) {
+		if (dg_now_ns() < q->retry_ns)
+			return false; /* waiting for the answer to a miss */
+		q->retry_ns = 0;
+	}
 	if (!q->rings_ok) {
 		struct vhost_as as = vhost_dev_as(v);
 		struct vhost_fault f;
@@ -371,6 +440,8 @@ static unsigned int do_rx(struct dg_vhost *v)
 	}
 	if (bytes)
 		vhost_count(&v->st.q[VHOST_RXQ].bytes, bytes);
+	if (done)
+		vhost_log(v, 3, "vring 0: %u chains, %u frames wait", done, v->fq_len);
 	notify(v, VHOST_RXQ);
 	return done;
 }
@@ -446,6 +517,8 @@ static unsigned int do_tx(struct dg_vhost *v)
 	}
 	if (bytes)
 		vhost_count(&v->st.q[VHOST_TXQ].bytes, bytes);
+	if (done)
+		vhost_log(v, 3, "vring 1: %u chains", done);
 	notify(v, VHOST_TXQ);
 	return done;
 }
@@ -464,14 +537,60 @@ unsigned int vhost_dp_poll(struct dg_vhost *v)
 	return work;
 }
 
+void vhost_dp_kicks(struct dg_vhost *v, bool on, bool *pending)
+{
+	for (unsigned int i = 0; i < VHOST_NR_VQ; i++) {
+		struct vhost_vq *q = &v->vq[i];
+
+		if (!q->started || !q->enabled || q->broken)
+			continue;
+		if (!q->rings_ok) {
+			/*
+			 * Its rings were invalidated while kicks were off: the flag cannot be
+			 * cleared through the old translation, so the queue is not left asleep
+			 * with the driver told not to kick: poll again (which translates the
+			 * rings, or waits for a MISS whose UPDATE wakes us).
+			 */
+			if (on && q->kicks_off && !q->retry_ns && q->num && q->addr_set && v->mt.n)
+				*pending = true;
+			continue;
+		}
+		if (!on)
+			vhost_vq_kicks_off(q);
+		else if (vhost_vq_kicks_on(q) && !q->retry_ns && (i == VHOST_TXQ || v->fq_len))
+			*pending = true; /* work arrived while kicks were off */
+	}
+}
+
+int vhost_dp_idle_timeout_ms(const struct dg_vhost *v)
+{
+	uint64_t now = 0, first = UINT64_MAX;
+
+	for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
+		if (v->vq[i].retry_ns && v->vq[i].retry_ns < first)
+			first = v->vq[i].retry_ns;
+	if (first == UINT64_MAX)
+		return VHOST_IDLE_MS;
+	now = dg_now_ns();
+	if (first <= now)
+		return 0;
+	/* Round up: waking before the deadline would find the queue still waiting. */
+	uint64_t ms = (first - now + 999999) / 1000000;
+	return ms < VHOST_IDLE_MS ? (int)ms : VHOST_IDLE_MS;
+}
+
 int dg_vhost_poll(dg_vhost *v, unsigned int *work)
 {
 	unsigned int w;
 
 	if (!v)
 		return -EINVAL;
+	/* The caller is the data path for this call only: online for it, offline after it, so a
+	 * message handled between two polls never waits for the agents. */
+	vhost_agents_online(v->agent, VHOST_NR_VQ);
 	vhost_dp_quiescent(v);
 	w = vhost_dp_poll(v);
+	vhost_agents_offline(v->agent, VHOST_NR_VQ);
 	if (work)
 		*work = w;
 	return 0;

@@ -6,8 +6,9 @@
  * message (header with its SCM_RIGHTS fds, then the payload), hands it to
  * dg_vhost_handle_message() and writes the reply. A second thread runs the data path: it polls
  * the queues while there is work and otherwise sleeps in epoll_wait() on the kick eventfds and
- * its wake eventfd, offline (see dev.h) so that an invalidation never waits for a sleeping
- * thread. It also wakes every 100 ms to resend misses that went unanswered.
+ * its wake eventfd, its queues' agents offline (see dev.h) so that an invalidation never waits
+ * for a sleeping thread. Its sleep ends at the latest when a queue waiting for the answer to a miss must ask
+ * again (net.c), whatever the kicks do meanwhile, and after VHOST_IDLE_MS otherwise.
  *
  * A front end that sends garbage, stalls in the middle of a message (5 s receive timeout) or
  * disconnects is dropped: the device is reset (fds closed, memory unmapped, IOTLB emptied) and
@@ -30,23 +31,27 @@ static void *worker_main(void *arg)
 {
 	struct dg_vhost *v = arg;
 
-	/* Seq_cst: Dekker with sync_invalidated(), see dev.c. */
-	atomic_store_explicit(&v->sync.online, true, memory_order_seq_cst);
+	vhost_agents_online(v->agent, VHOST_NR_VQ);
 	/* Acquire pairs with the release store in stop_worker(). */
 	while (!atomic_load_explicit(&v->sync.stop, memory_order_acquire)) {
 		struct epoll_event ev[4];
 		int n;
 
+		bool pending = false;
+
 		vhost_dp_quiescent(v);
-		if (vhost_dp_poll(v))
+		if (vhost_dp_poll(v)) {
+			vhost_dp_kicks(v, false, NULL); /* polling: the driver need not kick */
 			continue;
-		/* Go offline: nothing cached is used until vhost_dp_quiescent() ran again. */
-		atomic_store_explicit(&v->sync.online, false, memory_order_seq_cst);
-		pthread_mutex_lock(&v->sync.lock);
-		pthread_cond_broadcast(&v->sync.cond); /* an invalidation may wait for us */
-		pthread_mutex_unlock(&v->sync.lock);
-		n = epoll_wait(v->epoll_fd, ev, 4, 100);
-		atomic_store_explicit(&v->sync.online, true, memory_order_seq_cst);
+		}
+		vhost_dp_kicks(v, true, &pending);
+		if (pending)
+			continue;
+		/* Offline while asleep: invalidations do not wait for us; nothing cached is used
+		 * until the agents caught up again (vhost_agents_online()). */
+		vhost_agents_offline(v->agent, VHOST_NR_VQ);
+		n = epoll_wait(v->epoll_fd, ev, 4, vhost_dp_idle_timeout_ms(v));
+		vhost_agents_online(v->agent, VHOST_NR_VQ);
 		for (int i = 0; i < n; i++) {
 			uint32_t qi = ev[i].data.u32;
 			int fd = qi < VHOST_NR_VQ ? v->vq[qi].kick_fd : v->sync.wake_fd;
@@ -56,15 +61,8 @@ static void *worker_main(void *arg)
 			    qi < VHOST_NR_VQ)
 				vhost_count(&v->st.q[qi].kicks, 1);
 		}
-		if (n == 0) {
-			for (unsigned int i = 0; i < VHOST_NR_VQ; i++)
-				v->vq[i].retry = false; /* time to resend unanswered misses */
-		}
 	}
-	atomic_store_explicit(&v->sync.online, false, memory_order_seq_cst);
-	pthread_mutex_lock(&v->sync.lock);
-	pthread_cond_broadcast(&v->sync.cond);
-	pthread_mutex_unlock(&v->sync.lock);
+	vhost_agents_offline(v->agent, VHOST_NR_VQ);
 	return NULL;
 }
 

@@ -44,7 +44,22 @@ static int add_seg(struct vhost_seg *seg, unsigned int max, unsigned int *nseg, 
 	return 0;
 }
 
-int vhost_xlate(const struct vhost_as *as, struct vhost_tcache *tc, uint64_t addr, uint64_t len,
+/* The store without a cache (no agent): the host address of @addr, 0, -EAGAIN or -EACCES. */
+static int store_xlate(const struct vhost_iotlb *t, uint64_t addr, unsigned int perm,
+		       uint8_t **host)
+{
+	uint64_t leaf = vhost_iotlb_lookup(t, addr >> VHOST_IOTLB_PAGE_SHIFT);
+
+	if (!leaf)
+		return -EAGAIN;
+	if ((leaf_perm(leaf) & perm) != perm)
+		return -EACCES;
+	*host = (uint8_t *)(uintptr_t)(leaf & VHOST_IOTLB_ADDR_MASK) +
+		(addr & (VHOST_IOTLB_PAGE_SIZE - 1));
+	return 0;
+}
+
+int vhost_xlate(const struct vhost_as *as, struct dg_device *agent, uint64_t addr, uint64_t len,
 		unsigned int perm, bool ring, struct vhost_seg *seg, unsigned int max,
 		unsigned int *nseg, struct vhost_fault *fault)
 {
@@ -64,15 +79,20 @@ int vhost_xlate(const struct vhost_as *as, struct vhost_tcache *tc, uint64_t add
 
 		if (as->iotlb) {
 			uint64_t off = addr & (VHOST_IOTLB_PAGE_SIZE - 1);
-			uint64_t leaf =
-				vhost_tcache_lookup(tc, as->iotlb, addr >> VHOST_IOTLB_PAGE_SHIFT);
 
-			if (!leaf || (leaf_perm(leaf) & perm) != perm) {
-				fault->addr = addr - off;
-				fault->perm = perm;
-				return leaf ? -EACCES : -EAGAIN;
+			host = agent ? vhost_agent_probe(agent, addr, perm) : NULL;
+			if (!host) {
+				if (agent && as->fills)
+					atomic_fetch_add_explicit(as->fills, 1,
+								  memory_order_relaxed);
+				rc = agent ? vhost_agent_fill(agent, as->iotlb, addr, perm, &host) :
+					     store_xlate(as->iotlb, addr, perm, &host);
+				if (rc) {
+					fault->addr = addr - off;
+					fault->perm = perm;
+					return rc;
+				}
 			}
-			host = (uint8_t *)(uintptr_t)(leaf & VHOST_IOTLB_ADDR_MASK) + off;
 			room = VHOST_IOTLB_PAGE_SIZE - off;
 		} else {
 			host = ring ? vhost_memtable_uva(as->mt, addr, &room) :
@@ -119,9 +139,9 @@ void vhost_vq_init(struct vhost_vq *vq)
 	vq->rings_ok = false;
 	vq->desc = NULL;
 	vq->avail = vq->used = NULL;
-	vq->retry = false;
+	vq->retry_ns = 0;
 	vq->pending_used = 0;
-	vhost_tcache_flush(&vq->tcache);
+	vq->kicks_off = false;
 }
 
 static int map_one(struct vhost_vq *vq, const struct vhost_as *as, uint64_t addr, uint64_t len,
@@ -133,7 +153,7 @@ static int map_one(struct vhost_vq *vq, const struct vhost_as *as, uint64_t addr
 
 	if (addr & (align - 1))
 		return -EINVAL;
-	rc = vhost_xlate(as, &vq->tcache, addr, len, perm, true, seg, 1, &n, fault);
+	rc = vhost_xlate(as, vq->agent, addr, len, perm, true, seg, 1, &n, fault);
 	if (rc == -E2BIG)
 		return -EINVAL; /* not contiguous in host memory */
 	if (rc)
@@ -231,7 +251,7 @@ int vhost_vq_pop(struct vhost_vq *vq, const struct vhost_as *as, struct vhost_ch
 				return -EINVAL;
 			if (n > VHOST_MAX_INDIRECT)
 				return -E2BIG;
-			rc = vhost_xlate(as, &vq->tcache, d.addr, d.len, VU_ACCESS_RO, false, seg,
+			rc = vhost_xlate(as, vq->agent, d.addr, d.len, VU_ACCESS_RO, false, seg,
 					 VHOST_MAX_SEGS, &ns, fault);
 			if (rc)
 				return consume_on_eacces(vq, rc);
@@ -244,14 +264,14 @@ int vhost_vq_pop(struct vhost_vq *vq, const struct vhost_as *as, struct vhost_ch
 			continue;
 		}
 		if (d.flags & VRING_DESC_F_WRITE) {
-			rc = vhost_xlate(as, &vq->tcache, d.addr, d.len, VU_ACCESS_WO, false,
-					 ch->seg, VHOST_MAX_SEGS, &ch->nseg, fault);
+			rc = vhost_xlate(as, vq->agent, d.addr, d.len, VU_ACCESS_WO, false, ch->seg,
+					 VHOST_MAX_SEGS, &ch->nseg, fault);
 			ch->write_len += d.len;
 		} else {
 			if (ch->nseg != ch->nread)
 				return -EINVAL; /* readable after writable */
-			rc = vhost_xlate(as, &vq->tcache, d.addr, d.len, VU_ACCESS_RO, false,
-					 ch->seg, VHOST_MAX_SEGS, &ch->nseg, fault);
+			rc = vhost_xlate(as, vq->agent, d.addr, d.len, VU_ACCESS_RO, false, ch->seg,
+					 VHOST_MAX_SEGS, &ch->nseg, fault);
 			ch->nread = ch->nseg;
 			ch->read_len += d.len;
 		}
@@ -286,6 +306,26 @@ bool vhost_vq_publish(struct vhost_vq *vq)
 	atomic_thread_fence(memory_order_seq_cst);
 	uint16_t flags = atomic_load_explicit(u16_at(vq->avail, 0), memory_order_relaxed);
 	return !(flags & VRING_AVAIL_F_NO_INTERRUPT);
+}
+
+void vhost_vq_kicks_off(struct vhost_vq *vq)
+{
+	if (vq->kicks_off)
+		return;
+	/* Relaxed: a hint; a kick the driver sends anyway is harmless. */
+	atomic_store_explicit(u16_at(vq->used, 0), VRING_USED_F_NO_NOTIFY, memory_order_relaxed);
+	vq->kicks_off = true;
+}
+
+bool vhost_vq_kicks_on(struct vhost_vq *vq)
+{
+	atomic_store_explicit(u16_at(vq->used, 0), 0, memory_order_relaxed);
+	vq->kicks_off = false;
+	/* Full fence: the flag store before the avail index load below; pairs with the driver's
+	 * barrier between its avail index store and its read of the used flags, so either it
+	 * sees kicks enabled and kicks, or we see its entries. */
+	atomic_thread_fence(memory_order_seq_cst);
+	return vhost_vq_avail(vq) != 0;
 }
 
 uint64_t vhost_segs_read(const struct vhost_seg *seg, unsigned int n, uint64_t off, void *dst,

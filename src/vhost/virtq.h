@@ -5,9 +5,10 @@
  *
  * Address spaces (struct vhost_as): without VIRTIO_F_IOMMU_PLATFORM the rings are given as the
  * front end's virtual addresses and buffers as guest physical addresses, both resolved through
- * the memory table; with it, both are IOVAs resolved through the device IOTLB (and the queue's
- * translation cache). Either way a translation yields host segments, each checked against the
- * memory table before it is returned (the last line of defence, counted when it fires).
+ * the memory table; with it, both are IOVAs resolved through the queue's cache (its IOTLB as an
+ * agent of the IOMMU engine, vhost/agent.h) in front of the device IOTLB's store. Either way a
+ * translation yields host segments, each checked against the memory table before it is returned
+ * (the last line of defence, counted when it fires).
  *
  * A descriptor chain is walked once, copying each descriptor out of guest memory before using
  * it (the driver may rewrite it under us). Bounds: an index past the table, more descriptors
@@ -22,6 +23,7 @@
 #ifndef DG_VHOST_VIRTQ_H
 #define DG_VHOST_VIRTQ_H
 
+#include "vhost/agent.h"
 #include "vhost/iotlb.h"
 #include "vhost/memtable.h"
 #include "vhost/proto.h"
@@ -42,6 +44,7 @@ struct vhost_as {
 	const struct vhost_memtable *mt;
 	const struct vhost_iotlb *iotlb; /* NULL: no IOMMU */
 	_Atomic uint64_t *outside;	 /* counter of refused accesses outside the memory table */
+	_Atomic uint64_t *fills;	 /* counter of queue-cache misses looked up in the store */
 };
 
 /* Why a translation failed, for the caller to send a MISS or an ACCESS_FAIL. */
@@ -54,12 +57,13 @@ struct vhost_fault {
  * Translate [addr, addr + len) for an access needing @perm (VU_ACCESS_RO to read, VU_ACCESS_WO
  * to write) into segments appended to @seg (capacity @max, *@nseg in use, updated). @ring: the
  * address is a ring address (front-end virtual address without IOMMU) rather than a buffer
- * address (guest physical without IOMMU). @tc: the queue's translation cache (may be NULL).
+ * address (guest physical without IOMMU). @agent: the queue's translation agent, whose IOTLB
+ * caches the store (NULL: the store alone; the caller must be the agent's thread, online).
  * Returns 0, or -EAGAIN (IOTLB miss at fault->addr), -EACCES (granted without @perm), -EFAULT
  * (no memory-table region holds it, or the range wraps), -E2BIG (more than @max segments),
  * -EPERM (a segment failed the memory-table check: counted in as->outside).
  */
-int vhost_xlate(const struct vhost_as *as, struct vhost_tcache *tc, uint64_t addr, uint64_t len,
+int vhost_xlate(const struct vhost_as *as, struct dg_device *agent, uint64_t addr, uint64_t len,
 		unsigned int perm, bool ring, struct vhost_seg *seg, unsigned int max,
 		unsigned int *nseg, struct vhost_fault *fault);
 
@@ -95,15 +99,18 @@ struct vhost_vq {
 	/* Data path. */
 	bool rings_ok; /* desc/avail/used below are valid translations */
 	struct vring_desc *desc;
-	uint8_t *avail;	       /* flags u16, idx u16, ring u16[num] */
-	uint8_t *used;	       /* flags u16, idx u16, ring {u32 id, u32 len}[num] */
-	bool retry;	       /* stopped on a miss: try again when the IOTLB changed */
-	uint16_t pending_used; /* used entries written but not yet published */
-	struct vhost_tcache tcache;
+	uint8_t *avail;		 /* flags u16, idx u16, ring u16[num] */
+	uint8_t *used;		 /* flags u16, idx u16, ring {u32 id, u32 len}[num] */
+	uint64_t retry_ns;	 /* stopped on a miss: 0, or when to look again without news */
+	uint16_t pending_used;	 /* used entries written but not yet published */
+	bool kicks_off;		 /* we set VRING_USED_F_NO_NOTIFY (data path) */
+	struct dg_device *agent; /* translation agent (vhost/agent.h); set at creation, kept by
+				    vhost_vq_init() */
 	struct vring_desc ind[VHOST_MAX_INDIRECT]; /* copy of the current indirect table */
 };
 
-/* Reset @vq to its state before any SET_VRING_* (fds must have been closed by the caller). */
+/* Reset @vq to its state before any SET_VRING_* (fds must have been closed by the caller; the
+ * agent stays, its cache is emptied by an engine command). */
 void vhost_vq_init(struct vhost_vq *vq);
 
 /*
@@ -132,6 +139,17 @@ void vhost_vq_push(struct vhost_vq *vq, uint16_t head, uint32_t len);
 
 /* Publish the used entries pushed; true if the driver wants an interrupt for them. */
 bool vhost_vq_publish(struct vhost_vq *vq);
+
+/*
+ * Notification suppression (virtio 1.x without EVENT_IDX): while the data path polls, the used
+ * ring's flags say VRING_USED_F_NO_NOTIFY so the driver does not kick for every burst. Before
+ * the data path sleeps it clears the flag and looks at the avail ring again (after a full
+ * fence, which pairs with the driver's barrier between its avail index store and its read of
+ * the flags): true when entries arrived meanwhile, so it must not sleep. The rings must be
+ * translated (rings_ok).
+ */
+void vhost_vq_kicks_off(struct vhost_vq *vq);
+bool vhost_vq_kicks_on(struct vhost_vq *vq);
 
 /* Copy @len bytes out of segments @seg[0, n) starting @off bytes in; returns bytes copied. */
 uint64_t vhost_segs_read(const struct vhost_seg *seg, unsigned int n, uint64_t off, void *dst,

@@ -30,12 +30,33 @@ done
 ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.0.2/24 dev eth0
-ping -q -c "$count" -s "$size" -i "$interval" -W 5 -w 120 10.0.0.1 >/tmp/ping.out 2>&1
-cat /tmp/ping.out
+ping -c "$count" -s "$size" -i "$interval" -W 5 -w 120 10.0.0.1 >/tmp/ping.out 2>&1
+grep -v ' bytes from ' /tmp/ping.out
 tx=$(sed -n 's/^\([0-9]*\) packets transmitted.*/\1/p' /tmp/ping.out)
 rx=$(sed -n 's/.* \([0-9]*\) packets received.*/\1/p' /tmp/ping.out)
 echo "DG-PING transmitted=${tx:-0} received=${rx:-0}"
 grep round-trip /tmp/ping.out | sed "s/^/DG-RTT /"
+# If a reply did not reach ping: which ones (the first 20), the slowest that did, and what the
+# guest kernel saw (an echo reply it counted reached the guest intact, checksums checked).
+awk -v n="$count" '/ bytes from /{
+	for (i = 1; i <= NF; i++) {
+		if ($i ~ /^seq=/) s = substr($i, 5)
+		if ($i ~ /^time=/) t = substr($i, 6) + 0
+	}
+	seen[s] = 1
+	if (t > worst) { worst = t; wseq = s }
+}
+END {
+	m = 0
+	for (i = 0; i < n; i++)
+		if (!(i in seen)) { m++; if (m <= 20) out = out " " i }
+	print "DG-MISSING " m " (seq" out ") slowest seq " wseq " " worst " ms"
+}' /tmp/ping.out
+awk '/^Icmp:/ {
+	if (!h) { for (i = 2; i <= NF; i++) name[i] = $i; h = 1 }
+	else for (i = 2; i <= NF; i++) v[name[i]] = $i
+}
+END { print "DG-ICMP InEchoReps=" v["InEchoReps"] " InErrors=" v["InErrors"] " InCsumErrors=" v["InCsumErrors"] }' /proc/net/snmp
 cat /proc/net/dev
 ip link set eth0 down
 rmmod virtio_net && echo "DG-RMMOD ok"

@@ -5,9 +5,10 @@
 # Boots the Debian cloud kernel with a busybox initramfs (qemu_guest_prepare.sh, cached) under
 # TCG with an emulated Intel IOMMU, pings the back end in echo mode PINGS times (default 2000)
 # with 1400-byte payloads, takes eth0 down, unloads virtio_net and powers off. Passes when every
-# ping was answered, QEMU exited 0, the back end exited 0 and its counters (--stats-json) show
-# IOTLB misses, updates and invalidations (>= 1000 under iommu.strict=1), and no access outside
-# the memory table, no access failure and no ring error. Every process runs under timeout.
+# ping was sent and answered (the guest kernel received every echo reply intact), QEMU exited 0,
+# the back end exited 0 and its counters (--stats-json) show IOTLB misses, updates and
+# invalidations (>= 1000 under iommu.strict=1), and no access outside the memory table, no access
+# failure and no ring error. Every process runs under timeout.
 set -u
 exe=$1
 config=$2
@@ -75,8 +76,24 @@ num() { # the value of a top-level counter in the stats JSON
 
 [ "$qemu_rc" -eq 0 ]; check "QEMU exited $qemu_rc" $?
 [ "$backend_rc" -eq 0 ]; check "back end exited $backend_rc" $?
-grep -q "DG-PING transmitted=$pings received=$pings" "$tmp/guest.log"
-check "not all $pings pings answered" $?
+# Every ping sent (ENOBUFS, say, would mean the back end stopped draining the transmit ring)
+# and every reply received intact by the guest's ICMP layer (InEchoReps counts echo replies
+# whose checksum verified). ping's own count can be lower on a loaded host: busybox ping sets
+# its socket's receive buffer to 2 x 1400 + 7 KiB (about 8 replies), so a burst of replies after
+# a stall overflows it inside the guest (its raw socket's drops then equal the missing replies,
+# measured: docs/vhost.md); that is reported, not failed.
+grep -q "DG-PING transmitted=$pings " "$tmp/guest.log"
+check "ping did not send all $pings pings" $?
+icmp=$(sed -n 's/^DG-ICMP //p' "$tmp/guest.log" | tr -d '\r')
+echo_reps=$(echo "$icmp" | sed -n 's/.*InEchoReps=\([0-9]*\).*/\1/p')
+[ "${echo_reps:-0}" -eq "$pings" ] && echo "$icmp" | grep -q ' InErrors=0 InCsumErrors=0'
+check "the guest received ${echo_reps:-0} of $pings echo replies intact ($icmp)" $?
+ping_rx=$(sed -n 's/^DG-PING transmitted=[0-9]* received=\([0-9]*\).*/\1/p' "$tmp/guest.log")
+if [ "${ping_rx:-0}" -lt "$pings" ] && [ $fail -eq 0 ]; then
+	echo "note: ping counted ${ping_rx:-0} of $pings replies; the guest kernel received all" \
+		"(the rest overflowed ping's socket buffer or came after it stopped waiting):" \
+		"$(sed -n 's/^DG-MISSING //p' "$tmp/guest.log")"
+fi
 grep -q "DG-RMMOD ok" "$tmp/guest.log"; check "virtio_net did not unload" $?
 if [ -f "$stats" ]; then
 	misses=$(num iotlb_misses)
@@ -84,7 +101,8 @@ if [ -f "$stats" ]; then
 	invals=$(num iotlb_invalidations)
 	echo "config $config: ${pings} pings in $((end - start)) s; iotlb misses $misses," \
 		"updates $updates, invalidations $invals, dedup $(num iotlb_miss_dedup)," \
-		"ring translations $(num ring_translations), icmp replies $(num icmp_replies);" \
+		"ring translations $(num ring_translations), icmp replies $(num icmp_replies)," \
+		"guest DMAR faults $(grep -a -c 'DMAR: \[DMA' "$tmp/guest.log");" \
 		"$(sed -n 's/^DG-RTT //p' "$tmp/guest.log")"
 	[ "$(num outside_memtable)" = 0 ]; check "accesses outside the memory table" $?
 	[ "$(num iotlb_access_fails)" = 0 ]; check "access failures" $?
@@ -102,6 +120,7 @@ else
 fi
 if [ $fail -ne 0 ]; then
 	echo "--- guest (tail) ---"
+	grep -a -E '^DG-(MISSING|ICMP)' "$tmp/guest.log"
 	tail -n 30 "$tmp/guest.log"
 	echo "--- back end (errors and tail) ---"
 	grep -m 20 'error' "$tmp/backend.log"

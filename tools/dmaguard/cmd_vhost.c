@@ -90,7 +90,7 @@ static void usage(FILE *out)
 		"  --no-iommu           do not offer VIRTIO_F_IOMMU_PLATFORM\n"
 		"  --stats-json FILE    write the counters as JSON at each disconnect, on SIGUSR1\n"
 		"                       and at exit\n"
-		"  -v, --verbose        more logging (twice: every message)\n");
+		"  -v, --verbose        more logging (twice: every message, timed; three times: every burst)\n");
 }
 
 static int parse_mac(const char *s, uint8_t mac[6])

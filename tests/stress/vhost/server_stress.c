@@ -4,8 +4,11 @@
  * control thread on the socket and a data-path thread), against a front end made of three
  * threads: a "QEMU" thread answering IOTLB misses with UPDATEs on the main socket, the main
  * thread sending INVALIDATEs (single pages and full flushes) all the time, and a "guest"
- * thread pinging through the rings with kick eventfds. Every ping must come back intact;
- * then the front end disconnects, a new one connects to the same process and pings again.
+ * thread pinging through the rings with kick eventfds and kicking again every millisecond while
+ * it waits (as a busy guest does). "QEMU" ignores one MISS in MISS_DROP_EVERY: the back end
+ * must ask again, kicks or not. Every ping must come back intact; then the front end
+ * disconnects, a new one connects to the same process and pings again (odd rounds without
+ * invalidations, so that only the back end's resend deadline recovers an ignored miss).
  * Under ThreadSanitizer this checks the lock-free IOTLB readers against the writer, the
  * quiescent-state acknowledgement of invalidations and the pause protocol.
  *
@@ -39,6 +42,9 @@ static int kick[2];
 static pthread_mutex_t sock_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool done;
 static unsigned int pings = 300;
+static atomic_uint dropped; /* misses the "QEMU" thread ignored */
+
+#define MISS_DROP_EVERY 97
 
 /* Send one message on the socket and, if @want, read its u64 (or 8-byte) reply. */
 static uint64_t sock_msg(uint32_t req, uint32_t flags, const void *payload, uint32_t size, int *fds,
@@ -182,9 +188,15 @@ static void end_session(void)
 	f.sock[1] = -1;
 }
 
-/* QEMU's part: every MISS on the back-end channel gets an UPDATE on the main socket. */
+/*
+ * QEMU's part: every MISS on the back-end channel gets an UPDATE on the main socket, except
+ * one in MISS_DROP_EVERY, which is ignored (a MISS lost, or answered and at once invalidated):
+ * the back end must ask again although the guest keeps kicking meanwhile.
+ */
 static void *qemu_main(void *arg)
 {
+	unsigned int n = 0;
+
 	(void)arg;
 	while (!atomic_load(&done)) {
 		struct pollfd p = {.fd = f.sock[1], .events = POLLIN};
@@ -194,6 +206,10 @@ static void *qemu_main(void *arg)
 			continue;
 		while (fe_backend_msg(&f, &m)) {
 			CHECK(m.type == VU_IOTLB_MISS);
+			if (++n % MISS_DROP_EVERY == MISS_DROP_EVERY / 2) {
+				atomic_fetch_add(&dropped, 1);
+				continue;
+			}
 			uint64_t gpa = m.iova - FE_IOVA_OFF;
 			CHECK(gpa >= FE_GPA_BASE && gpa < FE_GPA_BASE + FE_MEM_SIZE);
 			iotlb(VU_IOTLB_UPDATE, m.iova, 0x1000, FE_UVA_BASE + gpa);
@@ -221,6 +237,10 @@ static void *guest_main(void *arg)
 		while (!fe_used(&f, 0, &id, &rlen)) {
 			CHECK(++spins < 200000); /* 20 s */
 			usleep(100);
+			if (spins % 10 == 0) { /* a busy guest: kicks keep coming */
+				CHECK(write(kick[0], &one, 8) == 8);
+				CHECK(write(kick[1], &one, 8) == 8);
+			}
 		}
 		CHECK(id == slot && rlen == FE_HDR + len);
 		uint8_t *rep = fe_ptr(&f, FE_BUF(256 + slot)) + FE_HDR;
@@ -271,6 +291,12 @@ int main(int argc, char **argv)
 		CHECK(pthread_create(&guest, NULL, guest_main, NULL) == 0);
 		while (!atomic_load(&done)) {
 			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			if (r % 2) {
+				/* No invalidation to make the back end forget an ignored miss:
+				 * only its resend deadline brings the queue back. */
+				usleep(200);
+				continue;
+			}
 			if ((seed >> 33) % 8 == 0)
 				iotlb(VU_IOTLB_INVALIDATE, 0xfef00000ull, 0xffffffff01100000ull, 0);
 			else
@@ -288,11 +314,12 @@ int main(int argc, char **argv)
 
 	struct dg_vhost_stats s;
 	dg_vhost_get_stats(f.v, &s);
-	printf("stress_vhost_server: %u front ends x %u pings: misses %llu (dedup %llu), updates "
-	       "%llu, invalidations %llu, outside %llu\n",
+	printf("stress_vhost_server: %u front ends x %u pings: misses %llu (dedup %llu, %u "
+	       "ignored), updates %llu, invalidations %llu, outside %llu\n",
 	       rounds, pings, (unsigned long long)s.iotlb_misses,
-	       (unsigned long long)s.iotlb_miss_dedup, (unsigned long long)s.iotlb_updates,
-	       (unsigned long long)s.iotlb_invalidations, (unsigned long long)s.outside_memtable);
+	       (unsigned long long)s.iotlb_miss_dedup, atomic_load(&dropped),
+	       (unsigned long long)s.iotlb_updates, (unsigned long long)s.iotlb_invalidations,
+	       (unsigned long long)s.outside_memtable);
 	CHECK(s.connections == rounds + 3);
 	CHECK(s.icmp_replies == (uint64_t)rounds * pings);
 	CHECK(s.outside_memtable == 0 && s.ring_errors == 0 && s.iotlb_access_fails == 0);

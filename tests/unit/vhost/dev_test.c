@@ -16,7 +16,10 @@
 
 #include "fake_frontend.h"
 
+#include "vhost/dev.h"
+
 #include <fcntl.h>
+#include <time.h>
 
 static struct dg_vhost_stats stats(struct fe *f)
 {
@@ -359,6 +362,144 @@ static void test_echo_iommu(void **state)
 	finish(&f);
 }
 
+/* The next MISS the back end sent for @iova, skipping none; false if it sent nothing. */
+static bool next_miss(struct fe *f, uint64_t iova)
+{
+	struct vu_iotlb m;
+
+	if (!fe_backend_msg(f, &m))
+		return false;
+	assert_int_equal(m.type, VU_IOTLB_MISS);
+	assert_int_equal(m.iova, iova);
+	return true;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+	struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000u),
+			      .tv_nsec = (long)(ns % 1000000000u)};
+
+	while (nanosleep(&ts, &ts))
+		;
+}
+
+/*
+ * A queue waiting for the answer to a miss must ask again when nothing can answer it any more:
+ * after an invalidation covering its page (which forgets the pending miss: QEMU's answer may be
+ * what it removed) and after VHOST_MISS_RESEND_NS without an answer; not after invalidations of
+ * other pages. The first case is the ats-lazy flake: the
+ * data path saw an UPDATE but not yet the concurrent whole-space INVALIDATE that removed it,
+ * found its miss still pending (de-duplicated), then forgot it at the invalidation and waited
+ * for an answer to a MISS that no longer existed, while the guest's kicks kept it from ever
+ * timing out.
+ */
+static void test_miss_retry(void **state)
+{
+	(void)state;
+	uint64_t ring = 0;
+	struct fe f;
+
+	assert_int_equal(fe_init(&f, DG_VHOST_ECHO, true), 0);
+	assert_int_equal(fe_start(&f), 0);
+	ring = fe_addr(&f, FE_RING(1));
+	poll_n(&f, 1);
+	assert_true(next_miss(&f, ring));
+	poll_n(&f, 3);
+	assert_false(next_miss(&f, ring)); /* pending: not asked again */
+	/* An UPDATE for another page: the queue looks again, the miss is still pending. */
+	assert_int_equal(fe_map(&f, FE_BUF(400), 0x1000, VU_ACCESS_RW), 0);
+	poll_n(&f, 1);
+	assert_false(next_miss(&f, ring));
+	assert_int_equal(stats(&f).iotlb_miss_dedup, 1);
+	/* An invalidation of another page: the miss stays pending (under iommu.strict=1 one
+	 * follows every unmap; asking again at each made QEMU translate unmapped IOVAs). */
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_INVALIDATE, fe_addr(&f, FE_BUF(400)), 0x1000, 0, 0),
+			 0);
+	poll_n(&f, 1);
+	assert_false(next_miss(&f, ring));
+	/* An invalidation covering the page (a whole-space flush): the pending miss is
+	 * forgotten, so it is asked again at once. */
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_INVALIDATE, 0, UINT64_MAX, 0, 0), 0);
+	poll_n(&f, 1);
+	assert_true(next_miss(&f, ring));
+	/* Unanswered: not asked again before VHOST_MISS_RESEND_NS, asked again after it. */
+	poll_n(&f, 3);
+	assert_false(next_miss(&f, ring));
+	sleep_ns(VHOST_MISS_RESEND_NS + VHOST_MISS_RESEND_NS / 5);
+	poll_n(&f, 1);
+	assert_true(next_miss(&f, ring));
+	assert_int_equal(stats(&f).iotlb_misses, 3);
+	/* Answered: the queue works. */
+	assert_int_equal(fe_map(&f, FE_RING(0), 0x3000, VU_ACCESS_RW), 0);
+	assert_int_equal(fe_map(&f, FE_RING(1), 0x3000, VU_ACCESS_RW), 0);
+	assert_int_equal(fe_map(&f, FE_BUF(0), 0x1000, VU_ACCESS_RW), 0);
+	assert_int_equal(fe_map(&f, FE_BUF(256), 0x1000, VU_ACCESS_RW), 0);
+	uint8_t req[200];
+	uint32_t id, len;
+	fe_rx_post(&f, 0);
+	fe_tx(&f, 0, req, (uint32_t)fe_make_ping(req, 0x0a000001, 1, 100));
+	poll_n(&f, 2);
+	assert_true(fe_used(&f, 0, &id, &len));
+	assert_int_equal(len, FE_HDR + 14 + 20 + 8 + 100);
+	assert_int_equal(stats(&f).icmp_replies, 1);
+	assert_false(next_miss(&f, ring));
+	finish(&f);
+}
+
+/*
+ * Notification suppression: while the data path works the driver is told not to kick; before it
+ * sleeps kicks are enabled again and the rings looked at once more (an entry posted while kicks
+ * were off must keep it awake), and a queue whose rings were invalidated with kicks off is
+ * polled again until its rings are translated and the flag cleared.
+ */
+static void test_kick_suppression(void **state)
+{
+	(void)state;
+	uint8_t fr[100] = {0};
+	bool pending = false;
+	struct fe f;
+
+	assert_int_equal(fe_init(&f, DG_VHOST_SINK, true), 0);
+	assert_int_equal(fe_start(&f), 0);
+	assert_int_equal(fe_map(&f, FE_RING(0), 0x3000, VU_ACCESS_RW), 0);
+	assert_int_equal(fe_map(&f, FE_RING(1), 0x3000, VU_ACCESS_RW), 0);
+	assert_int_equal(fe_map(&f, FE_BUF(0), 0x2000, VU_ACCESS_RW), 0);
+	uint16_t *flags = (uint16_t *)(void *)fe_ptr(&f, FE_RING(1) + 0x2000);
+	fe_tx(&f, 0, fr, 60);
+	poll_n(&f, 1);
+	assert_int_equal(stats(&f).queue[1].packets, 1);
+	vhost_dp_kicks(f.v, false, NULL); /* it worked: kicks off */
+	assert_int_equal(*flags, VRING_USED_F_NO_NOTIFY);
+	fe_tx(&f, 1, fr, 60); /* posted while kicks are off: no kick would come */
+	vhost_dp_kicks(f.v, true, &pending);
+	assert_int_equal(*flags, 0);
+	assert_true(pending);
+	poll_n(&f, 1);
+	assert_int_equal(stats(&f).queue[1].packets, 2);
+	pending = false;
+	vhost_dp_kicks(f.v, true, &pending);
+	assert_false(pending);
+	/* Kicks off, then the used ring's page is invalidated: not left asleep. */
+	vhost_dp_kicks(f.v, false, NULL);
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_INVALIDATE, fe_addr(&f, FE_RING(1) + 0x2000), 0x1000,
+				  0, 0),
+			 0);
+	vhost_dp_quiescent(f.v); /* drops the ring translation */
+	vhost_dp_kicks(f.v, true, &pending);
+	assert_true(pending);
+	assert_int_equal(*flags, VRING_USED_F_NO_NOTIFY); /* not through the old translation */
+	poll_n(&f, 1);					  /* re-translation misses */
+	pending = false;
+	vhost_dp_kicks(f.v, true, &pending);
+	assert_false(pending); /* waiting for the MISS: sleep until its UPDATE */
+	assert_int_equal(fe_map(&f, FE_RING(1) + 0x2000, 0x1000, VU_ACCESS_RW), 0);
+	poll_n(&f, 1);
+	vhost_dp_kicks(f.v, true, &pending);
+	assert_false(pending);
+	assert_int_equal(*flags, 0);
+	finish(&f);
+}
+
 static void test_access_fail(void **state)
 {
 	(void)state;
@@ -579,10 +720,11 @@ static void test_reset_reconnect(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_negotiation),	cmocka_unit_test(test_bad_messages),
-		cmocka_unit_test(test_iotlb_messages),	cmocka_unit_test(test_echo_no_iommu),
-		cmocka_unit_test(test_echo_iommu),	cmocka_unit_test(test_access_fail),
-		cmocka_unit_test(test_sink_loop),	cmocka_unit_test(test_ring_attacks),
+		cmocka_unit_test(test_negotiation),	 cmocka_unit_test(test_bad_messages),
+		cmocka_unit_test(test_iotlb_messages),	 cmocka_unit_test(test_echo_no_iommu),
+		cmocka_unit_test(test_echo_iommu),	 cmocka_unit_test(test_miss_retry),
+		cmocka_unit_test(test_kick_suppression), cmocka_unit_test(test_access_fail),
+		cmocka_unit_test(test_sink_loop),	 cmocka_unit_test(test_ring_attacks),
 		cmocka_unit_test(test_reset_reconnect),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

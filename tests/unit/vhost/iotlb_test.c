@@ -7,8 +7,10 @@
  *  - range arithmetic at the edges: QEMU's full flush whose end is exactly 2^64, ranges that
  *    wrap past it, empty ranges; a failed update (node cap) changes nothing;
  *  - translation: coalescing only when host addresses are contiguous, a buffer spanning
- *    entries becomes several segments, permissions, the per-queue cache and its flush, the
- *    memory-table check as a last line of defence;
+ *    entries becomes several segments, permissions, the memory-table check as a last line of
+ *    defence;
+ *  - the per-queue cache on the IOMMU engine: fills, permissions, precise invalidation applied
+ *    at quiescent points, offline agents, IOVAs above the engine domain's input space;
  *  - memory-table validation: counts, sizes, wrapping, overlaps, files too short to map.
  */
 #include <setjmp.h>
@@ -17,6 +19,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "vhost/agent.h"
 #include "vhost/iotlb.h"
 #include "vhost/memtable.h"
 #include "vhost/virtq.h"
@@ -79,11 +82,19 @@ static void test_iotlb_model(void **state)
 			uint64_t host = (0x10000000ull + (rnd() % 100000) * PG) + (rnd() % 2) * 8;
 			uint64_t perm = (rnd() % 3 + 1) << 62;
 
+			uint64_t changed = 7, want = 0;
+
 			if (k + n > CL_PAGES)
 				n = CL_PAGES - k;
+			for (uint64_t i = 0; i < n; i++) {
+				uint64_t old = model[c * CL_PAGES + k + i];
+
+				want += old && old != ((host + (i << 12)) | perm);
+			}
 			assert_int_equal(vhost_iotlb_update(&t, (cl_base[c] + k) << 12, n << 12,
-							    host, perm),
+							    host, perm, &changed),
 					 0);
+			assert_int_equal(changed, want); /* pages a cache may hold stale */
 			for (uint64_t i = 0; i < n; i++)
 				model[c * CL_PAGES + k + i] = (host + (i << 12)) | perm;
 		} else if (r < 97) {
@@ -132,22 +143,23 @@ static void test_iotlb_edges(void **state)
 
 	assert_int_equal(vhost_iotlb_init(&t, 0), 0);
 	/* The last page of the 64-bit space and a page below the flush range. */
-	assert_int_equal(vhost_iotlb_update(&t, UINT64_MAX - PG + 1, PG, 0x10000, RW), 0);
-	assert_int_equal(vhost_iotlb_update(&t, 0xfee00000ull, PG, 0x20000, RW), 0);
-	assert_int_equal(vhost_iotlb_update(&t, 0xfef00000ull, PG, 0x30000, RW), 0);
+	assert_int_equal(vhost_iotlb_update(&t, UINT64_MAX - PG + 1, PG, 0x10000, RW, NULL), 0);
+	assert_int_equal(vhost_iotlb_update(&t, 0xfee00000ull, PG, 0x20000, RW, NULL), 0);
+	assert_int_equal(vhost_iotlb_update(&t, 0xfef00000ull, PG, 0x30000, RW, NULL), 0);
 	/* Wrapping past 2^64, empty, misaligned, bad perms: refused, nothing changed. */
 	assert_int_equal(vhost_iotlb_invalidate(&t, UINT64_MAX - PG + 1, 2 * PG, &removed),
 			 -ERANGE);
 	assert_int_equal(vhost_iotlb_invalidate(&t, 5, 0, &removed), -EINVAL);
 	assert_int_equal(removed, 7);
-	assert_int_equal(vhost_iotlb_update(&t, UINT64_MAX - PG + 1, 2 * PG, 0x1000, RW), -ERANGE);
-	assert_int_equal(vhost_iotlb_update(&t, 0x1000, 0, 0x1000, RW), -EINVAL);
-	assert_int_equal(vhost_iotlb_update(&t, 0x1800, PG, 0x1000, RW), -EINVAL);
-	assert_int_equal(vhost_iotlb_update(&t, 0x1000, 0x800, 0x1000, RW), -EINVAL);
-	assert_int_equal(vhost_iotlb_update(&t, 0x1000, PG, 0x1000, 0), -EINVAL);
-	assert_int_equal(vhost_iotlb_update(&t, 0x1000, PG, 0x1000, 1), -EINVAL);
-	assert_int_equal(vhost_iotlb_update(&t, 0x1000, PG, 0, RW), -EINVAL);
-	assert_int_equal(vhost_iotlb_update(&t, 0x1000, PG, 1ull << 62, RW), -EINVAL);
+	assert_int_equal(vhost_iotlb_update(&t, UINT64_MAX - PG + 1, 2 * PG, 0x1000, RW, NULL),
+			 -ERANGE);
+	assert_int_equal(vhost_iotlb_update(&t, 0x1000, 0, 0x1000, RW, NULL), -EINVAL);
+	assert_int_equal(vhost_iotlb_update(&t, 0x1800, PG, 0x1000, RW, NULL), -EINVAL);
+	assert_int_equal(vhost_iotlb_update(&t, 0x1000, 0x800, 0x1000, RW, NULL), -EINVAL);
+	assert_int_equal(vhost_iotlb_update(&t, 0x1000, PG, 0x1000, 0, NULL), -EINVAL);
+	assert_int_equal(vhost_iotlb_update(&t, 0x1000, PG, 0x1000, 1, NULL), -EINVAL);
+	assert_int_equal(vhost_iotlb_update(&t, 0x1000, PG, 0, RW, NULL), -EINVAL);
+	assert_int_equal(vhost_iotlb_update(&t, 0x1000, PG, 1ull << 62, RW, NULL), -EINVAL);
 	assert_int_equal(t.entries, 3);
 	/* The full flush: iova + size is exactly 2^64. */
 	assert_int_equal(vhost_iotlb_invalidate(&t, 0xfef00000ull, 0xffffffff01100000ull, &removed),
@@ -163,15 +175,15 @@ static void test_iotlb_edges(void **state)
 
 	/* A failed update changes nothing: node cap of 3 = one path from the root. */
 	assert_int_equal(vhost_iotlb_init(&t, 3), 0);
-	assert_int_equal(vhost_iotlb_update(&t, 0, 2 * PG, 0x5000, RW), 0);
-	assert_int_equal(vhost_iotlb_update(&t, 4095 * PG, 2 * PG, 0x9000, RW), -ENOSPC);
+	assert_int_equal(vhost_iotlb_update(&t, 0, 2 * PG, 0x5000, RW, NULL), 0);
+	assert_int_equal(vhost_iotlb_update(&t, 4095 * PG, 2 * PG, 0x9000, RW, NULL), -ENOSPC);
 	assert_int_equal(vhost_iotlb_lookup(&t, 4095), 0);
 	assert_int_equal(vhost_iotlb_lookup(&t, 1), 0x6000 | RW);
 	assert_int_equal(t.entries, 2);
 	assert_int_equal(vhost_iotlb_check(&t), 0);
 	vhost_iotlb_reset(&t);
 	assert_int_equal(t.nodes, 0);
-	assert_int_equal(vhost_iotlb_update(&t, 4095 * PG, PG, 0x9000, RW), 0);
+	assert_int_equal(vhost_iotlb_update(&t, 4095 * PG, PG, 0x9000, RW, NULL), 0);
 	vhost_iotlb_destroy(&t);
 }
 
@@ -220,9 +232,11 @@ static void test_xlate_segments(void **state)
 	xl_init(&x, 16);
 	/* iova pages 0-3 -> host pages 0-3 (one UPDATE), page 4 -> host 4 (contiguous, separate
 	 * UPDATE: coalesced), page 5 -> host 9 (not contiguous: a new segment). */
-	assert_int_equal(vhost_iotlb_update(&x.t, 0, 4 * PG, (uintptr_t)x.p, RW), 0);
-	assert_int_equal(vhost_iotlb_update(&x.t, 4 * PG, PG, (uintptr_t)x.p + 4 * PG, RW), 0);
-	assert_int_equal(vhost_iotlb_update(&x.t, 5 * PG, PG, (uintptr_t)x.p + 9 * PG, RW), 0);
+	assert_int_equal(vhost_iotlb_update(&x.t, 0, 4 * PG, (uintptr_t)x.p, RW, NULL), 0);
+	assert_int_equal(vhost_iotlb_update(&x.t, 4 * PG, PG, (uintptr_t)x.p + 4 * PG, RW, NULL),
+			 0);
+	assert_int_equal(vhost_iotlb_update(&x.t, 5 * PG, PG, (uintptr_t)x.p + 9 * PG, RW, NULL),
+			 0);
 	assert_int_equal(
 		vhost_xlate(&x.as, NULL, 0x800, 5 * PG, VU_ACCESS_RO, false, seg, 8, &n, &f), 0);
 	assert_int_equal(n, 2);
@@ -244,7 +258,7 @@ static void test_xlate_segments(void **state)
 	assert_int_equal(f.perm, VU_ACCESS_WO);
 	/* Permissions: read-only page written to. */
 	assert_int_equal(vhost_iotlb_update(&x.t, 6 * PG, PG, (uintptr_t)x.p + 10 * PG,
-					    VHOST_IOTLB_READ),
+					    VHOST_IOTLB_READ, NULL),
 			 0);
 	n = 0;
 	assert_int_equal(vhost_xlate(&x.as, NULL, 6 * PG, 16, VU_ACCESS_WO, false, seg, 8, &n, &f),
@@ -257,7 +271,8 @@ static void test_xlate_segments(void **state)
 			 -EFAULT);
 	/* Last line of defence: a leaf pointing outside the table (impossible through the
 	 * UPDATE path, forged here) is refused and counted. */
-	assert_int_equal(vhost_iotlb_update(&x.t, 7 * PG, PG, (uintptr_t)x.p + 16 * PG, RW), 0);
+	assert_int_equal(vhost_iotlb_update(&x.t, 7 * PG, PG, (uintptr_t)x.p + 16 * PG, RW, NULL),
+			 0);
 	n = 0;
 	assert_int_equal(vhost_xlate(&x.as, NULL, 7 * PG, 8, VU_ACCESS_RO, false, seg, 8, &n, &f),
 			 -EPERM);
@@ -281,26 +296,106 @@ static void test_xlate_segments(void **state)
 	xl_fini(&x);
 }
 
-static void test_tcache(void **state)
+/*
+ * A queue's cache: an agent of the IOMMU engine (vhost/agent.h) filled from the store. Misses
+ * and permissions, no false hit between pages sharing a slot, precise invalidation applied at
+ * the agent's quiescent point (not before: the wait is what makes it complete), an offline
+ * agent that never holds up a wait and catches up when it comes back, IOVAs above the engine
+ * domain's input space (a whole flush), and hits for a full table filled in random order.
+ */
+static void test_agent_cache(void **state)
 {
 	(void)state;
 	const uint64_t RW = VHOST_IOTLB_READ | VHOST_IOTLB_WRITE;
-	struct vhost_tcache c;
+	const uint64_t top = UINT64_MAX - PG + 1; /* the last page of the 64-bit space */
+	struct dg_device *dev[1];
+	struct vhost_engine e;
+	uint64_t seq;
+	uint8_t *h = NULL;
 	struct xl x;
 
-	xl_init(&x, 4);
-	vhost_tcache_flush(&c);
-	assert_int_equal(vhost_tcache_lookup(&c, &x.t, 3), 0);
-	assert_int_equal(vhost_iotlb_update(&x.t, 3 * PG, PG, (uintptr_t)x.p, RW), 0);
-	assert_int_equal(vhost_tcache_lookup(&c, &x.t, 3), (uintptr_t)x.p | RW);
-	/* Same slot, other page: no false hit. */
-	assert_int_equal(vhost_tcache_lookup(&c, &x.t, 3 + VHOST_TCACHE_SIZE), 0);
-	assert_int_equal(vhost_iotlb_invalidate(&x.t, 3 * PG, 1, NULL), 0);
-	/* Until its owner passes a quiescent point the cache still answers (the protocol makes
-	 * the INVALIDATE wait for that); after the flush it does not. */
-	assert_int_equal(vhost_tcache_lookup(&c, &x.t, 3), (uintptr_t)x.p | RW);
-	vhost_tcache_flush(&c);
-	assert_int_equal(vhost_tcache_lookup(&c, &x.t, 3), 0);
+	xl_init(&x, 16);
+	assert_int_equal(vhost_engine_init(&e, dev, 1), 0);
+	dg_dev_online(dev[0]);
+	assert_null(vhost_agent_probe(dev[0], 3 * PG, VU_ACCESS_RO));
+	assert_int_equal(vhost_agent_fill(dev[0], &x.t, 3 * PG + 5, VU_ACCESS_RO, &h), -EAGAIN);
+	assert_int_equal(vhost_iotlb_update(&x.t, 3 * PG, 2 * PG, (uintptr_t)x.p, RW, NULL), 0);
+	assert_int_equal(vhost_iotlb_update(&x.t, (3 + VHOST_AGENT_CACHE_ENTRIES) * PG, PG,
+					    (uintptr_t)x.p + 8 * PG, VHOST_IOTLB_READ, NULL),
+			 0);
+	assert_int_equal(vhost_iotlb_update(&x.t, top, PG, (uintptr_t)x.p + 9 * PG, RW, NULL), 0);
+	/* Fill, then hits with either access; a page sharing the slot does not hit. */
+	assert_int_equal(vhost_agent_fill(dev[0], &x.t, 3 * PG + 5, VU_ACCESS_RO, &h), 0);
+	assert_ptr_equal(h, x.p + 5);
+	assert_ptr_equal(vhost_agent_probe(dev[0], 3 * PG + 7, VU_ACCESS_WO), x.p + 7);
+	assert_null(vhost_agent_probe(dev[0], (3 + VHOST_AGENT_CACHE_ENTRIES) * PG, VU_ACCESS_RO));
+	/* Granted read-only: a write is refused, from the cache too; a read hits. */
+	assert_int_equal(vhost_agent_fill(dev[0], &x.t, (3 + VHOST_AGENT_CACHE_ENTRIES) * PG,
+					  VU_ACCESS_WO, &h),
+			 -EACCES);
+	assert_null(vhost_agent_probe(dev[0], (3 + VHOST_AGENT_CACHE_ENTRIES) * PG, VU_ACCESS_WO));
+	assert_ptr_equal(vhost_agent_probe(dev[0], (3 + VHOST_AGENT_CACHE_ENTRIES) * PG + 1,
+					   VU_ACCESS_RO),
+			 x.p + 8 * PG + 1);
+	assert_null(vhost_agent_probe(dev[0], 3 * PG, VU_ACCESS_RO)); /* evicted by it */
+	assert_int_equal(vhost_agent_fill(dev[0], &x.t, 3 * PG, VU_ACCESS_RO, &h), 0);
+	assert_int_equal(vhost_agent_fill(dev[0], &x.t, 4 * PG, VU_ACCESS_RO, &h), 0);
+	assert_int_equal(vhost_agent_fill(dev[0], &x.t, top + 9, VU_ACCESS_WO, &h), 0);
+	assert_ptr_equal(h, x.p + 9 * PG + 9);
+	/* Invalidate page 3 (a byte of it): applied at the quiescent point, page 4 kept. */
+	assert_int_equal(vhost_iotlb_invalidate(&x.t, 3 * PG + 100, 1, NULL), 0);
+	assert_int_equal(vhost_engine_submit(&e, 3 * PG + 100, 3 * PG + 100, &seq), 0);
+	assert_false(dg_inval_done(e.mmu, seq));
+	assert_non_null(vhost_agent_probe(dev[0], 3 * PG, VU_ACCESS_RO)); /* not yet applied */
+	vhost_agents_quiesce(dev, 1);
+	assert_true(dg_inval_done(e.mmu, seq));
+	assert_null(vhost_agent_probe(dev[0], 3 * PG, VU_ACCESS_RO));
+	assert_ptr_equal(vhost_agent_probe(dev[0], 4 * PG, VU_ACCESS_RO), x.p + PG);
+	assert_non_null(vhost_agent_probe(dev[0], top, VU_ACCESS_RO));
+	/* Offline: the wait completes at once; the command is applied when it comes back. */
+	vhost_agents_offline(dev, 1);
+	assert_int_equal(vhost_iotlb_invalidate(&x.t, 4 * PG, PG, NULL), 0);
+	assert_int_equal(vhost_engine_submit(&e, 4 * PG, 5 * PG - 1, &seq), 0);
+	assert_int_equal(dg_inval_wait(e.mmu, seq), 0);
+	vhost_agents_online(dev, 1);
+	assert_null(vhost_agent_probe(dev[0], 4 * PG, VU_ACCESS_RO));
+	assert_non_null(vhost_agent_probe(dev[0], top, VU_ACCESS_RO));
+	/* Above the domain's 2^57 input space (and QEMU's whole-space flush ending at 2^64):
+	 * the caches are emptied whole. */
+	assert_int_equal(vhost_agent_fill(dev[0], &x.t, 4 * PG, VU_ACCESS_RO, &h), -EAGAIN);
+	assert_int_equal(vhost_iotlb_update(&x.t, 4 * PG, PG, (uintptr_t)x.p + PG, RW, NULL), 0);
+	assert_int_equal(vhost_agent_fill(dev[0], &x.t, 4 * PG, VU_ACCESS_RO, &h), 0);
+	assert_int_equal(vhost_engine_submit(&e, 0xfef00000ull, UINT64_MAX, &seq), 0);
+	vhost_agents_quiesce(dev, 1);
+	assert_null(vhost_agent_probe(dev[0], top, VU_ACCESS_RO));
+	assert_null(vhost_agent_probe(dev[0], 4 * PG, VU_ACCESS_RO));
+	/* A full table filled in random order: every page hits, one probe each. */
+	uint64_t order[VHOST_AGENT_CACHE_ENTRIES];
+	for (unsigned int i = 0; i < VHOST_AGENT_CACHE_ENTRIES; i++)
+		order[i] = i;
+	for (unsigned int i = VHOST_AGENT_CACHE_ENTRIES - 1; i > 0; i--) {
+		unsigned int k = (unsigned int)(rnd() % (i + 1));
+		uint64_t t = order[i];
+
+		order[i] = order[k];
+		order[k] = t;
+	}
+	for (unsigned int i = 0; i < VHOST_AGENT_CACHE_ENTRIES; i++) {
+		uint64_t iova = (1ull << 40) + order[i] * PG;
+
+		assert_int_equal(vhost_iotlb_update(&x.t, iova, PG,
+						    (uintptr_t)x.p + (order[i] % 16) * PG, RW,
+						    NULL),
+				 0);
+		assert_int_equal(vhost_agent_fill(dev[0], &x.t, iova, VU_ACCESS_WO, &h), 0);
+	}
+	for (unsigned int i = 0; i < VHOST_AGENT_CACHE_ENTRIES; i++)
+		assert_ptr_equal(vhost_agent_probe(dev[0], (1ull << 40) + i * PG + 1, VU_ACCESS_RO),
+				 x.p + (i % 16) * PG + 1);
+	assert_int_equal(iotlb_count(&dev[0]->iotlb), VHOST_AGENT_CACHE_ENTRIES);
+	assert_int_equal(iotlb_check(&dev[0]->iotlb, stderr), 0);
+	vhost_agents_offline(dev, 1);
+	vhost_engine_fini(&e, dev, 1);
 	xl_fini(&x);
 }
 
@@ -399,7 +494,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_iotlb_model),	  cmocka_unit_test(test_iotlb_edges),
-		cmocka_unit_test(test_xlate_segments),	  cmocka_unit_test(test_tcache),
+		cmocka_unit_test(test_xlate_segments),	  cmocka_unit_test(test_agent_cache),
 		cmocka_unit_test(test_memtable_validate), cmocka_unit_test(test_memtable_map),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,112 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/e2e/bench_vhost_json_check.c - check the JSON report of dmaguard bench vhost-pvp
+ * (docs/bench-json.md): the three in-process cases present with sane numbers, no IOTLB miss
+ * and no access outside the memory table during the measurement (everything was cached after
+ * the warm-up), and, when present, well-formed DPDK results. No timing is asserted.
+ *
+ *   bench_vhost_json_check FILE
+ */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+static int fail(const char *what, const char *c)
+{
+	fprintf(stderr, "bench_vhost_json_check: %s%s%s\n", what, c ? ": " : "", c ? c : "");
+	return 1;
+}
+
+static json_t *find(json_t *results, const char *name)
+{
+	size_t i;
+	json_t *r;
+
+	json_array_foreach(results, i, r)
+	{
+		const char *c = json_string_value(json_object_get(r, "case"));
+
+		if (c && !strcmp(c, name))
+			return r;
+	}
+	return NULL;
+}
+
+static double num(json_t *o, const char *key)
+{
+	json_t *v = json_object_get(o, key);
+
+	return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+static const char *str(json_t *o, const char *key)
+{
+	const char *s = json_string_value(json_object_get(o, key));
+
+	return s ? s : "";
+}
+
+int main(int argc, char **argv)
+{
+	static const char *const cases[] = {"off", "strict", "lazy", NULL};
+	json_error_t err;
+	json_t *root, *results, *r;
+	size_t i;
+	int bad = 0;
+
+	if (argc != 2)
+		return fail("usage: bench_vhost_json_check FILE", NULL);
+	root = json_load_file(argv[1], 0, &err);
+	if (!root)
+		return fail("cannot parse", err.text);
+	if (strcmp(str(root, "suite"), "vhost-pvp"))
+		bad |= fail("wrong suite", str(root, "suite"));
+	if (!json_is_object(json_object_get(root, "machine")))
+		bad |= fail("no machine facts", NULL);
+	results = json_object_get(root, "results");
+	if (!json_is_array(results))
+		return fail("no results array", NULL);
+	for (const char *const *c = cases; *c; c++) {
+		json_t *ns, *be;
+		bool off = !strcmp(*c, "off");
+
+		r = find(results, *c);
+		if (!r) {
+			bad |= fail("missing case", *c);
+			continue;
+		}
+		ns = json_object_get(r, "ns_per_packet");
+		be = json_object_get(r, "backend");
+		if (!(num(r, "mpps") > 0) || !(num(r, "packets") > 0) || !json_is_object(ns) ||
+		    !(num(ns, "median") > 0) || num(ns, "max") < num(ns, "min") ||
+		    !(num(ns, "rounds") >= 1))
+			bad |= fail("bad rate fields", *c);
+		if (num(r, "frame_bytes") != 64 || !(num(r, "burst") >= 1))
+			bad |= fail("bad frame_bytes/burst", *c);
+		if (strcmp(str(r, "iommu"), off ? "off" : "on") ||
+		    strcmp(str(r, "guest_policy"), off ? "none" : *c))
+			bad |= fail("bad iommu/guest_policy", *c);
+		if (off ? !json_is_null(json_object_get(r, "vs_off")) ||
+				    !json_is_null(json_object_get(r, "vs_off_best")) :
+			  !(num(r, "vs_off") > 0) || !(num(r, "vs_off_best") > 0))
+			bad |= fail("bad vs_off/vs_off_best", *c);
+		if (!json_is_object(be) || num(be, "iotlb_misses") != 0 ||
+		    num(be, "outside_memtable") != 0 || num(be, "iotlb_cache_fills") != 0 ||
+		    num(be, "ring_translations") != 0)
+			bad |= fail("the measurement missed, refilled or left the memory table",
+				    *c);
+	}
+	json_array_foreach(results, i, r)
+	{
+		const char *c = str(r, "case");
+
+		if (strncmp(c, "dpdk-", 5))
+			continue;
+		if (!(num(r, "mpps") > 0) || !strlen(str(r, "back_end")) ||
+		    !strlen(str(r, "direction")) || !json_is_array(json_object_get(r, "windows")))
+			bad |= fail("bad DPDK result", c);
+	}
+	json_decref(root);
+	return bad;
+}

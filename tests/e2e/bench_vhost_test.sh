@@ -1,0 +1,24 @@
+#!/bin/sh
+# dmaguard bench vhost-pvp: a --quick run writes a JSON report that bench_vhost_json_check
+# accepts (the DPDK comparison is skipped with --quick); fixed-count mode; --list; unknown
+# cases and options exit 2.
+set -u
+exe=$1
+check=$2
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+fail=0
+"$exe" bench vhost-pvp --duration 0.1 --rounds 3 --quick --json "$out" >/dev/null ||
+	{ echo "FAIL: vhost-pvp quick run"; fail=1; }
+"$check" "$out" || fail=1
+[ "$("$exe" bench vhost-pvp --list | tr '\n' ' ')" = "off strict lazy " ] ||
+	{ echo "FAIL: vhost-pvp --list"; fail=1; }
+"$exe" bench vhost-pvp --case strict --ops 1000 | grep -q 'case=strict ops=1024 fixed_count=1' ||
+	{ echo "FAIL: vhost-pvp fixed-count mode"; fail=1; }
+for bad in "--case no-such-case" "--bogus"; do
+	# shellcheck disable=SC2086
+	"$exe" bench vhost-pvp $bad >/dev/null 2>&1
+	rc=$?
+	[ "$rc" -eq 2 ] || { echo "FAIL: 'bench vhost-pvp $bad' exited $rc, expected 2"; fail=1; }
+done
+exit $fail
