@@ -1,0 +1,537 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dma/dma_internal.h - private structures of the DMA layer (src/dma/).
+ *
+ * Layout of the layer:
+ *   dma.c          struct dg_dma: global settings, failure hook, housekeeping thread
+ *   dma_dev.c      struct dg_dma_dev: configuration, policy activation and switching
+ *   dma_stats.c    per-thread counter blocks, error accounting, stats/dump/check
+ *   map_record.c   the record table: what is mapped at each IOVA (validation of unmaps)
+ *   map.c          the streaming API, translated map/unmap shared by the IOVA policies,
+ *                  strict retirement and batches
+ *   lazy.c         per-CPU flush queues
+ *   bounce.c       shadow areas (buddy allocator per CPU and direction)
+ *   window.c       the DDW window (direct region + on-demand part)
+ *   pool.c         page_pool-style pools
+ *   coherent.c     coherent allocations
+ *   iova_link.c    the two-step API
+ *
+ * Hot-path rules: no lock and no atomic read-modify-write of a line shared between CPUs on
+ * the identity, strict-batched and two-step paths beyond what the IOVA allocator and the
+ * invalidation queue need. Counters are per thread (single writer, relaxed load + store);
+ * errors are rare and counted with atomic adds on the device.
+ */
+#ifndef DG_DMA_INTERNAL_H
+#define DG_DMA_INTERNAL_H
+
+#include <dmaguard/dma.h>
+#include <dmaguard/iova.h>
+
+#include "base/compiler.h"
+#include "base/spinlock.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define DMA_HOST_PAGE 4096ull /* host page of dg_dma_map_page() */
+
+/* Internal error: no bounce shadow slot (returned as -ENOSPC, counted apart from IOVA space). */
+#define DMA_ENOSHADOW (-4097)
+
+/* ---- per-thread counters (dma_stats.c) ----------------------------------------------------- */
+
+enum dma_ctr {
+	CTR_MAPS,
+	CTR_UNMAPS,
+	CTR_MAP_BYTES,
+	CTR_SG_MAPS,
+	CTR_LINKS,
+	CTR_UNLINKS,
+	CTR_COH_ALLOCS,
+	CTR_COH_FREES,
+	CTR_BATCHES,
+	CTR_SUBMITS,
+	CTR_WAITS,
+	CTR_SUBPAGE,
+	CTR_BOUNCE_IN,
+	CTR_BOUNCE_OUT,
+	CTR_BOUNCE_ZERO,
+	CTR_WIN_DIRECT,
+	CTR_WIN_DYNAMIC,
+	CTR_POOL_HITS,
+	CTR_POOL_FALLBACKS,
+	CTR_NR
+};
+
+/*
+ * One thread's counters for one device. Written only by its thread (relaxed load + store, no
+ * read-modify-write), read by dg_dma_dev_stats() with relaxed loads: exact once the device is
+ * quiet. Blocks are never freed before the device.
+ */
+struct dma_tstats {
+	struct dma_tstats *next; /* dd->tstats list (push only) */
+	uint64_t owner;		 /* thread id (dma_thread_id()), never reused */
+	_Atomic uint64_t c[CTR_NR];
+	_Atomic uint64_t subpage_max;
+};
+
+enum dma_err_kind {
+	ERR_INVALID,
+	ERR_RANGE,
+	ERR_NOT_MAPPED,
+	ERR_IOVA_SPACE,
+	ERR_SHADOW_SPACE,
+	ERR_NOMEM,
+	ERR_TIMEOUT,
+	ERR_OTHER,
+	ERR_NR
+};
+
+#define DMA_TLS_SLOTS 8
+struct dma_tls_slot {
+	const struct dg_dma_dev *dd; /* device the block belongs to ... */
+	uint64_t gen;		     /* ... identified by its generation (pointers get reused) */
+	struct dma_tstats *t;
+};
+extern _Thread_local struct dma_tls_slot dma_tls[DMA_TLS_SLOTS]
+	__attribute__((tls_model("initial-exec")));
+
+struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd);
+void dma_tstats_free(struct dg_dma_dev *dd);
+
+/* ---- the record table (map_record.c) ------------------------------------------------------- */
+
+/*
+ * What is mapped at the first granule of every live IOVA range of the translated policies:
+ * three-level radix of 4096-entry nodes over the space's granule numbers (2^36 granules).
+ * Nodes are published with a release CAS and never freed before the table. A record's words
+ * are written by the owner of the IOVA range (the allocator makes it exclusive).
+ *
+ *  w0: bit 63 valid | bits 60..62 kind | bits 58..59 dir | bits 32..47 nents |
+ *      bits 0..31 offset of the data in its first granule
+ *  w1: bytes mapped (the caller's length; sg: the sum of the entries)
+ *  w2: IOVA bytes of the range (what unmap removes and the allocator gets back)
+ */
+#define REC_LEVEL_BITS	 12
+#define REC_NODE	 (1u << REC_LEVEL_BITS)
+#define REC_MAX_GRANULES (1ull << (3 * REC_LEVEL_BITS))
+
+#define REC_VALID	 (1ull << 63)
+#define REC_KIND_SHIFT	 60
+#define REC_DIR_SHIFT	 58
+#define REC_NENTS_SHIFT	 32
+
+enum dma_kind {
+	KIND_SINGLE = 1,
+	KIND_PAGE = 2,
+	KIND_SG = 3,
+	KIND_COHERENT = 4,
+};
+
+struct dma_rec {
+	_Atomic uint64_t w0;
+	_Atomic uint64_t w1;
+	_Atomic uint64_t w2;
+	uint64_t pad;
+};
+
+struct dma_rec_table {
+	_Atomic(void *) *top; /* REC_NODE pointers to middle nodes */
+	uint64_t base;	      /* IOVA of granule 0 */
+	unsigned int gshift;  /* log2 granule */
+};
+
+int dma_rec_init(struct dma_rec_table *t, uint64_t base, unsigned int gshift);
+void dma_rec_fini(struct dma_rec_table *t);
+struct dma_rec *dma_rec_get_slow(struct dma_rec_table *t, uint64_t iova, bool create);
+
+/* The record of the granule holding @iova, creating nodes when @create (else NULL if absent):
+ * three dependent acquire loads when the nodes exist. */
+static inline struct dma_rec *dma_rec_get(struct dma_rec_table *t, uint64_t iova, bool create)
+{
+	uint64_t g = (iova - t->base) >> t->gshift;
+	_Atomic(void *) *mid;
+	struct dma_rec *leaf;
+
+	if (dg_likely(iova >= t->base && g < REC_MAX_GRANULES)) {
+		/* Acquire pairs with the release CAS publishing a node (map_record.c). */
+		mid = atomic_load_explicit(&t->top[g >> (2 * REC_LEVEL_BITS)],
+					   memory_order_acquire);
+		if (dg_likely(mid != NULL)) {
+			/* Acquire as above. */
+			leaf = atomic_load_explicit(&mid[(g >> REC_LEVEL_BITS) & (REC_NODE - 1)],
+						    memory_order_acquire);
+			if (dg_likely(leaf != NULL))
+				return &leaf[g & (REC_NODE - 1)];
+		}
+	}
+	return dma_rec_get_slow(t, iova, create);
+}
+/* Call @fn for every valid record; stops at a non-zero return, which it returns. */
+int dma_rec_for_each(const struct dma_rec_table *t,
+		     int (*fn)(void *arg, uint64_t iova, uint64_t w0, uint64_t w1, uint64_t w2),
+		     void *arg);
+
+static inline uint64_t rec_w0(enum dma_kind kind, enum dg_dma_dir dir, uint32_t nents, uint64_t off)
+{
+	return REC_VALID | (uint64_t)kind << REC_KIND_SHIFT | (uint64_t)dir << REC_DIR_SHIFT |
+	       (uint64_t)nents << REC_NENTS_SHIFT | off;
+}
+
+/* ---- a translated address space: a domain and its IOVA allocator ----------------------------- */
+
+struct dma_space {
+	struct dg_domain *dom;
+	struct dg_pt *pt;
+	uint32_t dom_id;
+	struct dg_iova_space *iova;
+	uint64_t granule;
+	uint64_t gmask; /* granule - 1 */
+	unsigned int gshift;
+	uint64_t first; /* allocatable IOVAs [first, last] */
+	uint64_t last;
+	uint64_t limit;	    /* min(device mask, last): allocation limit */
+	bool write_only_ok; /* the format can express write-only (not ARM stage 1) */
+	struct dma_rec_table rec;
+};
+
+/* ---- policies ---------------------------------------------------------------------------- */
+
+/*
+ * What varies between policies. All hooks are called from any CPU thread concurrently, with
+ * arguments already checked on their face (dir known, len > 0, no wrap). They return 0 or a
+ * negative errno and count nothing (the callers in map.c count).
+ */
+struct dma_policy_ops {
+	int (*map)(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
+		   unsigned int attrs, enum dma_kind kind, uint64_t *dma);
+	int (*unmap)(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
+		     unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b);
+	int (*map_sg)(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+		      enum dg_dma_dir dir, unsigned int attrs, unsigned int *nr_dma);
+	int (*unmap_sg)(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+			enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b);
+	/* Only bounce syncs; NULL elsewhere. */
+	int (*sync)(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
+		    bool for_cpu);
+	int (*sync_sg)(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+		       enum dg_dma_dir dir, bool for_cpu);
+};
+
+extern const struct dma_policy_ops dma_identity_ops;
+extern const struct dma_policy_ops dma_strict_ops; /* strict, lazy (retire differs) */
+extern const struct dma_policy_ops dma_window_ops;
+extern const struct dma_policy_ops dma_bounce_ops;
+extern const struct dma_policy_ops dma_pool_ops;
+
+/* ---- lazy (lazy.c) -------------------------------------------------------------------------- */
+
+struct lazy_ent {
+	uint64_t iova;
+	uint64_t size;
+	uint64_t gen; /* fq->flush_start when queued */
+};
+
+/*
+ * One CPU's flush queue. Everything is under @lock. Generations: entries queued while
+ * flush_start == g are covered by flush g (the next one to start); flush g's completion sets
+ * flush_finish = g + 1; an entry is released when entry.gen < flush_finish. One flush is in
+ * flight at a time per queue, so generations complete in order.
+ */
+struct lazy_fq {
+	struct dg_spinlock lock;
+	uint32_t head; /* oldest entry (free-running) */
+	uint32_t tail; /* next free slot (free-running) */
+	struct lazy_ent *ring;
+	uint64_t flush_start;	    /* flushes started */
+	uint64_t flush_finish;	    /* flushes known complete */
+	struct dg_pt_gather open;   /* unmapped since the last flush started: hull, tables */
+	uint64_t open_first_ns;	    /* when the oldest entry of the open generation was queued */
+	uint32_t open_first_pos;    /* its position */
+	uint32_t open_count;	    /* entries in the open generation */
+	bool busy;		    /* a flush is in flight: */
+	uint64_t busy_seq;	    /*   its invalidation sequence number */
+	struct dg_pt_gather busy_g; /* its tables */
+	uint64_t busy_first_ns;	    /*   oldest entry it covers, queued at */
+	uint32_t busy_first_pos;    /*   ... and at position */
+	/* statistics (under lock) */
+	uint64_t flushes;
+	uint64_t timeout_flushes;
+	uint64_t full_waits;
+	uint64_t window_max_ns;
+	uint64_t window_max_unmaps;
+} dg_cacheline;
+
+struct dma_lazy {
+	uint32_t qsize; /* power of two */
+	uint64_t timeout_ns;
+	unsigned int ncpus;
+	struct lazy_fq *fq; /* [ncpus] */
+};
+
+int dma_lazy_create(struct dg_dma_dev *dd, struct dma_lazy **out);
+/* Flush and release everything (idle device); -ETIMEDOUT leaves the queues as they are. */
+int dma_lazy_drain(struct dg_dma_dev *dd, struct dma_lazy *lz);
+void dma_lazy_destroy(struct dma_lazy *lz);
+/* Queue an unmap of [iova, iova + size) (pt unmap included). */
+int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size);
+/* Timeout flushes and reclaim (housekeeping). */
+void dma_lazy_tick(struct dg_dma_dev *dd, uint64_t now);
+void dma_lazy_stats(const struct dma_lazy *lz, struct dg_dma_stats *st);
+
+/* ---- bounce (bounce.c) ------------------------------------------------------------------------ */
+
+#define BOUNCE_UNIT_SHIFT 6  /* 64-byte units */
+#define BOUNCE_MAX_ORDER  12 /* 64 << 12 = 256 KiB */
+#define BOUNCE_MAX	  (1ull << (BOUNCE_UNIT_SHIFT + BOUNCE_MAX_ORDER))
+#define BOUNCE_NONE	  UINT32_MAX
+
+struct dma_bounce;
+int dma_bounce_create(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_bounce **out);
+void dma_bounce_destroy(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_bounce *bo);
+/* Give back a claimed slot (batch end). */
+void dma_bounce_free(struct dg_dma_dev *dd, uint64_t dma);
+void dma_bounce_stats(const struct dma_bounce *bo, struct dg_dma_stats *st);
+/* Validate the areas; *live gets the number of live (mapped) slots. */
+int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live);
+uint64_t dma_bounce_bytes(const struct dma_bounce *bo);
+
+/* ---- window (window.c) ------------------------------------------------------------------------ */
+
+struct dma_window {
+	uint64_t base; /* window IOVA */
+	uint64_t size;
+	uint64_t page;
+	uintptr_t direct; /* host start of the direct region */
+	uint64_t direct_size;
+};
+
+/* ---- pools (pool.c) ---------------------------------------------------------------------------- */
+
+#define DMA_MAX_POOLS 32
+
+struct dg_dma_pool {
+	struct dg_dma_dev *dd;
+	uint8_t *mem;	   /* buffers */
+	uint64_t mem_size; /* bytes mapped */
+	uint64_t iova;	   /* DMA address of mem (identity: mem) */
+	uint64_t iova_size;
+	size_t buf_size;
+	uint32_t nbufs;
+	enum dg_dma_dir dir;
+	unsigned int slot;	/* index in dd->pools */
+	_Atomic uint64_t head;	/* free stack: ABA tag << 32 | (index + 1), 0 = empty */
+	_Atomic uint32_t *next; /* next[i]: index + 1 below buffer i on the stack */
+	_Atomic uint8_t *out;	/* out[i]: buffer i is handed out */
+};
+
+/* Is [buf, buf + len) inside a pool of @dd? Then *dma gets its fixed address. */
+bool dma_pool_lookup(struct dg_dma_dev *dd, uintptr_t buf, size_t len, enum dg_dma_dir dir,
+		     uint64_t *dma);
+/* Is [dma, dma + len) inside a pool's IOVA range? */
+bool dma_pool_owns(struct dg_dma_dev *dd, uint64_t dma, size_t len);
+
+/* ---- the device ---------------------------------------------------------------------------- */
+
+struct dma_quarantine {
+	struct dma_quarantine *next;
+	struct dma_space *sp;
+	uint64_t seq;		    /* invalidation to confirm */
+	struct dg_pt_gather gather; /* its tables */
+	uint32_t n;
+	uint64_t iova[DG_DMA_BATCH_MAX]; /* IOVA ranges to free once confirmed */
+	uint64_t size[DG_DMA_BATCH_MAX];
+	void *mem; /* host memory to free once confirmed (coherent, pool) */
+};
+
+/* Everything a policy owns (dma_dev.c). */
+struct pstate {
+	enum dg_dma_policy policy;
+	const struct dma_policy_ops *ops;
+	struct dma_space *sp;
+	struct dma_lazy *lazy;
+	struct dma_bounce *bounce;
+	struct dma_window win;
+};
+
+/* An old policy state the device did not confirm leaving (context change timed out). */
+struct dma_zombie {
+	struct dma_zombie *next;
+	struct pstate ps;
+};
+
+struct dg_dma_dev {
+	/* Fixed while the policy does not change (the device is idle when it does). */
+	struct dg_dma *dma;
+	struct dg_device *dev;
+	uint32_t rid;
+	uint64_t gen; /* unique, never reused: keys of the per-thread caches */
+	enum dg_dma_policy policy;
+	const struct dma_policy_ops *ops;
+	struct dg_dma_dev_config cfg;
+	uint64_t mask;
+	uint64_t max_seg;
+	uint64_t boundary;	   /* mask */
+	bool reference;		   /* DG_DMA_DEV_LINUX_REFERENCE */
+	struct dma_space *sp;	   /* NULL under identity */
+	struct dma_lazy *lazy;	   /* lazy only */
+	struct dma_bounce *bounce; /* bounce only */
+	struct dma_window win;	   /* window only */
+	/* Pools: slots published with a release store, read with acquire loads. */
+	_Atomic(struct dg_dma_pool *) pools[DMA_MAX_POOLS];
+	_Atomic uint32_t nr_pools_hw;  /* slots in use are below this */
+	_Atomic uint32_t nr_pools;     /* pools alive (written under pool_lock) */
+	pthread_mutex_t pool_lock;     /* pool create/destroy */
+	uint64_t pool_bytes;	       /* under pool_lock */
+	_Atomic uint64_t iova_states;  /* two-step ranges alive */
+	_Atomic uint64_t open_batches; /* begun and not yet ended: they hold IOVAs and slots */
+	_Atomic uint64_t persistent;   /* bytes mapped for good: pools, window direct region,
+					 shadow areas, coherent memory */
+	pthread_mutex_t coh_lock;      /* identity coherent allocations: */
+	struct coh_ent *coh_list;      /*   under coh_lock */
+	/* Statistics. */
+	_Atomic(struct dma_tstats *) tstats; /* per-thread blocks (push with release CAS) */
+	_Atomic uint64_t err[ERR_NR];
+	/* Unmaps whose invalidation wait timed out. */
+	pthread_mutex_t q_lock;
+	struct dma_quarantine *quarantine; /* under q_lock */
+	_Atomic uint64_t nr_quarantined;
+	struct dma_zombie *zombies; /* under dma->lock */
+	struct dg_dma_dev *next;    /* dma->devs, under dma->lock */
+};
+
+struct dg_dma {
+	struct dg_iommu *mmu;
+	struct dg_dma_config cfg;
+	unsigned int ncpus;
+	pthread_mutex_t lock;	 /* devs, force_translation, housekeeping state */
+	struct dg_dma_dev *devs; /* under lock */
+	bool force_translation;	 /* under lock (read unlocked at create: benign, see dma_dev.c) */
+	_Atomic(const struct dg_dma_fail_hook *) fail;
+	/* housekeeping */
+	pthread_t hk_thread;
+	bool hk_started;
+	bool hk_stop;		/* under lock */
+	pthread_cond_t hk_cond; /* signalled on stop */
+	uint64_t last_trim_ns;	/* under lock */
+};
+
+/* ---- helpers shared by the files ----------------------------------------------------------- */
+
+uint64_t dma_clock_default(void *cookie); /* CLOCK_MONOTONIC (dma.c) */
+
+static inline uint64_t dma_now(const struct dg_dma *dma)
+{
+	return dma->cfg.clock ? dma->cfg.clock(dma->cfg.clock_cookie) : dma_clock_default(NULL);
+}
+
+/* Injected failure at @point, or 0. One acquire load when no hook is installed. */
+static inline int dma_fail(struct dg_dma_dev *dd, enum dg_dma_fail_point point)
+{
+	/* Acquire pairs with the release store in dg_dma_set_fail_hook(). */
+	const struct dg_dma_fail_hook *h =
+		atomic_load_explicit(&dd->dma->fail, memory_order_acquire);
+
+	return dg_unlikely(h != NULL) ? h->fail(h->cookie, point, dd->rid) : 0;
+}
+
+/* Count a failure by kind and return it. */
+int dma_err(struct dg_dma_dev *dd, int err);
+
+static inline struct dma_tstats *dma_tstats(struct dg_dma_dev *dd)
+{
+	struct dma_tls_slot *s = &dma_tls[dd->gen & (DMA_TLS_SLOTS - 1)];
+
+	if (dg_likely(s->dd == dd && s->gen == dd->gen))
+		return s->t;
+	return dma_tstats_slow(dd);
+}
+
+/* Single-writer increment (the block belongs to this thread). */
+static inline void ctr_add(struct dma_tstats *t, enum dma_ctr c, uint64_t v)
+{
+	atomic_store_explicit(&t->c[c], atomic_load_explicit(&t->c[c], memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
+static inline void ctr_max(_Atomic uint64_t *m, uint64_t v)
+{
+	if (v > atomic_load_explicit(m, memory_order_relaxed))
+		atomic_store_explicit(m, v, memory_order_relaxed);
+}
+
+extern _Thread_local unsigned int dma_tls_cpu __attribute__((tls_model("initial-exec")));
+extern _Thread_local unsigned int dma_tls_cpu_left __attribute__((tls_model("initial-exec")));
+unsigned int dma_cpu_refresh(unsigned int n);
+
+/* The slot of the CPU this thread last ran on (re-read every 256 calls), < @n. Correctness
+ * never depends on it (per-CPU structures are locked): only speed does. */
+static inline unsigned int dma_cpu(unsigned int n)
+{
+	if (dg_unlikely(!dma_tls_cpu_left--))
+		return dma_cpu_refresh(n);
+	return dg_likely(dma_tls_cpu < n) ? dma_tls_cpu : dma_tls_cpu % n;
+}
+
+/* Permission bits for a direction. */
+static inline unsigned int dma_dir_prot(enum dg_dma_dir dir)
+{
+	return dir == DG_DMA_TO_DEVICE	 ? DG_PROT_READ :
+	       dir == DG_DMA_FROM_DEVICE ? DG_PROT_WRITE :
+					   DG_PROT_READ | DG_PROT_WRITE;
+}
+
+static inline bool dma_dir_ok(unsigned int dir)
+{
+	return dir <= DG_DMA_FROM_DEVICE;
+}
+
+/* dma_space lifetime (map.c). */
+int dma_space_create(struct dg_dma_dev *dd, const struct dg_pt_geometry *geo, uint64_t first,
+		     uint64_t last, struct dma_space **out);
+void dma_space_destroy(struct dma_space *sp);
+
+/* Translated map of a list of host segments into one IOVA range of @sp (map.c). */
+int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_sg *sg,
+	       unsigned int nents, enum dg_dma_dir dir, enum dma_kind kind, uint64_t *iova_out,
+	       uint64_t *dma_out);
+/* Claim (validate and invalidate) the record of a translated mapping (map.c). */
+int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_dir dir,
+		 enum dma_kind kind, uint32_t nents, uint64_t *iova, uint64_t *iova_size);
+/* Remove [iova, iova + size) from @sp and give the IOVA back, strictly (map.c); @mem (not with
+ * a batch) is freed once no device can reach it. */
+int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova, uint64_t size,
+		      bool free_iova, struct dg_dma_batch *b, void *mem);
+/* Submit an invalidation of @cmds and wait (counts submits and waits). */
+int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq);
+/* Invalidate what @g covers in @sp and wait; then release its tables. */
+int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_gather *g);
+/* Park a timed-out invalidation's IOVAs (map.c); retried by dma_quarantine_retry(). */
+void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t seq,
+			struct dg_pt_gather *g, const uint64_t *iova, const uint64_t *size,
+			uint32_t n, void *mem);
+int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait);
+/* Translated unmap shared by strict, window (on demand) and pool fallbacks. */
+int dma_xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma, size_t len,
+		 enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents, struct dg_dma_batch *b);
+/* Fill sg[].dma_addr/dma_len of a list mapped at @dma_first contiguously (map.c). */
+unsigned int dma_sg_segments(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+			     uint64_t dma_first, uint64_t granule);
+/* Total IOVA bytes a list takes in a space of granule @g, with boundary padding (map.c). */
+int dma_sg_layout(struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned int nents, uint64_t g,
+		  uint64_t *total);
+
+/* Defer the release of a claimed bounce slot to the batch's end (map.c). */
+void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma);
+
+/* dma_dev.c / dma_stats.c */
+uint64_t dma_dev_live(const struct dg_dma_dev *dd);
+/* 0 when the device is idle (lazy queues drained, quarantine confirmed), else -EBUSY or
+ * -ETIMEDOUT. dma->lock held. */
+int dma_dev_busy(struct dg_dma_dev *dd);
+int dma_dev_force_strict(struct dg_dma_dev *dd);
+
+/* dma.c */
+void dma_hk_kick(struct dg_dma *dma);
+
+#endif /* DG_DMA_INTERNAL_H */

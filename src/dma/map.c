@@ -1,0 +1,980 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dma/map.c - the streaming DMA API, the translated mapping path shared by every policy that
+ * allocates IOVAs (strict, lazy, window's on-demand part, pool fallbacks, coherent memory,
+ * bounce's own areas), strict retirement and batches.
+ *
+ * A translated map (the F&S recipe, "Fast & Safe IO Memory Protection", SOSP'24):
+ *
+ *   IOVA alloc (magazine) -> record slot -> page-table map of the pages -> record published
+ *
+ * One contiguous IOVA range per request, also for a scatter-gather list, so an unmap is one
+ * page-table walk and one range invalidation. A strict unmap:
+ *
+ *   claim the record (one CAS: refuses never-mapped, wrong size/dir/kind, double unmap with
+ *   nothing changed) -> page-table unmap into a gather -> RANGE invalidation (leaf-only
+ *   unless a table page was freed: page-walk caches stay warm) -> wait -> free table pages
+ *   -> IOVA free
+ *
+ * Batches move the invalidation and the wait to dg_dma_batch_end(): the gather collects the
+ * hull of every unmap, the IOVAs wait in the batch, and one wait covers all of them. The
+ * invalidation is one RANGE command over the hull when the hull is at most four times the
+ * bytes unmapped (the usual case: magazines hand back neighbouring IOVAs), else one command
+ * per run of adjacent ranges, all submitted at once (one atomic add on the queue).
+ *
+ * Invariants:
+ *  - An IOVA is given back to the allocator only after an invalidation covering its last
+ *    translation completed (strict, batches) or a flush that started after its unmap finished
+ *    (lazy.c). The same holds for page-table pages (dg_pt_gather_release).
+ *  - A record is valid exactly while its mapping is live and usable by the device.
+ *  - A wait that times out leaves everything it covered in quarantine (never reused) until a
+ *    later completion confirms it (dma_quarantine_retry, from housekeeping).
+ */
+#include "dma/dma_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Kinds of batch entries, in the low bits of ent[].size (sizes are multiples of 64). */
+#define BATCH_IOVA   1u /* IOVA range to free after the wait */
+#define BATCH_NOFREE 2u /* range to invalidate only (two-step unlink) */
+#define BATCH_BOUNCE 3u /* bounce slot to free (no invalidation needed) */
+#define BATCH_KIND   3u
+
+static inline bool gather_empty(const struct dg_pt_gather *g)
+{
+	return g->start == g->end && !g->nr_tables;
+}
+
+/* ---- address spaces ----------------------------------------------------------------------- */
+
+int dma_space_create(struct dg_dma_dev *dd, const struct dg_pt_geometry *geo, uint64_t first,
+		     uint64_t last, struct dma_space **out)
+{
+	struct dg_iova_config ic = {0};
+	struct dg_pt_geometry g;
+	struct dma_space *sp;
+	uint64_t in_first, in_last;
+	int r;
+
+	sp = calloc(1, sizeof(*sp));
+	if (!sp)
+		return -ENOMEM;
+	sp->dom = dg_domain_create(dd->dma->mmu, geo, NULL, NULL);
+	if (!sp->dom) {
+		r = -errno;
+		free(sp);
+		return r ? r : -ENOMEM;
+	}
+	sp->pt = dg_domain_pt(sp->dom);
+	sp->dom_id = dg_domain_id(sp->dom);
+	dg_pt_geometry(sp->pt, &g);
+	sp->granule = g.granule;
+	sp->gmask = g.granule - 1;
+	sp->gshift = dg_ilog2(g.granule);
+	sp->write_only_ok = g.format != DG_PT_FMT_ARM_LPAE_S1;
+	if (g.format == DG_PT_FMT_FLAT) {
+		in_first = g.window_base;
+		in_last = g.window_base + (g.window_size - 1);
+	} else {
+		in_first = 0;
+		in_last = g.ias >= 64 ? UINT64_MAX : (1ull << g.ias) - 1;
+	}
+	first = dg_align_up(first > in_first ? first : in_first, g.granule);
+	last = last < in_last ? last : in_last;
+	/* The record table indexes 2^36 granules. */
+	if (sp->gshift + 3 * REC_LEVEL_BITS < 64 &&
+	    last - first > (REC_MAX_GRANULES << sp->gshift) - 1)
+		last = first + (REC_MAX_GRANULES << sp->gshift) - 1;
+	r = -EINVAL;
+	if (last < first || last - first < sp->granule - 1)
+		goto fail_dom;
+	sp->first = first;
+	sp->last = last;
+	sp->limit = dd->mask < last ? dd->mask : last;
+	if (sp->limit < first)
+		goto fail_dom; /* the device cannot address any of the space */
+	ic.start = first;
+	ic.end = last;
+	ic.granule = g.granule;
+	ic.algo = dd->reference ? DG_IOVA_ALGO_LINUX_REFERENCE : DG_IOVA_ALGO_AUGMENTED;
+	sp->iova = dg_iova_create(&ic);
+	if (!sp->iova) {
+		r = errno ? -errno : -ENOMEM;
+		goto fail_dom;
+	}
+	r = dma_rec_init(&sp->rec, first, sp->gshift);
+	if (r)
+		goto fail_iova;
+	*out = sp;
+	return 0;
+fail_iova:
+	dg_iova_destroy(sp->iova);
+fail_dom:
+	dg_domain_destroy(sp->dom);
+	free(sp);
+	return r;
+}
+
+/* The device must already be detached from the domain (or never attached). */
+void dma_space_destroy(struct dma_space *sp)
+{
+	if (!sp)
+		return;
+	dma_rec_fini(&sp->rec);
+	dg_iova_destroy(sp->iova);
+	dg_domain_destroy(sp->dom);
+	free(sp);
+}
+
+/* ---- invalidation, quarantine ------------------------------------------------------------- */
+
+int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq)
+{
+	struct dg_iommu *mmu = dd->dma->mmu;
+	struct dma_tstats *t;
+	int r = dg_inval_submit(mmu, cmds, n, seq);
+
+	if (dg_unlikely(r)) {
+		/* Too many slots (-E2BIG) or a range the queue refused: cover it all. */
+		struct dg_inval_cmd d = {.type = DG_INVAL_DOMAIN, .domain = cmds[0].domain};
+
+		r = dg_inval_submit(mmu, &d, 1, seq);
+		if (r)
+			return r;
+	}
+	r = dg_inval_wait(mmu, *seq);
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_SUBMITS, 1);
+	ctr_add(t, CTR_WAITS, 1);
+	return r;
+}
+
+/* One RANGE command over what @g covers (or a DOMAIN command for tables without a range). */
+static void gather_cmd(const struct dma_space *sp, const struct dg_pt_gather *g,
+		       struct dg_inval_cmd *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->domain = sp->dom_id;
+	if (g->start == g->end) {
+		c->type = DG_INVAL_DOMAIN;
+		return;
+	}
+	c->type = DG_INVAL_RANGE;
+	c->flags = g->leaf_only ? DG_INVAL_LEAF : 0;
+	c->iova = g->start;
+	c->size = g->end - g->start;
+}
+
+/*
+ * Stock Linux strict mode: one page-selective invalidation and one wait per page. On a
+ * timeout the rest is covered by one more command so that *seq covers everything.
+ */
+static int reference_flush(struct dg_dma_dev *dd, struct dma_space *sp,
+			   const struct dg_pt_gather *g, uint64_t *seq)
+{
+	struct dg_inval_cmd c = {.type = DG_INVAL_PAGE,
+				 .domain = sp->dom_id,
+				 .flags = g->leaf_only ? DG_INVAL_LEAF : 0,
+				 .size = sp->granule};
+	int r;
+
+	if (g->start == g->end) {
+		gather_cmd(sp, g, &c);
+		return dma_inval(dd, &c, 1, seq);
+	}
+	for (uint64_t a = g->start; a != g->end; a += sp->granule) {
+		c.iova = a;
+		r = dma_inval(dd, &c, 1, seq);
+		if (r == -ETIMEDOUT && a + sp->granule != g->end) {
+			struct dg_inval_cmd rest = c;
+
+			rest.type = DG_INVAL_RANGE;
+			rest.iova = a + sp->granule;
+			rest.size = g->end - rest.iova;
+			if (dg_inval_submit(dd->dma->mmu, &rest, 1, seq))
+				return -ETIMEDOUT;
+		}
+		if (r)
+			return r;
+	}
+	return 0;
+}
+
+int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_gather *g)
+{
+	struct dg_inval_cmd c;
+	uint64_t seq = 0;
+	int r;
+
+	if (gather_empty(g))
+		return 0;
+	gather_cmd(sp, g, &c);
+	r = dma_inval(dd, &c, 1, &seq);
+	if (r) {
+		dma_quarantine_add(dd, sp, seq, g, NULL, NULL, 0, NULL);
+		return r;
+	}
+	dg_pt_gather_release(sp->pt, g);
+	return 0;
+}
+
+void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t seq,
+			struct dg_pt_gather *g, const uint64_t *iova, const uint64_t *size,
+			uint32_t n, void *mem)
+{
+	struct dma_quarantine *q = calloc(1, sizeof(*q));
+
+	if (!q) {
+		/* Nowhere to park it: wait until the devices confirm, however long. */
+		while (dg_inval_wait(dd->dma->mmu, seq) == -ETIMEDOUT)
+			;
+		dg_pt_gather_release(sp->pt, g);
+		for (uint32_t i = 0; i < n; i++)
+			dg_iova_free(sp->iova, iova[i], size[i]);
+		free(mem);
+		return;
+	}
+	q->mem = mem;
+	q->sp = sp;
+	q->seq = seq;
+	q->gather = *g; /* takes over the table pages */
+	dg_pt_gather_init(g);
+	q->n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		q->iova[i] = iova[i];
+		q->size[i] = size[i];
+	}
+	pthread_mutex_lock(&dd->q_lock);
+	q->next = dd->quarantine;
+	dd->quarantine = q;
+	atomic_fetch_add_explicit(&dd->nr_quarantined, n ? n : 1, memory_order_relaxed);
+	pthread_mutex_unlock(&dd->q_lock);
+}
+
+int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
+{
+	struct dg_iommu *mmu = dd->dma->mmu;
+	struct dma_quarantine **pq, *q;
+	int r = 0;
+
+	pthread_mutex_lock(&dd->q_lock);
+	for (pq = &dd->quarantine; (q = *pq);) {
+		bool done = wait ? dg_inval_wait(mmu, q->seq) == 0 : dg_inval_done(mmu, q->seq);
+
+		if (!done) {
+			r = -ETIMEDOUT;
+			pq = &q->next;
+			continue;
+		}
+		dg_pt_gather_release(q->sp->pt, &q->gather);
+		for (uint32_t i = 0; i < q->n; i++)
+			dg_iova_free(q->sp->iova, q->iova[i], q->size[i]);
+		free(q->mem);
+		atomic_fetch_sub_explicit(&dd->nr_quarantined, q->n ? q->n : 1,
+					  memory_order_relaxed);
+		*pq = q->next;
+		free(q);
+	}
+	pthread_mutex_unlock(&dd->q_lock);
+	return r;
+}
+
+/* ---- batches ------------------------------------------------------------------------------ */
+
+/*
+ * The batch's translated ranges in address order, adjacent ones merged into runs; *sum gets
+ * their bytes. Magazines hand ranges back last-in first-out, so a descending batch is
+ * reversed rather than insertion-sorted.
+ */
+static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *hi, uint64_t *sum)
+{
+	bool asc = true, desc = true;
+	size_t n = 0, m = 0;
+
+	*sum = 0;
+	for (uint32_t i = 0; i < b->n; i++) {
+		if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
+			continue;
+		lo[n] = b->ent[i].addr;
+		hi[n] = lo[n] + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
+		*sum += hi[n] - lo[n];
+		if (n) {
+			asc = asc && lo[n] > lo[n - 1];
+			desc = desc && lo[n] < lo[n - 1];
+		}
+		n++;
+	}
+	if (n > 1 && desc) {
+		for (size_t i = 0, j = n - 1; i < j; i++, j--) {
+			uint64_t tl = lo[i], th = hi[i];
+
+			lo[i] = lo[j];
+			hi[i] = hi[j];
+			lo[j] = tl;
+			hi[j] = th;
+		}
+	} else if (n > 1 && !asc) {
+		for (size_t i = 1; i < n; i++) {
+			uint64_t tl = lo[i], th = hi[i];
+			size_t j;
+
+			for (j = i; j > 0 && lo[j - 1] > tl; j--) {
+				lo[j] = lo[j - 1];
+				hi[j] = hi[j - 1];
+			}
+			lo[j] = tl;
+			hi[j] = th;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (m && lo[i] == hi[m - 1]) {
+			hi[m - 1] = hi[i];
+			continue;
+		}
+		lo[m] = lo[i];
+		hi[m] = hi[i];
+		m++;
+	}
+	return m;
+}
+
+/*
+ * End of a batch (or a full ent[]): remove the pages of every deferred unmap - one page-table
+ * call per run of adjacent IOVAs, so a ring's consecutive slots cost one walk - invalidate
+ * (one command over the hull when it is at most four times the bytes unmapped, else one per
+ * run), wait once, then give back table pages, IOVAs and shadow slots.
+ */
+static int batch_flush(struct dg_dma_batch *b)
+{
+	struct dg_dma_dev *dd = b->dev;
+	struct dma_space *sp = dd->sp;
+	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], qi[DG_DMA_BATCH_MAX];
+	uint64_t qs[DG_DMA_BATCH_MAX], sum, unmapped, seq = 0;
+	uint32_t nq = 0;
+	size_t nr;
+	int r = 0;
+
+	if (!b->n)
+		return 0;
+	nr = batch_runs(b, lo, hi, &sum);
+	if (nr) {
+		struct dg_inval_cmd cmds[DG_DMA_BATCH_MAX];
+		size_t nc = 1;
+
+		for (size_t i = 0; i < nr; i++)
+			dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], &b->gather, &unmapped);
+		if (nr == 1 || b->gather.end - b->gather.start <= 4 * sum) {
+			gather_cmd(sp, &b->gather, &cmds[0]);
+		} else {
+			for (nc = 0; nc < nr; nc++)
+				cmds[nc] = (struct dg_inval_cmd){
+					.type = DG_INVAL_RANGE,
+					.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
+					.domain = sp->dom_id,
+					.iova = lo[nc],
+					.size = hi[nc] - lo[nc]};
+		}
+		r = dma_inval(dd, cmds, nc, &seq);
+		if (r) {
+			for (uint32_t i = 0; i < b->n; i++) {
+				if ((b->ent[i].size & BATCH_KIND) != BATCH_IOVA)
+					continue;
+				qi[nq] = b->ent[i].addr;
+				qs[nq++] = b->ent[i].size & ~(uint64_t)BATCH_KIND;
+			}
+			dma_quarantine_add(dd, sp, seq, &b->gather, qi, qs, nq, NULL);
+		} else {
+			dg_pt_gather_release(sp->pt, &b->gather);
+		}
+	}
+	for (uint32_t i = 0; i < b->n; i++) {
+		uint64_t k = b->ent[i].size & BATCH_KIND;
+
+		if (k == BATCH_IOVA && !r)
+			dg_iova_free(sp->iova, b->ent[i].addr,
+				     b->ent[i].size & ~(uint64_t)BATCH_KIND);
+		else if (k == BATCH_BOUNCE)
+			dma_bounce_free(dd, b->ent[i].addr);
+	}
+	b->n = 0;
+	dg_pt_gather_init(&b->gather);
+	b->flushes++;
+	return r;
+}
+
+/* Make room for one entry. */
+static void batch_reserve(struct dg_dma_batch *b)
+{
+	if (dg_unlikely(b->n == DG_DMA_BATCH_MAX)) {
+		int r = batch_flush(b);
+
+		if (r && !b->status)
+			b->status = r;
+	}
+}
+
+void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma)
+{
+	batch_reserve(b);
+	b->ent[b->n].addr = dma;
+	b->ent[b->n].size = BATCH_BOUNCE;
+	b->n++;
+}
+
+void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
+{
+	if (!b)
+		return;
+	b->dev = dd;
+	if (dd)
+		atomic_fetch_add_explicit(&dd->open_batches, 1, memory_order_relaxed);
+	b->n = 0;
+	b->flushes = 0;
+	b->status = 0;
+	dg_pt_gather_init(&b->gather);
+}
+
+int dg_dma_batch_end(struct dg_dma_batch *b)
+{
+	struct dg_dma_dev *dd;
+	int r;
+
+	if (!b || !b->dev)
+		return -EINVAL;
+	dd = b->dev;
+	r = batch_flush(b);
+	if (!r)
+		r = b->status;
+	b->status = 0;
+	ctr_add(dma_tstats(dd), CTR_BATCHES, 1);
+	atomic_fetch_sub_explicit(&dd->open_batches, 1, memory_order_relaxed);
+	b->dev = NULL;
+	return r ? dma_err(dd, r) : 0;
+}
+
+/* ---- translated map / unmap ---------------------------------------------------------------- */
+
+/* Position of a segment of @span bytes at cursor @cur: padded to the next boundary when it
+ * would cross one (Linux iommu_dma_map_sg). */
+static inline uint64_t sg_place(uint64_t cur, uint64_t span, uint64_t bmask)
+{
+	uint64_t pad = (bmask - cur + 1) & bmask;
+
+	return pad && pad < span ? cur + pad : cur;
+}
+
+int dma_sg_layout(struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned int nents, uint64_t g,
+		  uint64_t *total)
+{
+	uint64_t cur = 0;
+
+	for (unsigned int i = 0; i < nents; i++) {
+		uint64_t off = (uintptr_t)sg[i].addr & (g - 1);
+		uint64_t span = dg_align_up(off + sg[i].len, g);
+
+		if (dd->boundary != UINT64_MAX && span > dd->boundary + 1)
+			return -EINVAL; /* would cross the boundary wherever it goes */
+		cur = sg_place(cur, span, dd->boundary) + span;
+	}
+	*total = cur;
+	return 0;
+}
+
+unsigned int dma_sg_segments(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+			     uint64_t iova, uint64_t g)
+{
+	uint64_t cur = 0, seg_start = 0, seg_len = 0, bm = dd->boundary;
+	unsigned int nr = 0;
+	bool mergeable = false;
+
+	for (unsigned int i = 0; i < nents; i++) {
+		uint64_t off = (uintptr_t)sg[i].addr & (g - 1), len = sg[i].len;
+		uint64_t span = dg_align_up(off + len, g);
+		uint64_t pos = nents == 1 ? 0 : sg_place(cur, span, bm);
+
+		if (nr && mergeable && !off && pos == cur && seg_len + len <= dd->max_seg &&
+		    (seg_start & ~bm) == ((seg_start + seg_len + len - 1) & ~bm)) {
+			seg_len += len;
+		} else {
+			if (nr)
+				sg[nr - 1].dma_len = seg_len;
+			seg_start = iova + pos + off;
+			seg_len = len;
+			sg[nr].dma_addr = seg_start;
+			nr++;
+		}
+		mergeable = off + len == span; /* ends on a granule boundary */
+		cur = pos + span;
+	}
+	sg[nr - 1].dma_len = seg_len;
+	for (unsigned int i = nr; i < nents; i++) {
+		sg[i].dma_addr = 0;
+		sg[i].dma_len = 0;
+	}
+	return nr;
+}
+
+int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_sg *sg,
+	       unsigned int nents, enum dg_dma_dir dir, enum dma_kind kind, uint64_t *iova_out,
+	       uint64_t *dma_out)
+{
+	const uint64_t g = sp->granule, gm = sp->gmask;
+	const unsigned int prot = dma_dir_prot(dir);
+	uint64_t iova, total, cur = 0, len = 0, sub = 0, unmapped;
+	struct dg_pt_gather gth;
+	struct dma_rec *rec;
+	struct dma_tstats *t;
+	unsigned int i;
+	int r;
+
+	if (nents == 1) {
+		total = dg_align_up(((uintptr_t)sg[0].addr & gm) + sg[0].len, g);
+	} else {
+		r = dma_sg_layout(dd, sg, nents, g, &total);
+		if (r)
+			return r;
+	}
+	r = dma_fail(dd, DG_DMA_FAIL_IOVA);
+	if (dg_unlikely(r))
+		return r;
+	r = dg_iova_alloc(sp->iova, total, sp->limit, 0, &iova);
+	if (dg_unlikely(r))
+		return r;
+	rec = dma_rec_get(&sp->rec, iova, true);
+	if (dg_unlikely(!rec)) {
+		r = -ENOMEM;
+		goto fail_iova;
+	}
+	r = dma_fail(dd, DG_DMA_FAIL_PT_MAP);
+	if (dg_unlikely(r))
+		goto fail_iova;
+	dg_pt_gather_init(&gth);
+	for (i = 0; i < nents; i++) {
+		uint64_t off = (uintptr_t)sg[i].addr & gm;
+		uint64_t span = dg_align_up(off + sg[i].len, g);
+		uint64_t pos = nents == 1 ? 0 : sg_place(cur, span, dd->boundary);
+
+		r = dg_pt_map(sp->pt, iova + pos, (uintptr_t)sg[i].addr - off, span, prot, &gth);
+		if (dg_unlikely(r))
+			goto fail_map;
+		cur = pos + span;
+		len += sg[i].len;
+		sub += span - sg[i].len;
+	}
+	if (dg_unlikely(!gather_empty(&gth)))
+		dma_flush_gather(dd, sp, &gth); /* tables replaced by larger leaves */
+	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
+	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
+	/* Release pairs with the acquire load in dma_xl_claim(): w1 and w2 are visible. */
+	atomic_store_explicit(&rec->w0,
+			      rec_w0(kind, dir, kind == KIND_SG ? nents : 0,
+				     (uintptr_t)sg[0].addr & gm),
+			      memory_order_release);
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_SUBPAGE, sub);
+	ctr_max(&t->subpage_max, sub);
+	*iova_out = iova;
+	*dma_out = iova + ((uintptr_t)sg[0].addr & gm);
+	return 0;
+
+fail_map:
+	/* Undo the segments already mapped; a curious device may have cached them. */
+	if (cur)
+		dg_pt_unmap(sp->pt, iova, cur, &gth, &unmapped);
+	if (!gather_empty(&gth)) {
+		struct dg_inval_cmd c;
+		uint64_t seq = 0;
+
+		gather_cmd(sp, &gth, &c);
+		if (dma_inval(dd, &c, 1, &seq)) {
+			dma_quarantine_add(dd, sp, seq, &gth, &iova, &total, 1, NULL);
+			return r;
+		}
+		dg_pt_gather_release(sp->pt, &gth);
+	}
+fail_iova:
+	dg_iova_free(sp->iova, iova, total);
+	return r;
+}
+
+int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_dir dir,
+		 enum dma_kind kind, uint32_t nents, uint64_t *iova, uint64_t *iova_size)
+{
+	struct dma_rec *rec;
+	uint64_t w0;
+
+	if (dg_unlikely(dma < sp->first || dma > sp->last))
+		return -ENOENT;
+	rec = dma_rec_get(&sp->rec, dma, false);
+	if (dg_unlikely(!rec))
+		return -ENOENT;
+	/* Acquire pairs with the release store of w0 in dma_xl_map(). */
+	w0 = atomic_load_explicit(&rec->w0, memory_order_acquire);
+	if (dg_unlikely(!(w0 & REC_VALID) || (w0 & 0xffffffffu) != (dma & sp->gmask)))
+		return -ENOENT;
+	if (dg_unlikely(w0 != rec_w0(kind, dir, kind == KIND_SG ? nents : 0, dma & sp->gmask) ||
+			atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
+		return -EINVAL;
+	*iova = dma & ~sp->gmask;
+	*iova_size = atomic_load_explicit(&rec->w2, memory_order_relaxed);
+	/* Of two racing unmaps one wins; acquire keeps our reads of w1/w2 before it. */
+	if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
+		    &rec->w0, &w0, 0, memory_order_acquire, memory_order_relaxed)))
+		return -ENOENT;
+	return 0;
+}
+
+int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova, uint64_t size,
+		      bool free_iova, struct dg_dma_batch *b, void *mem)
+{
+	struct dg_pt_gather g;
+	struct dg_inval_cmd c;
+	uint64_t unmapped, seq = 0;
+	int r;
+
+	if (b && !dd->reference) { /* the pages go at the batch's end, with the others */
+		batch_reserve(b);
+		b->ent[b->n].addr = iova;
+		b->ent[b->n].size = size | (free_iova ? BATCH_IOVA : BATCH_NOFREE);
+		b->n++;
+		return 0;
+	}
+	dg_pt_gather_init(&g);
+	dg_pt_unmap(sp->pt, iova, size, &g, &unmapped);
+	if (dd->reference) {
+		r = reference_flush(dd, sp, &g, &seq);
+	} else {
+		gather_cmd(sp, &g, &c);
+		r = dma_inval(dd, &c, 1, &seq);
+	}
+	if (dg_unlikely(r)) {
+		dma_quarantine_add(dd, sp, seq, &g, &iova, &size, free_iova ? 1 : 0, mem);
+		return r;
+	}
+	dg_pt_gather_release(sp->pt, &g);
+	if (free_iova)
+		dg_iova_free(sp->iova, iova, size);
+	free(mem);
+	return 0;
+}
+
+int dma_xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma, size_t len,
+		 enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents, struct dg_dma_batch *b)
+{
+	uint64_t iova, size;
+	int r = dma_xl_claim(sp, dma, len, dir, kind, nents, &iova, &size);
+
+	if (dg_unlikely(r))
+		return r;
+	if (dd->lazy && kind != KIND_COHERENT)
+		return dma_lazy_retire(dd, iova, size);
+	return dma_strict_retire(dd, sp, iova, size, true, b, NULL);
+}
+
+/* ---- identity ------------------------------------------------------------------------------ */
+
+static int id_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
+		  unsigned int attrs, enum dma_kind kind, uint64_t *dma)
+{
+	uint64_t a = (uintptr_t)buf;
+
+	(void)dir;
+	(void)attrs;
+	(void)kind;
+	if (dg_unlikely(a + (len - 1) > dd->mask))
+		return -ERANGE;
+	*dma = a;
+	return 0;
+}
+
+static int id_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
+		    unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b)
+{
+	(void)dir;
+	(void)attrs;
+	(void)kind;
+	(void)b;
+	if (dg_unlikely(dma + (len - 1) > dd->mask))
+		return -ERANGE;
+	return dma ? 0 : -ENOENT;
+}
+
+static int id_map_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+		     enum dg_dma_dir dir, unsigned int attrs, unsigned int *nr_dma)
+{
+	(void)dir;
+	(void)attrs;
+	for (unsigned int i = 0; i < nents; i++)
+		if ((uintptr_t)sg[i].addr + (sg[i].len - 1) > dd->mask)
+			return -ERANGE;
+	for (unsigned int i = 0; i < nents; i++) {
+		sg[i].dma_addr = (uintptr_t)sg[i].addr;
+		sg[i].dma_len = sg[i].len;
+	}
+	*nr_dma = nents;
+	return 0;
+}
+
+static int id_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+		       enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
+{
+	(void)dd;
+	(void)dir;
+	(void)attrs;
+	(void)b;
+	for (unsigned int i = 0; i < nents; i++)
+		if (sg[i].dma_addr != (uintptr_t)sg[i].addr || sg[i].dma_len != sg[i].len)
+			return -EINVAL;
+	return 0;
+}
+
+const struct dma_policy_ops dma_identity_ops = {
+	.map = id_map,
+	.unmap = id_unmap,
+	.map_sg = id_map_sg,
+	.unmap_sg = id_unmap_sg,
+};
+
+/* ---- strict and lazy ----------------------------------------------------------------------- */
+
+static int strict_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
+		      unsigned int attrs, enum dma_kind kind, uint64_t *dma)
+{
+	struct dg_dma_sg s = {.addr = buf, .len = len};
+	uint64_t iova;
+
+	(void)attrs;
+	return dma_xl_map(dd, dd->sp, &s, 1, dir, kind, &iova, dma);
+}
+
+static int strict_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
+			unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b)
+{
+	(void)attrs;
+	return dma_xl_unmap(dd, dd->sp, dma, len, dir, kind, 0, b);
+}
+
+static int strict_map_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+			 enum dg_dma_dir dir, unsigned int attrs, unsigned int *nr_dma)
+{
+	uint64_t iova, dma;
+	int r;
+
+	(void)attrs;
+	r = dma_xl_map(dd, dd->sp, sg, nents, dir, KIND_SG, &iova, &dma);
+	if (!r)
+		*nr_dma = dma_sg_segments(dd, sg, nents, iova, dd->sp->granule);
+	return r;
+}
+
+static uint64_t sg_total(const struct dg_dma_sg *sg, unsigned int nents)
+{
+	uint64_t t = 0;
+
+	for (unsigned int i = 0; i < nents; i++)
+		t += sg[i].len;
+	return t;
+}
+
+static int strict_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+			   enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
+{
+	(void)attrs;
+	return dma_xl_unmap(dd, dd->sp, sg[0].dma_addr, sg_total(sg, nents), dir, KIND_SG, nents,
+			    b);
+}
+
+const struct dma_policy_ops dma_strict_ops = {
+	.map = strict_map,
+	.unmap = strict_unmap,
+	.map_sg = strict_map_sg,
+	.unmap_sg = strict_unmap_sg,
+};
+
+/* ---- the public streaming API --------------------------------------------------------------- */
+
+#define ATTRS_KNOWN DG_DMA_ATTR_SKIP_CPU_SYNC
+
+static int map_common(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
+		      unsigned int attrs, enum dma_kind kind, uint64_t *dma)
+{
+	struct dma_tstats *t;
+	int r;
+
+	if (dg_unlikely(!dd))
+		return -EINVAL;
+	if (dg_unlikely(!buf || !len || !dma || !dma_dir_ok(dir) || (attrs & ~ATTRS_KNOWN)))
+		return dma_err(dd, -EINVAL);
+	if (dg_unlikely((uintptr_t)buf + (len - 1) < (uintptr_t)buf))
+		return dma_err(dd, -ERANGE);
+	r = dd->ops->map(dd, buf, len, dir, attrs, kind, dma);
+	if (dg_unlikely(r))
+		return dma_err(dd, r);
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_MAPS, 1);
+	ctr_add(t, CTR_MAP_BYTES, len);
+	return 0;
+}
+
+static int unmap_common(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
+			unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b)
+{
+	int r;
+
+	if (dg_unlikely(!dd))
+		return -EINVAL;
+	if (dg_unlikely(!len || !dma_dir_ok(dir) || (attrs & ~ATTRS_KNOWN) || (b && b->dev != dd)))
+		return dma_err(dd, -EINVAL);
+	if (dg_unlikely(dma + (len - 1) < dma))
+		return dma_err(dd, -ERANGE);
+	r = dd->ops->unmap(dd, dma, len, dir, attrs, kind, b);
+	if (dg_unlikely(r) && r != -ETIMEDOUT)
+		return dma_err(dd, r);
+	ctr_add(dma_tstats(dd), CTR_UNMAPS, 1);
+	return r ? dma_err(dd, r) : 0;
+}
+
+int dg_dma_map_single(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
+		      unsigned int attrs, uint64_t *dma)
+{
+	return map_common(dd, buf, len, dir, attrs, KIND_SINGLE, dma);
+}
+
+int dg_dma_unmap_single(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
+			unsigned int attrs, struct dg_dma_batch *b)
+{
+	return unmap_common(dd, dma, len, dir, attrs, KIND_SINGLE, b);
+}
+
+int dg_dma_map_page(struct dg_dma_dev *dd, void *page, size_t offset, size_t len,
+		    enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
+{
+	if (!dd)
+		return -EINVAL;
+	if (!page || ((uintptr_t)page & (DMA_HOST_PAGE - 1)))
+		return dma_err(dd, -EINVAL);
+	if ((uintptr_t)page + offset < (uintptr_t)page)
+		return dma_err(dd, -ERANGE);
+	return map_common(dd, (char *)page + offset, len, dir, attrs, KIND_PAGE, dma);
+}
+
+int dg_dma_unmap_page(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
+		      unsigned int attrs, struct dg_dma_batch *b)
+{
+	return unmap_common(dd, dma, len, dir, attrs, KIND_PAGE, b);
+}
+
+/* Checks every entry of a list on its face. */
+static int sg_check(const struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned int nents,
+		    uint64_t *total)
+{
+	uint64_t t = 0;
+
+	for (unsigned int i = 0; i < nents; i++) {
+		if (!sg[i].addr || !sg[i].len || sg[i].len > dd->max_seg)
+			return -EINVAL;
+		if ((uintptr_t)sg[i].addr + (sg[i].len - 1) < (uintptr_t)sg[i].addr)
+			return -ERANGE;
+		t += sg[i].len;
+	}
+	*total = t;
+	return 0;
+}
+
+int dg_dma_map_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+		  enum dg_dma_dir dir, unsigned int attrs, unsigned int *nr_dma)
+{
+	struct dma_tstats *t;
+	uint64_t total;
+	int r;
+
+	if (!dd)
+		return -EINVAL;
+	if (!sg || !nr_dma || !nents || nents > DG_DMA_SG_MAX || !dma_dir_ok(dir) ||
+	    (attrs & ~ATTRS_KNOWN))
+		return dma_err(dd, -EINVAL);
+	r = sg_check(dd, sg, nents, &total);
+	if (!r)
+		r = dd->ops->map_sg(dd, sg, nents, dir, attrs, nr_dma);
+	if (r)
+		return dma_err(dd, r);
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_MAPS, 1);
+	ctr_add(t, CTR_SG_MAPS, 1);
+	ctr_add(t, CTR_MAP_BYTES, total);
+	return 0;
+}
+
+int dg_dma_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+		    enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
+{
+	uint64_t total;
+	int r;
+
+	if (!dd)
+		return -EINVAL;
+	if (!sg || !nents || nents > DG_DMA_SG_MAX || !dma_dir_ok(dir) || (attrs & ~ATTRS_KNOWN) ||
+	    (b && b->dev != dd))
+		return dma_err(dd, -EINVAL);
+	r = sg_check(dd, sg, nents, &total);
+	if (!r)
+		r = dd->ops->unmap_sg(dd, sg, nents, dir, attrs, b);
+	if (r && r != -ETIMEDOUT)
+		return dma_err(dd, r);
+	ctr_add(dma_tstats(dd), CTR_UNMAPS, 1);
+	return r ? dma_err(dd, r) : 0;
+}
+
+static int sync_common(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
+		       bool for_cpu)
+{
+	int r;
+
+	if (!dd)
+		return -EINVAL;
+	if (dg_unlikely(!len || !dma_dir_ok(dir)))
+		return dma_err(dd, -EINVAL);
+	if (!dd->ops->sync)
+		return 0; /* coherent */
+	r = dd->ops->sync(dd, dma, len, dir, for_cpu);
+	return r ? dma_err(dd, r) : 0;
+}
+
+int dg_dma_sync_for_cpu(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir)
+{
+	return sync_common(dd, dma, len, dir, true);
+}
+
+int dg_dma_sync_for_device(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir)
+{
+	return sync_common(dd, dma, len, dir, false);
+}
+
+static int sync_sg_common(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+			  enum dg_dma_dir dir, bool for_cpu)
+{
+	int r;
+
+	if (!dd)
+		return -EINVAL;
+	if (!sg || !nents || nents > DG_DMA_SG_MAX || !dma_dir_ok(dir))
+		return dma_err(dd, -EINVAL);
+	if (!dd->ops->sync_sg)
+		return 0;
+	r = dd->ops->sync_sg(dd, sg, nents, dir, for_cpu);
+	return r ? dma_err(dd, r) : 0;
+}
+
+int dg_dma_sync_sg_for_cpu(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+			   enum dg_dma_dir dir)
+{
+	return sync_sg_common(dd, sg, nents, dir, true);
+}
+
+int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
+			      enum dg_dma_dir dir)
+{
+	return sync_sg_common(dd, sg, nents, dir, false);
+}
