@@ -50,6 +50,7 @@
 #define MAX_THR 2
 #define SGN	16
 #define BUFSZ	65536u
+#define STRIDE	(BUFSZ + 4096u) /* a buffer starts 64 bytes in: room for the largest */
 /* Two-step slots are contiguous, as a ring's: a buffer at offset 64 rounded up to pages. */
 #define SLOT2(len) ((((len) + 64 + 4095) / 4096) * 4096)
 
@@ -79,7 +80,7 @@ struct env {
 	struct dg_device *dev;
 	struct dg_dma_dev *dd;
 	struct dg_dma_pool *pool;
-	uint8_t *arena; /* MAX_THR x NBUF buffers of BUFSZ (window: the direct region) */
+	uint8_t *arena; /* MAX_THR x NBUF buffers of STRIDE (window: the direct region) */
 	enum cfg cfg;
 	/* the device thread (--device) */
 	pthread_t dev_thr;
@@ -145,7 +146,7 @@ static void env_init(struct env *e, enum cfg c)
 {
 	struct dg_iommu_config ic;
 	struct dg_dma_dev_config dc;
-	size_t arena = (size_t)MAX_THR * NBUF * BUFSZ;
+	size_t arena = (size_t)MAX_THR * NBUF * STRIDE;
 
 	memset(e, 0, sizeof(*e));
 	e->cfg = c;
@@ -160,7 +161,7 @@ static void env_init(struct env *e, enum cfg c)
 	e->dev = dg_device_create(e->mmu, 1);
 	if (!e->dev)
 		die("device", errno);
-	e->arena = aligned_alloc(1 << 21, arena);
+	e->arena = aligned_alloc(1 << 21, (arena + (1 << 21) - 1) & ~(size_t)((1 << 21) - 1));
 	if (!e->arena)
 		die("arena", ENOMEM);
 	memset(e->arena, 0x5a, arena);
@@ -206,7 +207,7 @@ static void env_init(struct env *e, enum cfg c)
 		die("dma device", errno);
 	if (c == C_POOL) {
 		/* the pool is the arena's role: buffers come from it */
-		e->pool = dg_dma_pool_create(e->dd, BUFSZ, MAX_THR * NBUF, DG_DMA_BIDIRECTIONAL,
+		e->pool = dg_dma_pool_create(e->dd, STRIDE, MAX_THR * NBUF, DG_DMA_BIDIRECTIONAL,
 					     DG_DMA_POOL_HUGE);
 		if (!e->pool)
 			die("pool", errno);
@@ -255,7 +256,7 @@ static void thr_setup(struct thr *t)
 				die("pool get", ENOSPC);
 			t->buf[i] = b;
 		} else {
-			t->buf[i] = e->arena + ((size_t)t->id * NBUF + i) * BUFSZ;
+			t->buf[i] = e->arena + ((size_t)t->id * NBUF + i) * STRIDE;
 		}
 		/* buffers start at a cache-line offset in their page, like skb data */
 		for (unsigned int k = 0; k < SGN; k++)

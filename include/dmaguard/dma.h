@@ -411,9 +411,10 @@ DG_EXPORT int dg_dma_iova_link(struct dg_dma_iova_state *st, uint64_t offset, co
 			       size_t len, enum dg_dma_dir dir, uint64_t *dma);
 
 /*
- * Make links in [offset, offset + size) usable: nothing to do unless linking replaced table
- * pages, which are invalidated here (one wait at most). Errors: -EINVAL, -ERANGE bad range;
- * -ETIMEDOUT.
+  * Make links in [offset, offset + size) usable. Links never map over a present entry and
+ * invalidate any table page they replace themselves, so this only checks its arguments (kept
+ * for the protocol of Linux's dma_iova_sync()). Errors: -EINVAL size 0 or no range;
+ * -ERANGE outside the range.
  */
 DG_EXPORT int dg_dma_iova_sync(struct dg_dma_iova_state *st, uint64_t offset, uint64_t size);
 
