@@ -90,6 +90,9 @@ struct atk_config {
 	uint64_t lazy_timeout_ns; /* lazy flush timeout; 0 = the library's default (10 ms) */
 	uint64_t wait_timeout_ns; /* IOMMU invalidation wait timeout; 0 = 20 ms (withheld) */
 	FILE *log;		  /* one line per breach and per anomaly; NULL = quiet */
+	bool virtual_clock;	  /* no housekeeping thread: time (lazy timeouts and windows)
+				     moves only when the attack waits, by exactly what it waits:
+				     runs are reproducible (fuzzing, tests) */
 	bool reuse_after_timeout; /* a negligent driver: it reuses memory even when the unmap
 				     said -ETIMEDOUT (shows why it must not; tests use it to
 				     prove that a breach outside the documentation is caught) */

@@ -116,7 +116,7 @@ static void attack_stale_window(struct atk_world *w, unsigned int rounds)
 		if (!m)
 			continue;
 		drv_unmap(w, m);
-		t0 = w_now_ns();
+		t0 = world_now(w);
 		for (unsigned int k = 0;; k++) {
 			uint64_t before = w->res->breaches;
 			int r;
@@ -127,10 +127,10 @@ static void attack_stale_window(struct atk_world *w, unsigned int rounds)
 			breached = w->res->breaches > before;
 			if (r < 0)
 				break; /* refused: the window closed */
-			if (w->pol != ATK_POL_LAZY ? k >= 15 : w_now_ns() - t0 > 20 * lazy_to)
+			if (w->pol != ATK_POL_LAZY ? k >= 15 : world_now(w) - t0 > 20 * lazy_to)
 				break;
 			if (!busy)
-				w_sleep_ns(lazy_to / 20);
+				world_sleep(w, lazy_to / 20);
 		}
 		if (breached)
 			w->res->window_open = true; /* still breaching when the attack gave up */

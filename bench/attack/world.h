@@ -25,8 +25,10 @@
 
 #include <dmaguard/dma.h>
 
+#include <stdatomic.h>
+
 #define W_PAGE	      4096u
-#define W_ARENA_PAGES 16u /* driver arena: zone A = first half (window's direct region) */
+#define W_ARENA_PAGES 32u /* driver arena: zone A = first half (window's direct region) */
 #define W_ZONE_PAGES  (W_ARENA_PAGES / 2)
 #define W_POOL_BUF    2048u /* pool policy: buffer size of each pool */
 #define W_POOL_NBUFS  8u    /* buffers per pool */
@@ -70,16 +72,18 @@ struct atk_world {
 	struct dg_dma_pool *pool[3];   /* pool policy, device 0: one pool per direction */
 	uint8_t *pool_lo[3];	       /* pool memory as registered with the oracle */
 	size_t pool_len[3];
+	_Atomic uint64_t vclock; /* virtual clock (atk_config.virtual_clock) */
 	uint8_t *arena;
 	unsigned int next_page[2]; /* round robin over each zone's pages */
 	struct orc orc;
 	struct atk_map map[W_MAX_MAPS];
-	uint64_t unmaps;   /* driver unmaps so far */
-	uint64_t pattern;  /* attack writes: a counter in their pattern */
-	uint8_t *scratch;  /* what an attack read lands in */
-	uint8_t *wbuf;	   /* what an attack write sends */
-	uint8_t *traffic;  /* drv_traffic()'s buffer (not tagged: only the device uses it) */
-	uint64_t *lazy_el; /* elapsed ns of every breach documented as inside the lazy window */
+	uint64_t unmaps;     /* driver unmaps so far */
+	uint64_t arena_full; /* buffers drv_map() skipped: no free pages in the arena */
+	uint64_t pattern;    /* attack writes: a counter in their pattern */
+	uint8_t *scratch;    /* what an attack read lands in */
+	uint8_t *wbuf;	     /* what an attack write sends */
+	uint8_t *traffic;    /* drv_traffic()'s buffer (not tagged: only the device uses it) */
+	uint64_t *lazy_el;   /* elapsed ns of every breach documented as inside the lazy window */
 	size_t n_lazy_el, cap_lazy_el;
 	/* The access being judged (oracle callbacks). */
 	struct {
@@ -95,8 +99,12 @@ struct atk_world {
 	} j;
 };
 
-uint64_t w_now_ns(void);
+uint64_t w_now_ns(void); /* CLOCK_MONOTONIC */
 void w_sleep_ns(uint64_t ns);
+/* The machine's time: CLOCK_MONOTONIC, or the virtual clock (atk_config.virtual_clock), which
+ * only world_sleep() moves (and then runs one housekeeping pass, as the thread would). */
+uint64_t world_now(struct atk_world *w);
+void world_sleep(struct atk_world *w, uint64_t ns);
 
 /* Build the machine: @ndev devices (rid 0x10 + i); device i gets a DMA device under the
  * policy when bit i of @attach is set. Returns 0 or a negative errno. */
@@ -112,7 +120,7 @@ bool w_passthrough(const struct atk_world *w, unsigned int dev);
 /*
  * Driver: map a new buffer of @len bytes at byte @off of a page for device @dev; @direct asks
  * for the window policy's direct region (ignored by the other policies). NULL after counting
- * a legitimate failure.
+ * a legitimate failure, or when the arena has no free pages (counted in arena_full).
  */
 struct atk_map *drv_map(struct atk_world *w, unsigned int dev, size_t len, size_t off,
 			enum dg_dma_dir dir, bool direct);
