@@ -33,9 +33,11 @@ static const char *const ints[] = {
 static const char *const reals[] = {"duration_s",
 				    "interval_s",
 				    "mops_per_s_mean",
-				    "first_quarter_mops_per_s",
-				    "last_quarter_mops_per_s",
-				    "trend_pct"};
+				    "mops_per_cpu_s_mean",
+				    "first_quarter_mops_per_cpu_s",
+				    "last_quarter_mops_per_cpu_s",
+				    "trend_pct",
+				    "trend_wall_pct"};
 static const char *const bools[] = {"downward_trend", "memory_grew", "drained",
 				    "table_pages_judged", "rss_judged"};
 
@@ -82,7 +84,8 @@ int main(int argc, char **argv)
 	EXPECT(json_array_size(iv) >= 5, "%zu intervals", json_array_size(iv));
 	json_array_foreach(iv, i, e)
 	{
-		EXPECT(json_is_number(get(e, "t_s")) && json_is_number(get(e, "mops_per_s")),
+		EXPECT(json_is_number(get(e, "t_s")) && json_is_number(get(e, "mops_per_s")) &&
+			       json_is_number(get(e, "mops_per_cpu_s")),
 		       "interval %zu: times", i);
 		EXPECT(json_is_object(get(e, "requests")), "interval %zu: requests", i);
 		EXPECT(json_integer_value(get(e, "rss_kib")) > 0, "interval %zu: rss_kib", i);
