@@ -246,14 +246,22 @@ static void attack_other_domain(struct atk_world *w, unsigned int rounds)
  */
 static void attack_detached(struct atk_world *w, unsigned int rounds)
 {
-	struct atk_map *m[W_MAX_MAPS / 2];
-	unsigned int n = 0;
+	struct {
+		uint64_t dma;
+		uintptr_t host;
+		size_t len;
+	} seen[64];
+	struct atk_map *m[4];
+	unsigned int n = 0, ns = 0;
 	int r;
 
-	for (unsigned int i = 0; i < rounds && n < W_MAX_MAPS / 2; i++) {
+	for (unsigned int i = 0; i < rounds && ns < 64; i++) {
 		m[n] = drv_map(w, 0, sizes[i % 3], 0, DG_DMA_BIDIRECTIONAL, i & 1);
-		if (m[n])
-			n++;
+		if (m[n]) {
+			seen[ns].dma = m[n]->dma;
+			seen[ns].host = (uintptr_t)m[n]->buf;
+			seen[ns++].len = m[n++]->len;
+		}
 		if (n == 4 || i + 1 == rounds) /* at most 4 live: the arena zones are small */
 			while (n)
 				drv_unmap(w, m[--n]);
@@ -273,16 +281,11 @@ static void attack_detached(struct atk_world *w, unsigned int rounds)
 		return;
 	}
 	w->dd[0] = NULL;
-	for (unsigned int i = 0; i < W_MAX_MAPS; i++) {
-		const struct atk_map *o = &w->map[i];
-
-		if (o->state != MAP_GONE || !o->len)
-			continue;
+	for (unsigned int i = 0; i < ns; i++)
 		for (unsigned int d = 0; d < 2; d++) {
-			read_write(w, d, o->dma, o->len, NULL);
-			read_write(w, d, (uintptr_t)o->buf, o->len, NULL);
+			read_write(w, d, seen[i].dma, seen[i].len, NULL);
+			read_write(w, d, seen[i].host, seen[i].len, NULL);
 		}
-	}
 }
 
 /*
