@@ -577,7 +577,7 @@ static void usage(FILE *out)
 	fprintf(out,
 		"usage: dmaguard bench soak [--duration S] [--interval S] [--threads N] "
 		"[--quick] [--json FILE] [--leak N]\n\n"
-		"Mixed traffic through every policy for S seconds (default 300; --quick: 3),\n"
+		"Mixed traffic through every policy for S seconds (default 120; --quick: 3),\n"
 		"sampled every interval (default S/20): throughput per interval, RSS and the\n"
 		"library's memory counters; reports the throughput trend and memory growth.\n\n");
 	bench_usage_common(out);
@@ -599,7 +599,7 @@ static double slope(const double *y, size_t n)
 
 static int bench_soak_main(int argc, char **argv)
 {
-	double duration = 300, interval = 0;
+	double duration = 120, interval = 0;
 	bool duration_given = false;
 	struct sample *smp = NULL, prev;
 	struct bench_opts o;
