@@ -338,6 +338,7 @@ static void *worker_main(void *arg)
 		dg_dev_set_auto_offline(w->d[p].dev, true); /* this thread is the device */
 	uint64_t parked_gen = 0;
 
+	/* Acquire pairs with the release store of stop in bench_soak_main(). */
 	while (!atomic_load_explicit(&S.stop, memory_order_acquire)) {
 		/* Acquire pairs with the release store of pause_gen in sample(). */
 		uint64_t gen = atomic_load_explicit(&S.pause_gen, memory_order_acquire);
@@ -669,7 +670,7 @@ static int bench_soak_main(int argc, char **argv)
 	       duration, nthreads, interval, bench_cpu_model());
 	printf("%8s %10s %10s %9s %11s %6s %9s %9s\n", "t (s)", "Mreq/s", "Mreq/cpu-s", "RSS KiB",
 	       "table pages", "live", "iova held", "bounce B");
-	atomic_store(&S.stop, false);
+	atomic_store_explicit(&S.stop, false, memory_order_relaxed); /* before the threads start */
 	for (unsigned int i = 0; i < nthreads; i++)
 		if (pthread_create(&S.w[i].thread, NULL, worker_main, &S.w[i])) {
 			fprintf(stderr, "bench soak: cannot start worker %u\n", i);
@@ -710,6 +711,7 @@ static int bench_soak_main(int argc, char **argv)
 		if ((now - t0) / 1e9 >= duration - interval / 2)
 			break;
 	}
+	/* Release pairs with the workers' acquire load of stop. */
 	atomic_store_explicit(&S.stop, true, memory_order_release);
 	for (unsigned int i = 0; i < nthreads; i++)
 		pthread_join(S.w[i].thread, NULL);
@@ -721,9 +723,9 @@ static int bench_soak_main(int argc, char **argv)
 	size_t nq = n / 4 ? n / 4 : 1;
 
 	for (unsigned int i = 0; i < nthreads; i++) {
-		errors += atomic_load(&S.w[i].errors);
-		timeouts += atomic_load(&S.w[i].timeouts);
-		enospc += atomic_load(&S.w[i].enospc);
+		errors += atomic_load_explicit(&S.w[i].errors, memory_order_relaxed);
+		timeouts += atomic_load_explicit(&S.w[i].timeouts, memory_order_relaxed);
+		enospc += atomic_load_explicit(&S.w[i].enospc, memory_order_relaxed);
 	}
 	uint64_t all = 0, cum = 0, live_max = 0, held_max = 0, held_bound;
 	unsigned int q[5] = {0}; /* sample where the cumulative work reaches k/4 */
@@ -806,7 +808,7 @@ static int bench_soak_main(int argc, char **argv)
 				fail(w, "unmap (held)", r);
 		}
 	bool drained = drain();
-	uint64_t checks = atomic_load(&S.check_failures);
+	uint64_t checks = atomic_load_explicit(&S.check_failures, memory_order_relaxed);
 
 	printf("RESULT suite=soak case=soak duration_s=%.1f intervals=%u mops_per_cpu_s_mean=%.3f "
 	       "trend_pct=%.1f downward_trend=%s rss_growth_kib=%llu table_pages_growth=%llu "

@@ -277,7 +277,7 @@ void world_fini(struct atk_world *w)
 		if (w->dev[i] && !w->dd[i])
 			dg_device_destroy(w->dev[i]);
 	}
-	if (w->dma && !dg_dma_destroy(w->dma) && w->mmu)
+	if ((!w->dma || !dg_dma_destroy(w->dma)) && w->mmu)
 		dg_iommu_destroy(w->mmu);
 	orc_fini(&w->orc);
 	free(w->arena);

@@ -141,6 +141,7 @@ static void *driver_main(void *arg)
 
 	for (unsigned int it = 0;; it++) {
 		unsigned int slot = it % RING;
+		/* Acquire pairs with the handler's release store: A is offline. */
 		bool unplugged = atomic_load_explicit(&a_unplugged, memory_order_acquire);
 		uint64_t d;
 		int r;
@@ -155,7 +156,8 @@ static void *driver_main(void *arg)
 		atomic_store_explicit(&s->desc, d, memory_order_release);
 		/* Acquire pairs with the device's release store of desc = 0. */
 		while (atomic_load_explicit(&s->desc, memory_order_acquire)) {
-			/* A: the device never completes; wait for the hot-plug handler. */
+			/* A: the device never completes; wait for the hot-plug handler (acquire
+			   pairs with its release store: A is offline). */
 			if (s == &A && atomic_load_explicit(&a_unplugged, memory_order_acquire))
 				break;
 			sched_yield();

@@ -34,6 +34,8 @@
 void *__real_aligned_alloc(size_t align, size_t size);
 void *__wrap_aligned_alloc(size_t align, size_t size);
 
+/* Relaxed throughout: only counters; the tests arm, allocate and check in one thread (the
+   fixture has no housekeeping thread), atomics only because aligned_alloc is thread-safe. */
 static _Atomic int fail_countdown = -1; /* -1: disarmed; n: let n table pages through */
 static _Atomic bool fail_persistent;	/* keep failing once the countdown hit zero */
 static _Atomic unsigned int fail_hits;	/* table allocations refused */
@@ -41,14 +43,16 @@ static _Atomic unsigned int fail_hits;	/* table allocations refused */
 void *__wrap_aligned_alloc(size_t align, size_t size)
 {
 	if (align == size && size >= 4096 && size <= 65536 && !(size & (size - 1))) {
-		int c = atomic_load(&fail_countdown);
+		int c = atomic_load_explicit(&fail_countdown, memory_order_relaxed);
 
-		while (c > 0 && !atomic_compare_exchange_weak(&fail_countdown, &c, c - 1))
+		while (c > 0 && !atomic_compare_exchange_weak_explicit(&fail_countdown, &c, c - 1,
+								       memory_order_relaxed,
+								       memory_order_relaxed))
 			;
 		if (c == 0) {
-			if (!atomic_load(&fail_persistent))
-				atomic_store(&fail_countdown, -1);
-			atomic_fetch_add(&fail_hits, 1);
+			if (!atomic_load_explicit(&fail_persistent, memory_order_relaxed))
+				atomic_store_explicit(&fail_countdown, -1, memory_order_relaxed);
+			atomic_fetch_add_explicit(&fail_hits, 1, memory_order_relaxed);
 			return NULL;
 		}
 	}
@@ -57,14 +61,14 @@ void *__wrap_aligned_alloc(size_t align, size_t size)
 
 static void arm(int let_through, bool persistent)
 {
-	atomic_store(&fail_persistent, persistent);
-	atomic_store(&fail_hits, 0);
-	atomic_store(&fail_countdown, let_through);
+	atomic_store_explicit(&fail_persistent, persistent, memory_order_relaxed);
+	atomic_store_explicit(&fail_hits, 0, memory_order_relaxed);
+	atomic_store_explicit(&fail_countdown, let_through, memory_order_relaxed);
 }
 
 static void disarm(void)
 {
-	atomic_store(&fail_countdown, -1);
+	atomic_store_explicit(&fail_countdown, -1, memory_order_relaxed);
 }
 
 /* ---- helpers -------------------------------------------------------------------------------- */
@@ -158,7 +162,8 @@ static void test_table_pages_first_map(void **state)
 			r = dg_dma_map_single(dd, buf, 3 * 4096, DG_DMA_TO_DEVICE, 0, &dma);
 			disarm();
 			if (r == 0) { /* k is past the tables this map needs */
-				assert_int_equal(atomic_load(&fail_hits), 0);
+				assert_int_equal(
+					atomic_load_explicit(&fail_hits, memory_order_relaxed), 0);
 				assert_int_equal(dg_dma_unmap_single(dd, dma, 3 * 4096,
 								     DG_DMA_TO_DEVICE, 0, NULL),
 						 0);
@@ -168,7 +173,7 @@ static void test_table_pages_first_map(void **state)
 			}
 			failures++;
 			assert_int_equal(r, -ENOMEM);
-			assert_int_equal(atomic_load(&fail_hits), 1);
+			assert_int_equal(atomic_load_explicit(&fail_hits, memory_order_relaxed), 1);
 			struct dg_dma_stats st = stats(dd);
 			assert_int_equal(st.err_nomem, 1);
 			assert_int_equal(st.live, 0);
