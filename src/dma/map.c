@@ -540,6 +540,10 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	if (dg_unlikely(r))
 		return r;
 	r = dg_iova_alloc(sp->iova, total, sp->limit, 0, &iova);
+	if (dg_unlikely(r == -ENOSPC) && dd->lazy && !dma_lazy_drain(dd, dd->lazy))
+		/* lazy: IOVAs waiting in the flush queues are free space once their flush
+		   completes: flush them all and try once more before saying -ENOSPC */
+		r = dg_iova_alloc(sp->iova, total, sp->limit, 0, &iova);
 	if (dg_unlikely(r))
 		return r;
 	rec = dma_rec_get(&sp->rec, iova, true);

@@ -1,0 +1,32 @@
+#!/bin/sh
+# dmaguard attack: a --quick run of every attack against every policy exits 0 and writes a
+# JSON report that attack_json_check accepts (fields of docs/bench-json.md, each policy's
+# promises); one pair can be selected; a negligent driver is reported VULNERABLE (exit 1);
+# --list; bad options exit 2.
+set -u
+exe=$1
+check=$2
+out=$(mktemp)
+one=$(mktemp)
+neg=$(mktemp)
+trap 'rm -f "$out" "$one" "$neg"' EXIT
+fail=0
+"$exe" attack --quick --json "$out" >/dev/null || { echo "FAIL: quick run exited $?"; fail=1; }
+"$check" "$out" all || fail=1
+"$exe" attack --policy strict,bounce --attack stale --iterations 2 --json "$one" |
+	grep -q '^RESULT suite=attack runs=2 failed=0$' || { echo "FAIL: one pair"; fail=1; }
+"$check" "$one" 2 || fail=1
+"$exe" attack --policy strict --attack withheld --iterations 2 --reuse-after-timeout \
+	--json "$neg" >/dev/null
+rc=$?
+[ "$rc" -eq 1 ] || { echo "FAIL: negligent driver exited $rc, expected 1"; fail=1; }
+grep -q '"verdict": "VULNERABLE"' "$neg" || { echo "FAIL: negligent driver not VULNERABLE"; fail=1; }
+"$exe" attack --list | grep -q '^policy linux-ref$' || { echo "FAIL: --list"; fail=1; }
+"$exe" attack --list | grep -q '^attack stale-window$' || { echo "FAIL: --list"; fail=1; }
+for bad in "--policy nope" "--attack" "--iterations 0" "--bogus" "--attack stale,,x"; do
+	# shellcheck disable=SC2086
+	"$exe" attack $bad >/dev/null 2>&1
+	rc=$?
+	[ "$rc" -eq 2 ] || { echo "FAIL: 'attack $bad' exited $rc, expected 2"; fail=1; }
+done
+exit $fail
