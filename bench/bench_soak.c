@@ -15,8 +15,10 @@
  *   unmaps go one by one or in a batch; now and then a coherent allocation, and under the
  *   translated policies a two-step ring of four slots.
  *
- * Every interval (--interval, or duration / 20) the workers finish their burst and wait at a
- * barrier while the main thread samples: requests per policy in the interval, the process's
+ * Every interval (--interval, or duration / 20; duration / interval of them, at most 4096,
+ * each timed from the end of the previous sample, so a loaded machine stretches the run
+ * instead of shortening the series) the workers finish their burst and wait at a barrier
+ * while the main thread samples: requests per policy in the interval, the process's
  * RSS, and the library's own counters - page-table pages of every domain, live mappings,
  * IOVAs held by lazy flush queues and quarantine, bounce shadow bytes in use - and runs
  * dg_dma_dev_check() on every device. After the run:
@@ -678,11 +680,22 @@ static int bench_soak_main(int argc, char **argv)
 			rc = 1;
 			break;
 		}
-	uint64_t t0 = bench_now_ns(), tprev = t0;
+	/*
+	 * A fixed number of intervals, each one interval after the previous sample ended: a
+	 * loaded machine stretches the run (a sample stops every worker at a barrier and checks
+	 * every device) but never shortens the series the verdicts are computed from.
+	 */
+	unsigned int nint = (unsigned int)(duration / interval + 0.5);
+	uint64_t t0 = bench_now_ns(), tprev = t0, tend = t0;
+
+	if (nint < 1)
+		nint = 1;
+	if (nint > MAX_INTERVALS)
+		nint = MAX_INTERVALS;
 	sample(&prev, 0);
 	struct sample start = prev; /* before any traffic */
-	while (!rc && n < MAX_INTERVALS) {
-		uint64_t next = t0 + (uint64_t)((n + 1) * interval * 1e9), now;
+	while (!rc && n < nint) {
+		uint64_t next = tend + (uint64_t)(interval * 1e9), now;
 		uint64_t ops = 0;
 
 		while ((now = bench_now_ns()) < next)
@@ -708,8 +721,7 @@ static int bench_soak_main(int argc, char **argv)
 		       (unsigned long long)s->iova_held, (unsigned long long)s->bounce_in_use);
 		fflush(stdout);
 		n++;
-		if ((now - t0) / 1e9 >= duration - interval / 2)
-			break;
+		tend = bench_now_ns();
 	}
 	/* Release pairs with the workers' acquire load of stop. */
 	atomic_store_explicit(&S.stop, true, memory_order_release);
