@@ -171,7 +171,7 @@ int dg_dma_iova_unlink(struct dg_dma_iova_state *st, uint64_t offset, size_t len
 		return dma_err(dd, -EINVAL);
 	atomic_store_explicit(w, 0, memory_order_relaxed);
 	span = dg_align_up(((v >> LINK_OFF_SHIFT) & 0x1fffff) + len, sp->granule);
-	r = dma_strict_retire(dd, sp, st->addr + offset, span, false, b, NULL);
+	r = dma_strict_retire(dd, sp, st->addr + offset, span, false, 0, b, NULL);
 	ctr_add(dma_tstats(dd), CTR_UNLINKS, 1);
 	return r ? dma_err(dd, r) : 0;
 }

@@ -135,12 +135,12 @@ static void reclaim(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *
 
 		if (e->gen >= fq->flush_finish)
 			break;
-		dg_iova_free(sp->iova, e->iova, e->size);
+		iova_free_owned(sp->iova, &e->r, 1);
 		fq->head++;
 	}
 }
 
-int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size)
+int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_t token)
 {
 	struct dma_lazy *lz = dd->lazy;
 	struct lazy_fq *fq = &lz->fq[dma_cpu(lz->ncpus)];
@@ -161,14 +161,15 @@ int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size)
 		r = dg_inval_wait(dd->dma->mmu, seq);
 		ctr_add(dma_tstats(dd), CTR_WAITS, 1);
 		if (r) /* the devices do not answer: fall back to a strict, quarantined unmap */
-			return dma_strict_retire(dd, dd->sp, iova, size, true, NULL, NULL);
+			return dma_strict_retire(dd, dd->sp, iova, size, true, token, NULL, NULL);
 		dg_spin_lock(&fq->lock);
 		reclaim(dd, lz, fq);
 	}
 	dg_pt_unmap(dd->sp->pt, iova, size, &fq->open, &unmapped);
 	e = &fq->ring[fq->tail & (lz->qsize - 1)];
-	e->iova = iova;
-	e->size = size;
+	e->r.iova = iova;
+	e->r.size = size;
+	e->r.token = token;
 	e->gen = fq->flush_start;
 	if (!fq->open_count++) {
 		fq->open_first_ns = dma_now(dd->dma);

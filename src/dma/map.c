@@ -352,7 +352,8 @@ static int batch_flush(struct dg_dma_batch *b)
 	struct dma_space *sp = dd->sp;
 	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], qi[DG_DMA_BATCH_MAX];
 	uint64_t qs[DG_DMA_BATCH_MAX], sum, unmapped, seq = 0;
-	uint32_t nq = 0;
+	struct iova_owned fr[DG_DMA_BATCH_MAX];
+	uint32_t nq = 0, nf = 0;
 	size_t nr;
 	int r = 0;
 
@@ -393,11 +394,15 @@ static int batch_flush(struct dg_dma_batch *b)
 		uint64_t k = b->ent[i].size & BATCH_KIND;
 
 		if (k == BATCH_IOVA && !r)
-			dg_iova_free(sp->iova, b->ent[i].addr,
-				     b->ent[i].size & ~(uint64_t)BATCH_KIND);
+			fr[nf++] =
+				(struct iova_owned){.iova = b->ent[i].addr,
+						    .size = b->ent[i].size & ~(uint64_t)BATCH_KIND,
+						    .token = b->ent[i].token};
 		else if (k == BATCH_BOUNCE)
 			dma_bounce_free(dd, b->ent[i].addr);
 	}
+	if (nf) /* one slot lock for the batch's IOVAs */
+		iova_free_owned(sp->iova, fr, nf);
 	b->n = 0;
 	dg_pt_gather_init(&b->gather);
 	b->flushes++;
@@ -420,6 +425,7 @@ void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma)
 	batch_reserve(b);
 	b->ent[b->n].addr = dma;
 	b->ent[b->n].size = BATCH_BOUNCE;
+	b->ent[b->n].token = 0;
 	b->n++;
 }
 
@@ -522,7 +528,7 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 {
 	const uint64_t g = sp->granule, gm = sp->gmask;
 	const unsigned int prot = dma_dir_prot(dir);
-	uint64_t iova, total, cur = 0, len = 0, sub = 0, unmapped;
+	uint64_t iova, total, cur = 0, len = 0, sub = 0, unmapped, token;
 	struct dg_pt_gather gth;
 	struct dma_rec *rec;
 	struct dma_tstats *t;
@@ -539,11 +545,11 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	r = dma_fail(dd, DG_DMA_FAIL_IOVA);
 	if (dg_unlikely(r))
 		return r;
-	r = dg_iova_alloc(sp->iova, total, sp->limit, 0, &iova);
+	r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
 	if (dg_unlikely(r == -ENOSPC) && dd->lazy && !dma_lazy_drain(dd, dd->lazy))
 		/* lazy: IOVAs waiting in the flush queues are free space once their flush
 		   completes: flush them all and try once more before saying -ENOSPC */
-		r = dg_iova_alloc(sp->iova, total, sp->limit, 0, &iova);
+		r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
 	if (dg_unlikely(r))
 		return r;
 	rec = dma_rec_get(&sp->rec, iova, true);
@@ -571,7 +577,8 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 		dma_flush_gather(dd, sp, &gth); /* tables replaced by larger leaves */
 	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
 	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
-	/* Release pairs with the acquire load in dma_xl_claim(): w1 and w2 are visible. */
+	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
+	/* Release pairs with the acquire load in dma_xl_claim(): w1..w3 are visible. */
 	atomic_store_explicit(&rec->w0,
 			      rec_w0(kind, dir, kind == KIND_SG ? nents : 0,
 				     (uintptr_t)sg[0].addr & gm),
@@ -604,7 +611,8 @@ fail_iova:
 }
 
 int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_dir dir,
-		 enum dma_kind kind, uint32_t nents, uint64_t *iova, uint64_t *iova_size)
+		 enum dma_kind kind, uint32_t nents, uint64_t *iova, uint64_t *iova_size,
+		 uint64_t *token)
 {
 	struct dma_rec *rec;
 	uint64_t w0;
@@ -623,7 +631,8 @@ int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_d
 		return -EINVAL;
 	*iova = dma & ~sp->gmask;
 	*iova_size = atomic_load_explicit(&rec->w2, memory_order_relaxed);
-	/* Of two racing unmaps one wins; acquire keeps our reads of w1/w2 before it. */
+	*token = atomic_load_explicit(&rec->w3, memory_order_relaxed);
+	/* Of two racing unmaps one wins; acquire keeps our reads of w1..w3 before it. */
 	if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
 		    &rec->w0, &w0, 0, memory_order_acquire, memory_order_relaxed)))
 		return -ENOENT;
@@ -631,7 +640,7 @@ int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_d
 }
 
 int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova, uint64_t size,
-		      bool free_iova, struct dg_dma_batch *b, void *mem)
+		      bool free_iova, uint64_t token, struct dg_dma_batch *b, void *mem)
 {
 	struct dg_pt_gather g;
 	struct dg_inval_cmd c;
@@ -642,6 +651,7 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		batch_reserve(b);
 		b->ent[b->n].addr = iova;
 		b->ent[b->n].size = size | (free_iova ? BATCH_IOVA : BATCH_NOFREE);
+		b->ent[b->n].token = token;
 		b->n++;
 		return 0;
 	}
@@ -658,8 +668,11 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		return r;
 	}
 	dg_pt_gather_release(sp->pt, &g);
-	if (free_iova)
-		dg_iova_free(sp->iova, iova, size);
+	if (free_iova) {
+		struct iova_owned o = {.iova = iova, .size = size, .token = token};
+
+		iova_free_owned(sp->iova, &o, 1);
+	}
 	free(mem);
 	return 0;
 }
@@ -667,14 +680,14 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 int dma_xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma, size_t len,
 		 enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents, struct dg_dma_batch *b)
 {
-	uint64_t iova, size;
-	int r = dma_xl_claim(sp, dma, len, dir, kind, nents, &iova, &size);
+	uint64_t iova, size, token;
+	int r = dma_xl_claim(sp, dma, len, dir, kind, nents, &iova, &size, &token);
 
 	if (dg_unlikely(r))
 		return r;
 	if (dd->lazy && kind != KIND_COHERENT)
-		return dma_lazy_retire(dd, iova, size);
-	return dma_strict_retire(dd, sp, iova, size, true, b, NULL);
+		return dma_lazy_retire(dd, iova, size, token);
+	return dma_strict_retire(dd, sp, iova, size, true, token, b, NULL);
 }
 
 /* ---- identity ------------------------------------------------------------------------------ */
