@@ -34,6 +34,7 @@
  * unmaps: entries queued on this queue from its oldest entry up to that observation.
  */
 #include "dma/dma_internal.h"
+#include "pt/pt_fast.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -165,7 +166,10 @@ int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_
 		dg_spin_lock(&fq->lock);
 		reclaim(dd, lz, fq);
 	}
-	dg_pt_unmap(dd->sp->pt, iova, size, &fq->open, &unmapped);
+	if (size == dd->sp->granule)
+		pt_unmap_granule(dd->sp->pt, iova, &fq->open);
+	else
+		dg_pt_unmap(dd->sp->pt, iova, size, &fq->open, &unmapped);
 	e = &fq->ring[fq->tail & (lz->qsize - 1)];
 	e->r.iova = iova;
 	e->r.size = size;

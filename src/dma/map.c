@@ -31,6 +31,7 @@
  *    later completion confirms it (dma_quarantine_retry, from housekeeping).
  */
 #include "dma/dma_internal.h"
+#include "pt/pt_fast.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -364,8 +365,12 @@ static int batch_flush(struct dg_dma_batch *b)
 		struct dg_inval_cmd cmds[DG_DMA_BATCH_MAX];
 		size_t nc = 1;
 
-		for (size_t i = 0; i < nr; i++)
-			dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], &b->gather, &unmapped);
+		for (size_t i = 0; i < nr; i++) {
+			if (hi[i] - lo[i] == sp->granule)
+				pt_unmap_granule(sp->pt, lo[i], &b->gather);
+			else
+				dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], &b->gather, &unmapped);
+		}
 		if (nr == 1 || b->gather.end - b->gather.start <= 4 * sum) {
 			gather_cmd(sp, &b->gather, &cmds[0]);
 		} else {
@@ -566,7 +571,12 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 		uint64_t span = dg_align_up(off + sg[i].len, g);
 		uint64_t pos = nents == 1 ? 0 : sg_place(cur, span, dd->boundary);
 
-		r = dg_pt_map(sp->pt, iova + pos, (uintptr_t)sg[i].addr - off, span, prot, &gth);
+		/* The Linux-like reference keeps the generic page-table path it models. */
+		r = span == g && !dd->reference ?
+			    pt_map_granule(sp->pt, iova + pos, (uintptr_t)sg[i].addr - off, prot,
+					   &gth) :
+			    dg_pt_map(sp->pt, iova + pos, (uintptr_t)sg[i].addr - off, span, prot,
+				      &gth);
 		if (dg_unlikely(r))
 			goto fail_map;
 		cur = pos + span;
@@ -656,7 +666,10 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		return 0;
 	}
 	dg_pt_gather_init(&g);
-	dg_pt_unmap(sp->pt, iova, size, &g, &unmapped);
+	if (size == sp->granule && !dd->reference)
+		pt_unmap_granule(sp->pt, iova, &g);
+	else
+		dg_pt_unmap(sp->pt, iova, size, &g, &unmapped);
 	if (dd->reference) {
 		r = reference_flush(dd, sp, &g, &seq);
 	} else {
