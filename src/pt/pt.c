@@ -139,7 +139,7 @@ static _Atomic uint64_t pt_next_id = 1; /* dg_pt.id of the next page table */
 /* The span tag of @va: the index bits above the last level. */
 static inline uint64_t pt_hint_tag(const struct dg_pt *pt, uint64_t va)
 {
-	return va >> pt->lvl[pt->depth - 2].shift;
+	return va >> pt->hint_shift;
 }
 
 /* The hinted last-level table for @va, or NULL. Only for depth > 1. */
@@ -607,23 +607,9 @@ pt_map_one(struct dg_pt *pt, uint64_t va, uint64_t pa, unsigned int d, uint64_t 
 	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
 	const uint64_t oa = (pa & pt->oa_mask) | ((pa >> 36) & pt->oa_hi_mask);
 	const struct pt_level *l = pt->lvl, *const leaf = l + d;
-	const bool hinted = d == pt->depth - 1 && d > 0;
 	_Atomic uint64_t *table = pt->root, *ptep;
-	uint64_t gen = 0;
 	int err;
 
-	if (hinted) {
-		_Atomic uint64_t *t = pt_hint_get(pt, va);
-
-		if (dg_likely(t)) {
-			table = t;
-			l = leaf;
-			goto store;
-		}
-		/* Relaxed: see pt_hint_get(); read before the descent, so an unlink during it
-		 * makes the new hint stale rather than wrong. */
-		gen = atomic_load_explicit(&pt->unlink_gen, memory_order_relaxed);
-	}
 	for (; l < leaf; l++) {
 		ptep = table + ((va >> l->shift) & l->index_mask);
 		/* Acquire: pairs with the release CAS that linked the table. */
@@ -637,9 +623,6 @@ pt_map_one(struct dg_pt *pt, uint64_t va, uint64_t pa, unsigned int d, uint64_t 
 				return err;
 		}
 	}
-	if (hinted)
-		pt_hint_set(pt, va, gen, table);
-store:
 	ptep = table + ((va >> l->shift) & l->index_mask);
 	if (dg_unlikely(atomic_load_explicit(ptep, memory_order_relaxed)))
 		return d == pt->depth - 1 ? -EEXIST : PT_SLOW;
@@ -701,21 +684,9 @@ pt_unmap_one(struct dg_pt *pt, uint64_t va, unsigned int d, struct dg_pt_gather 
 {
 	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
 	const struct pt_level *l = pt->lvl, *const leaf = l + d;
-	const bool hinted = d == pt->depth - 1 && d > 0;
 	_Atomic uint64_t *table = pt->root, *ptep;
-	uint64_t pte, gen = 0;
+	uint64_t pte;
 
-	if (hinted) {
-		_Atomic uint64_t *t = pt_hint_get(pt, va);
-
-		if (dg_likely(t)) {
-			table = t;
-			l = leaf;
-			goto clear;
-		}
-		/* Relaxed: as in pt_map_one(). */
-		gen = atomic_load_explicit(&pt->unlink_gen, memory_order_relaxed);
-	}
 	for (; l < leaf; l++) {
 		/* Acquire: pairs with the release CAS that linked a table (pt_install_table). */
 		pte = atomic_load_explicit(table + ((va >> l->shift) & l->index_mask),
@@ -724,9 +695,6 @@ pt_unmap_one(struct dg_pt *pt, uint64_t va, unsigned int d, struct dg_pt_gather 
 			return pte ? PT_SLOW : -ENOENT;
 		table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
 	}
-	if (hinted)
-		pt_hint_set(pt, va, gen, table);
-clear:
 	ptep = table + ((va >> l->shift) & l->index_mask);
 	pte = atomic_load_explicit(ptep, memory_order_relaxed);
 	if (!pte)
@@ -764,27 +732,113 @@ int dg_pt_unmap(struct dg_pt *pt, uint64_t iova, uint64_t size, struct dg_pt_gat
 
 /* ---- one granule, through the hint (pt_fast.h) ------------------------------------------ */
 
+/*
+ * The hint missed: descend to the last-level table holding @va (linking missing tables when
+ * @create) and make it the hint. NULL when the descent meets anything but a table above the
+ * last level (a larger leaf, an empty slot without @create) or cannot link one: the caller
+ * then takes the validated general path, which decides. @va is granule aligned and inside
+ * the input range.
+ */
+static dg_noinline _Atomic uint64_t *pt_granule_table(struct dg_pt *pt, uint64_t va, bool create)
+{
+	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
+	const struct pt_level *l = pt->lvl, *const leaf = l + pt->depth - 1;
+	/* Relaxed: see pt_hint_get(); read before the descent, so an unlink during it makes the
+	 * new hint stale rather than wrong. */
+	const uint64_t gen = atomic_load_explicit(&pt->unlink_gen, memory_order_relaxed);
+	_Atomic uint64_t *table = pt->root;
+	int err;
+
+	for (; l < leaf; l++) {
+		_Atomic uint64_t *ptep = table + ((va >> l->shift) & l->index_mask);
+		/* Acquire: pairs with the release CAS that linked the table (pt_install_table). */
+		uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
+
+		if (dg_likely((pte & tmask) == tval))
+			table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
+		else if (!pte && create && (table = pt_install_table(pt, ptep, &err)))
+			continue;
+		else
+			return NULL;
+	}
+	pt_hint_set(pt, va, gen, table);
+	return table;
+}
+
+/* Store the leaf of [va, va + granule) -> phys into the last-level @table if its slot is empty
+ * (true), else leave it to the general path (false). */
+static inline bool pt_granule_store(struct dg_pt *pt, _Atomic uint64_t *table, uint64_t va,
+				    uint64_t phys, unsigned int prot)
+{
+	_Atomic uint64_t *ptep = table + ((va >> pt->leaf_shift) & pt->leaf_index_mask);
+
+	if (dg_unlikely(atomic_load_explicit(ptep, memory_order_relaxed)))
+		return false;
+	/* Release: pairs with the acquire loads of walkers (as in pt_map_va). */
+	atomic_store_explicit(ptep, pt_oa_encode(pt, phys) | pt->leaf_tmpl[prot][pt->depth - 1],
+			      memory_order_release);
+	return true;
+}
+
+/* Clear the leaf of va in the last-level @table if present (true), else false. */
+static inline bool pt_granule_clear(struct dg_pt *pt, _Atomic uint64_t *table, uint64_t va,
+				    uint64_t iova, struct dg_pt_gather *gather)
+{
+	_Atomic uint64_t *ptep = table + ((va >> pt->leaf_shift) & pt->leaf_index_mask);
+
+	if (dg_unlikely(!atomic_load_explicit(ptep, memory_order_relaxed)))
+		return false;
+	/* Relaxed: as in pt_unmap_va (a last-level entry is a leaf). */
+	atomic_store_explicit(ptep, 0, memory_order_relaxed);
+	pt_gather_range(gather, iova, iova + pt->geo.granule, pt->geo.granule);
+	return true;
+}
+
+/* The hint missed (arguments checked): descend, then as the hit path. */
+static dg_noinline int pt_map_granule_miss(struct dg_pt *pt, uint64_t iova, uint64_t phys,
+					   unsigned int prot, struct dg_pt_gather *gather)
+{
+	const uint64_t va = iova - pt->iova_base;
+	_Atomic uint64_t *table = pt_granule_table(pt, va, true);
+
+	if (table && pt_granule_store(pt, table, va, phys, prot))
+		return 0;
+	return dg_pt_map(pt, iova, phys, pt->geo.granule, prot, gather);
+}
+
+static dg_noinline int pt_unmap_granule_miss(struct dg_pt *pt, uint64_t iova,
+					     struct dg_pt_gather *gather)
+{
+	const uint64_t va = iova - pt->iova_base;
+	_Atomic uint64_t *table = pt_granule_table(pt, va, false);
+	uint64_t unmapped;
+
+	if (table && pt_granule_clear(pt, table, va, iova, gather))
+		return 0;
+	return dg_pt_unmap(pt, iova, pt->geo.granule, gather, &unmapped);
+}
+
+/*
+ * The hit paths call nothing but in tail position, so they save no registers. Checked here:
+ * aligned addresses (a misaligned va would index its page's entry), an output address the
+ * format holds, a valid prot, an IOVA inside the input range (a hint's tag match implies it;
+ * the descent of a miss needs it said). Anything else is dg_pt_map's / dg_pt_unmap's to refuse.
+ */
 int pt_map_granule(struct dg_pt *pt, uint64_t iova, uint64_t phys, unsigned int prot,
 		   struct dg_pt_gather *gather)
 {
 	const uint64_t va = iova - pt->iova_base;
-	const unsigned int last = pt->depth - 1;
-	_Atomic uint64_t *table, *ptep;
+	_Atomic uint64_t *table;
 
-	/* Aligned addresses (a misaligned va would index its page's entry), an output address
-	 * the format holds, a valid prot; the hint's tag match puts va inside the table range. */
 	if (dg_likely(pt->granule_fast && !((va | phys) & pt->granule_mask) &&
 		      phys < pt->oa_limit && (prot & (DG_PROT_READ | DG_PROT_WRITE)) &&
-		      !(prot & ~DG_PROT_ALL) && gather && iova >= pt->iova_base) &&
-	    (table = pt_hint_get(pt, va))) {
-		ptep = table + ((va >> pt->lvl[last].shift) & pt->lvl[last].index_mask);
-		if (dg_likely(!atomic_load_explicit(ptep, memory_order_relaxed))) {
-			/* Release: pairs with the acquire loads of walkers (as in pt_map_va). */
-			atomic_store_explicit(ptep,
-					      pt_oa_encode(pt, phys) | pt->leaf_tmpl[prot][last],
-					      memory_order_release);
+		      !(prot & ~DG_PROT_ALL) && gather && iova >= pt->iova_base &&
+		      va < pt->va_limit)) {
+		table = pt_hint_get(pt, va);
+		if (dg_unlikely(!table))
+			return pt_map_granule_miss(pt, iova, phys, prot, gather);
+		if (dg_likely(pt_granule_store(pt, table, va, phys, prot)))
 			return 0;
-		}
 	}
 	return dg_pt_map(pt, iova, phys, pt->geo.granule, prot, gather);
 }
@@ -792,20 +846,16 @@ int pt_map_granule(struct dg_pt *pt, uint64_t iova, uint64_t phys, unsigned int 
 int pt_unmap_granule(struct dg_pt *pt, uint64_t iova, struct dg_pt_gather *gather)
 {
 	const uint64_t va = iova - pt->iova_base;
-	const unsigned int last = pt->depth - 1;
-	_Atomic uint64_t *table, *ptep;
+	_Atomic uint64_t *table;
 	uint64_t unmapped;
 
 	if (dg_likely(pt->granule_fast && !(va & pt->granule_mask) && gather &&
-		      iova >= pt->iova_base) &&
-	    (table = pt_hint_get(pt, va))) {
-		ptep = table + ((va >> pt->lvl[last].shift) & pt->lvl[last].index_mask);
-		if (dg_likely(atomic_load_explicit(ptep, memory_order_relaxed))) {
-			/* Relaxed: as in pt_unmap_va (a last-level entry is a leaf). */
-			atomic_store_explicit(ptep, 0, memory_order_relaxed);
-			pt_gather_range(gather, iova, iova + pt->geo.granule, pt->geo.granule);
+		      iova >= pt->iova_base && va < pt->va_limit)) {
+		table = pt_hint_get(pt, va);
+		if (dg_unlikely(!table))
+			return pt_unmap_granule_miss(pt, iova, gather);
+		if (dg_likely(pt_granule_clear(pt, table, va, iova, gather)))
 			return 0;
-		}
 	}
 	return dg_pt_unmap(pt, iova, pt->geo.granule, gather, &unmapped);
 }
@@ -978,6 +1028,9 @@ struct dg_pt *dg_pt_create(const struct dg_pt_geometry *geo, const struct dg_pt_
 	}
 	pt->granule_fast = pt->depth > 1 && pt->lvl[pt->depth - 1].size == pt->geo.granule &&
 			   pt->lvl[pt->depth - 1].leaf_ok;
+	pt->hint_shift = pt->depth > 1 ? pt->lvl[pt->depth - 2].shift : 63;
+	pt->leaf_shift = pt->lvl[pt->depth - 1].shift;
+	pt->leaf_index_mask = pt->lvl[pt->depth - 1].index_mask;
 	pt->root = pt_table_alloc(pt, pt->lvl[0].table_bytes, true);
 	if (!pt->root) {
 		free(pt);
@@ -1017,7 +1070,7 @@ int dg_pt_hint_check(const struct dg_pt *pt, FILE *why)
 	if (pt->depth < 2 || h->id != pt->id ||
 	    h->gen != atomic_load_explicit(&pt->unlink_gen, memory_order_relaxed))
 		return 0; /* none, or stale: never used */
-	va = h->tag << pt->lvl[pt->depth - 2].shift;
+	va = h->tag << pt->hint_shift;
 	for (unsigned int d = 0; d < pt->depth - 1; d++) {
 		/* Acquire: pairs with the release CAS that linked a table (pt_install_table). */
 		uint64_t pte =

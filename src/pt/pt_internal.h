@@ -109,6 +109,9 @@ struct dg_pt {
 	uint64_t id;		    /* unique, never reused: keys the per-thread hints */
 	bool granule_fast;	    /* a granule is a last-level leaf under a table (depth > 1):
 				       pt_map_granule/pt_unmap_granule may use the hint */
+	uint32_t hint_shift;	    /* lvl[depth - 2].shift: va >> it tags a last-level table */
+	uint32_t leaf_shift;	    /* lvl[depth - 1].shift */
+	uint64_t leaf_index_mask;   /* lvl[depth - 1].index_mask */
 	/* Tables unlinked so far (relaxed; read-mostly: written only when a table is unlinked).
 	 * A per-thread last-leaf-table hint is valid while this has not moved (pt.c). */
 	_Atomic uint64_t unlink_gen;
