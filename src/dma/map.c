@@ -286,20 +286,29 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 
 /*
  * The batch's translated ranges in address order, adjacent ones merged into runs; *sum gets
- * their bytes. Magazines hand ranges back last-in first-out, so a descending batch is
- * reversed rather than insertion-sorted.
+ * their bytes, *nt the number of translated entries (the others are bounce slots), and
+ * fr[0..*nf) the ranges to give back to the allocator after the wait (in the same pass).
+ * Magazines hand ranges back last-in first-out, so a descending batch is reversed rather than
+ * insertion-sorted.
  */
-static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *hi, uint64_t *sum)
+static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *hi, uint64_t *sum,
+			 uint32_t *nt, struct iova_owned *fr, uint32_t *nf)
 {
 	bool asc = true, desc = true;
 	size_t n = 0, m = 0;
+	uint32_t f = 0;
 
 	*sum = 0;
 	for (uint32_t i = 0; i < b->n; i++) {
-		if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
+		uint64_t k = b->ent[i].size & BATCH_KIND;
+
+		if (k == BATCH_BOUNCE)
 			continue;
 		lo[n] = b->ent[i].addr;
 		hi[n] = lo[n] + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
+		if (k == BATCH_IOVA)
+			fr[f++] = (struct iova_owned){
+				.iova = lo[n], .size = hi[n] - lo[n], .token = b->ent[i].token};
 		*sum += hi[n] - lo[n];
 		if (n) {
 			asc = asc && lo[n] > lo[n - 1];
@@ -307,6 +316,8 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *h
 		}
 		n++;
 	}
+	*nt = (uint32_t)n;
+	*nf = f;
 	if (n > 1 && desc) {
 		for (size_t i = 0, j = n - 1; i < j; i++, j--) {
 			uint64_t tl = lo[i], th = hi[i];
@@ -345,7 +356,8 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *h
  * End of a batch (or a full ent[]): remove the pages of every deferred unmap - one page-table
  * call per run of adjacent IOVAs, so a ring's consecutive slots cost one walk - invalidate
  * (one command over the hull when it is at most four times the bytes unmapped, else one per
- * run), wait once, then give back table pages, IOVAs and shadow slots.
+ * run), wait once, then give back table pages, IOVAs (all under one allocator slot lock) and
+ * shadow slots.
  */
 static int batch_flush(struct dg_dma_batch *b)
 {
@@ -354,13 +366,13 @@ static int batch_flush(struct dg_dma_batch *b)
 	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], qi[DG_DMA_BATCH_MAX];
 	uint64_t qs[DG_DMA_BATCH_MAX], sum, unmapped, seq = 0;
 	struct iova_owned fr[DG_DMA_BATCH_MAX];
-	uint32_t nq = 0, nf = 0;
+	uint32_t nt, nf;
 	size_t nr;
 	int r = 0;
 
 	if (!b->n)
 		return 0;
-	nr = batch_runs(b, lo, hi, &sum);
+	nr = batch_runs(b, lo, hi, &sum, &nt, fr, &nf);
 	if (nr) {
 		struct dg_inval_cmd cmds[DG_DMA_BATCH_MAX];
 		size_t nc = 1;
@@ -384,30 +396,22 @@ static int batch_flush(struct dg_dma_batch *b)
 		}
 		r = dma_inval(dd, cmds, nc, &seq);
 		if (r) {
-			for (uint32_t i = 0; i < b->n; i++) {
-				if ((b->ent[i].size & BATCH_KIND) != BATCH_IOVA)
-					continue;
-				qi[nq] = b->ent[i].addr;
-				qs[nq++] = b->ent[i].size & ~(uint64_t)BATCH_KIND;
+			for (uint32_t i = 0; i < nf; i++) {
+				qi[i] = fr[i].iova;
+				qs[i] = fr[i].size;
 			}
-			dma_quarantine_add(dd, sp, seq, &b->gather, qi, qs, nq, NULL);
+			dma_quarantine_add(dd, sp, seq, &b->gather, qi, qs, nf, NULL);
+			nf = 0; /* parked: given back once a completion confirms */
 		} else {
 			dg_pt_gather_release(sp->pt, &b->gather);
 		}
 	}
-	for (uint32_t i = 0; i < b->n; i++) {
-		uint64_t k = b->ent[i].size & BATCH_KIND;
-
-		if (k == BATCH_IOVA && !r)
-			fr[nf++] =
-				(struct iova_owned){.iova = b->ent[i].addr,
-						    .size = b->ent[i].size & ~(uint64_t)BATCH_KIND,
-						    .token = b->ent[i].token};
-		else if (k == BATCH_BOUNCE)
-			dma_bounce_free(dd, b->ent[i].addr);
-	}
-	if (nf) /* one slot lock for the batch's IOVAs */
+	if (nf)
 		iova_free_owned(sp->iova, fr, nf);
+	if (nt < b->n) /* bounce slots: no translation of theirs changed */
+		for (uint32_t i = 0; i < b->n; i++)
+			if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
+				dma_bounce_free(dd, b->ent[i].addr);
 	b->n = 0;
 	dg_pt_gather_init(&b->gather);
 	b->flushes++;
@@ -700,6 +704,14 @@ int dma_xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma, size
 		return r;
 	if (dd->lazy && kind != KIND_COHERENT)
 		return dma_lazy_retire(dd, iova, size, token);
+	if (b && !dd->reference && dg_likely(b->n < DG_DMA_BATCH_MAX)) {
+		/* dma_strict_retire()'s batch case, inline: the common one */
+		b->ent[b->n].addr = iova;
+		b->ent[b->n].size = size | BATCH_IOVA;
+		b->ent[b->n].token = token;
+		b->n++;
+		return 0;
+	}
 	return dma_strict_retire(dd, sp, iova, size, true, token, b, NULL);
 }
 
