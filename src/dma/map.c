@@ -685,10 +685,12 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		return r;
 	}
 	dg_pt_gather_release(sp->pt, &g);
-	if (free_iova) {
+	if (free_iova && token) {
 		struct iova_owned o = {.iova = iova, .size = size, .token = token};
 
 		iova_free_owned(sp->iova, &o, 1);
+	} else if (free_iova) { /* not from a magazine (the reference has none) */
+		dg_iova_free(sp->iova, iova, size);
 	}
 	free(mem);
 	return 0;
