@@ -229,11 +229,6 @@ extern const struct dma_policy_ops dma_pool_ops;
 
 /* ---- lazy (lazy.c) -------------------------------------------------------------------------- */
 
-struct lazy_ent {
-	struct iova_owned r; /* the range and its allocator token */
-	uint64_t gen;	     /* fq->flush_start when queued */
-};
-
 /*
  * One CPU's flush queue. Everything is under @lock. Generations: entries queued while
  * flush_start == g are covered by flush g (the next one to start); flush g's completion sets
@@ -242,9 +237,10 @@ struct lazy_ent {
  */
 struct lazy_fq {
 	struct dg_spinlock lock;
-	uint32_t head; /* oldest entry (free-running) */
-	uint32_t tail; /* next free slot (free-running) */
-	struct lazy_ent *ring;
+	uint32_t head;		    /* oldest entry (free-running) */
+	uint32_t tail;		    /* next free slot (free-running) */
+	struct iova_owned *ring;    /* the ranges and their allocator tokens ... */
+	uint64_t *gen;		    /* ... and fq->flush_start when each was queued */
 	uint64_t flush_start;	    /* flushes started */
 	uint64_t flush_finish;	    /* flushes known complete */
 	struct dg_pt_gather open;   /* unmapped since the last flush started: hull, tables */
