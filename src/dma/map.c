@@ -531,6 +531,29 @@ unsigned int dma_sg_segments(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsign
 	return nr;
 }
 
+/*
+ * A translated map failed after its IOVA was allocated, with what it had mapped already
+ * removed into @g: invalidate that (a curious device may have cached it), then give the IOVA
+ * back - or park both in quarantine when the wait times out. Returns @r.
+ */
+static dg_noinline int xl_map_undo(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova,
+				   uint64_t total, struct dg_pt_gather *g, int r)
+{
+	if (!gather_empty(g)) {
+		struct dg_inval_cmd c;
+		uint64_t seq = 0;
+
+		gather_cmd(sp, g, &c);
+		if (dma_inval(dd, &c, 1, &seq)) {
+			dma_quarantine_add(dd, sp, seq, g, &iova, &total, 1, NULL);
+			return r;
+		}
+		dg_pt_gather_release(sp->pt, g);
+	}
+	dg_iova_free(sp->iova, iova, total);
+	return r;
+}
+
 int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_sg *sg,
 	       unsigned int nents, enum dg_dma_dir dir, enum dma_kind kind, uint64_t *iova_out,
 	       uint64_t *dma_out)
@@ -608,20 +631,60 @@ fail_map:
 	/* Undo the segments already mapped; a curious device may have cached them. */
 	if (cur)
 		dg_pt_unmap(sp->pt, iova, cur, &gth, &unmapped);
-	if (!gather_empty(&gth)) {
-		struct dg_inval_cmd c;
-		uint64_t seq = 0;
-
-		gather_cmd(sp, &gth, &c);
-		if (dma_inval(dd, &c, 1, &seq)) {
-			dma_quarantine_add(dd, sp, seq, &gth, &iova, &total, 1, NULL);
-			return r;
-		}
-		dg_pt_gather_release(sp->pt, &gth);
-	}
+	return xl_map_undo(dd, sp, iova, total, &gth, r);
 fail_iova:
 	dg_iova_free(sp->iova, iova, total);
 	return r;
+}
+
+/*
+ * dma_xl_map() of one buffer, the streaming single and page maps of strict and lazy: the same
+ * steps without the list layout, one granule through the page table's hint. An installed
+ * failure hook or a failed allocation takes dma_xl_map(), which handles them.
+ */
+static inline __attribute__((always_inline)) int xl_map_one(struct dg_dma_dev *dd,
+							    struct dma_space *sp, void *buf,
+							    size_t len, enum dg_dma_dir dir,
+							    enum dma_kind kind, uint64_t *dma_out)
+{
+	const uint64_t gm = sp->gmask, off = (uintptr_t)buf & gm;
+	const uint64_t total = (off + len + gm) & ~gm, pa = (uintptr_t)buf - off;
+	struct dg_dma_sg s = {.addr = buf, .len = len};
+	uint64_t iova, token;
+	struct dg_pt_gather gth;
+	struct dma_rec *rec;
+	struct dma_tstats *t;
+	int r;
+
+	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
+	if (dg_unlikely(atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL) ||
+	    dg_unlikely(iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token)))
+		return dma_xl_map(dd, sp, &s, 1, dir, kind, &iova, dma_out);
+	rec = dma_rec_get(&sp->rec, iova, true);
+	if (dg_unlikely(!rec)) {
+		dg_iova_free(sp->iova, iova, total);
+		return -ENOMEM;
+	}
+	dg_pt_gather_init(&gth);
+	/* The Linux-like reference keeps the generic page-table path it models. */
+	if (total == sp->granule && !dd->reference)
+		r = pt_map_granule(sp->pt, iova, pa, dma_dir_prot(dir), &gth);
+	else
+		r = dg_pt_map(sp->pt, iova, pa, total, dma_dir_prot(dir), &gth);
+	if (dg_unlikely(r))
+		return xl_map_undo(dd, sp, iova, total, &gth, r);
+	if (dg_unlikely(!gather_empty(&gth)))
+		dma_flush_gather(dd, sp, &gth); /* tables replaced by larger leaves */
+	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
+	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
+	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
+	/* Release pairs with the acquire load in dma_xl_claim(): w1..w3 are visible. */
+	atomic_store_explicit(&rec->w0, rec_w0(kind, dir, 0, off), memory_order_release);
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_SUBPAGE, total - len);
+	ctr_max(&t->subpage_max, total - len);
+	*dma_out = iova + off;
+	return 0;
 }
 
 int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_dir dir,
@@ -786,11 +849,8 @@ const struct dma_policy_ops dma_identity_ops = {
 static int strict_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
 		      unsigned int attrs, enum dma_kind kind, uint64_t *dma)
 {
-	struct dg_dma_sg s = {.addr = buf, .len = len};
-	uint64_t iova;
-
 	(void)attrs;
-	return dma_xl_map(dd, dd->sp, &s, 1, dir, kind, &iova, dma);
+	return xl_map_one(dd, dd->sp, buf, len, dir, kind, dma);
 }
 
 static int strict_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
