@@ -251,8 +251,9 @@ struct dg_dma_batch {
 	int status;		    /* first error of an early flush, returned by end */
 	struct dg_pt_gather gather; /* hull and table pages of the unmaps */
 	struct {
-		uint64_t addr; /* IOVA (or shadow address) to give back after the wait */
-		uint64_t size; /* its size; low bits: DMA_BATCH_* kind (library private) */
+		uint64_t addr;	/* IOVA (or shadow address) to give back after the wait */
+		uint64_t size;	/* its size; low bits: DMA_BATCH_* kind (library private) */
+		uint64_t token; /* the IOVA allocator's token of the range (library private) */
 	} ent[DG_DMA_BATCH_MAX];
 };
 

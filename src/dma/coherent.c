@@ -97,7 +97,7 @@ void *dg_dma_alloc_coherent(struct dg_dma_dev *dd, size_t size, uint64_t *dma)
 
 int dg_dma_free_coherent(struct dg_dma_dev *dd, void *cpu, size_t size, uint64_t dma)
 {
-	uint64_t bytes, iova, isize;
+	uint64_t bytes, iova, isize, token;
 	int r;
 
 	if (!dd)
@@ -132,11 +132,11 @@ int dg_dma_free_coherent(struct dg_dma_dev *dd, void *cpu, size_t size, uint64_t
 					    -ENOENT);
 		}
 		r = dma_xl_claim(dd->sp, dma, bytes, DG_DMA_BIDIRECTIONAL, KIND_COHERENT, 0, &iova,
-				 &isize);
+				 &isize, &token);
 		if (r)
 			return dma_err(dd, r);
 		/* The memory is freed once no device can reach it: now, or from quarantine. */
-		r = dma_strict_retire(dd, dd->sp, iova, isize, true, NULL, cpu);
+		r = dma_strict_retire(dd, dd->sp, iova, isize, true, token, NULL, cpu);
 		ctr_add(dma_tstats(dd), CTR_COH_FREES, 1);
 		atomic_fetch_sub_explicit(&dd->persistent, bytes, memory_order_relaxed);
 		return r ? dma_err(dd, r) : 0;

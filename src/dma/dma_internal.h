@@ -29,6 +29,7 @@
 
 #include "base/compiler.h"
 #include "base/spinlock.h"
+#include "iova/iova_owned.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -111,6 +112,8 @@ void dma_tstats_free(struct dg_dma_dev *dd);
  *      bits 0..31 offset of the data in its first granule
  *  w1: bytes mapped (the caller's length; sg: the sum of the entries)
  *  w2: IOVA bytes of the range (what unmap removes and the allocator gets back)
+ *  w3: the allocator's token of the range (iova/iova_owned.h; 0: none), so the range goes
+ *      back without the allocator's own free check: the claim of w0 proves ownership
  */
 #define REC_LEVEL_BITS	 12
 #define REC_NODE	 (1u << REC_LEVEL_BITS)
@@ -132,7 +135,7 @@ struct dma_rec {
 	_Atomic uint64_t w0;
 	_Atomic uint64_t w1;
 	_Atomic uint64_t w2;
-	uint64_t pad;
+	_Atomic uint64_t w3;
 };
 
 struct dma_rec_table {
@@ -226,12 +229,6 @@ extern const struct dma_policy_ops dma_pool_ops;
 
 /* ---- lazy (lazy.c) -------------------------------------------------------------------------- */
 
-struct lazy_ent {
-	uint64_t iova;
-	uint64_t size;
-	uint64_t gen; /* fq->flush_start when queued */
-};
-
 /*
  * One CPU's flush queue. Everything is under @lock. Generations: entries queued while
  * flush_start == g are covered by flush g (the next one to start); flush g's completion sets
@@ -240,9 +237,10 @@ struct lazy_ent {
  */
 struct lazy_fq {
 	struct dg_spinlock lock;
-	uint32_t head; /* oldest entry (free-running) */
-	uint32_t tail; /* next free slot (free-running) */
-	struct lazy_ent *ring;
+	uint32_t head;		    /* oldest entry (free-running) */
+	uint32_t tail;		    /* next free slot (free-running) */
+	struct iova_owned *ring;    /* the ranges and their allocator tokens ... */
+	uint64_t *gen;		    /* ... and fq->flush_start when each was queued */
 	uint64_t flush_start;	    /* flushes started */
 	uint64_t flush_finish;	    /* flushes known complete */
 	struct dg_pt_gather open;   /* unmapped since the last flush started: hull, tables */
@@ -274,7 +272,7 @@ int dma_lazy_create(struct dg_dma_dev *dd, struct dma_lazy **out);
 int dma_lazy_drain(struct dg_dma_dev *dd, struct dma_lazy *lz);
 void dma_lazy_destroy(struct dma_lazy *lz);
 /* Queue an unmap of [iova, iova + size) (pt unmap included). */
-int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size);
+int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_t token);
 /* Timeout flushes and reclaim (housekeeping). */
 void dma_lazy_tick(struct dg_dma_dev *dd, uint64_t now);
 void dma_lazy_stats(const struct dma_lazy *lz, struct dg_dma_stats *st);
@@ -495,13 +493,15 @@ void dma_space_destroy(struct dma_space *sp);
 int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_sg *sg,
 	       unsigned int nents, enum dg_dma_dir dir, enum dma_kind kind, uint64_t *iova_out,
 	       uint64_t *dma_out);
-/* Claim (validate and invalidate) the record of a translated mapping (map.c). */
+/* Claim (validate and invalidate) the record of a translated mapping (map.c); *token gets
+ * the IOVA range's allocator token (iova_owned.h). */
 int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_dir dir,
-		 enum dma_kind kind, uint32_t nents, uint64_t *iova, uint64_t *iova_size);
-/* Remove [iova, iova + size) from @sp and give the IOVA back, strictly (map.c); @mem (not with
- * a batch) is freed once no device can reach it. */
+		 enum dma_kind kind, uint32_t nents, uint64_t *iova, uint64_t *iova_size,
+		 uint64_t *token);
+/* Remove [iova, iova + size) from @sp and give the IOVA back (with its allocator @token, 0 if
+ * none), strictly (map.c); @mem (not with a batch) is freed once no device can reach it. */
 int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova, uint64_t size,
-		      bool free_iova, struct dg_dma_batch *b, void *mem);
+		      bool free_iova, uint64_t token, struct dg_dma_batch *b, void *mem);
 /* Submit an invalidation of @cmds and wait (counts submits and waits). */
 int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq);
 /* Invalidate what @g covers in @sp and wait; then release its tables. */

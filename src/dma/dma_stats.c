@@ -17,6 +17,7 @@
  * Errors are rare: they are counted with atomic adds on the device, by kind.
  */
 #include "dma/dma_internal.h"
+#include "pt/pt_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -330,7 +331,9 @@ int dg_dma_dev_check(const struct dg_dma_dev *dd, FILE *why)
 		return -EINVAL;
 	if (!dd->sp)
 		return 0;
-	if (dg_iova_check(dd->sp->iova, why) || dg_pt_check(dd->sp->pt, why))
+	/* The calling thread's last-leaf-table hint names a linked table, or is stale. */
+	if (dg_iova_check(dd->sp->iova, why) || dg_pt_check(dd->sp->pt, why) ||
+	    dg_pt_hint_check(dd->sp->pt, why))
 		return -EUCLEAN;
 	r = dma_rec_for_each(&dd->sp->rec, check_rec, &cx);
 	if (r)

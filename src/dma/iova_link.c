@@ -24,6 +24,7 @@
  * IOVA (-EOPNOTSUPP: use streaming maps, as Linux does for swiotlb devices).
  */
 #include "dma/dma_internal.h"
+#include "pt/pt_fast.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -115,7 +116,13 @@ int dg_dma_iova_link(struct dg_dma_iova_state *st, uint64_t offset, const void *
 	if (dg_unlikely(r))
 		return dma_err(dd, r);
 	dg_pt_gather_init(&g);
-	r = dg_pt_map(sp->pt, st->addr + offset, (uintptr_t)buf - off, span, dma_dir_prot(dir), &g);
+	/* One granule (a ring slot): through the page table's last-leaf-table hint. */
+	if (span == sp->granule && !dd->reference)
+		r = pt_map_granule(sp->pt, st->addr + offset, (uintptr_t)buf - off,
+				   dma_dir_prot(dir), &g);
+	else
+		r = dg_pt_map(sp->pt, st->addr + offset, (uintptr_t)buf - off, span,
+			      dma_dir_prot(dir), &g);
 	if (dg_unlikely(g.start != g.end || g.nr_tables))
 		dma_flush_gather(dd, sp, &g); /* replaced tables, or a failed map's undo */
 	if (dg_unlikely(r))
@@ -171,7 +178,7 @@ int dg_dma_iova_unlink(struct dg_dma_iova_state *st, uint64_t offset, size_t len
 		return dma_err(dd, -EINVAL);
 	atomic_store_explicit(w, 0, memory_order_relaxed);
 	span = dg_align_up(((v >> LINK_OFF_SHIFT) & 0x1fffff) + len, sp->granule);
-	r = dma_strict_retire(dd, sp, st->addr + offset, span, false, b, NULL);
+	r = dma_strict_retire(dd, sp, st->addr + offset, span, false, 0, b, NULL);
 	ctr_add(dma_tstats(dd), CTR_UNLINKS, 1);
 	return r ? dma_err(dd, r) : 0;
 }

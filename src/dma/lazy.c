@@ -34,6 +34,7 @@
  * unmaps: entries queued on this queue from its oldest entry up to that observation.
  */
 #include "dma/dma_internal.h"
+#include "pt/pt_fast.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -60,8 +61,9 @@ int dma_lazy_create(struct dg_dma_dev *dd, struct dma_lazy **out)
 		dg_pt_gather_init(&fq->open);
 		dg_pt_gather_init(&fq->busy_g);
 		fq->ring = calloc(lz->qsize, sizeof(*fq->ring));
-		if (!fq->ring) {
-			lz->ncpus = i;
+		fq->gen = calloc(lz->qsize, sizeof(*fq->gen));
+		if (!fq->ring || !fq->gen) {
+			lz->ncpus = i + 1; /* this one's arrays too (free(NULL) is fine) */
 			dma_lazy_destroy(lz);
 			return -ENOMEM;
 		}
@@ -74,8 +76,10 @@ void dma_lazy_destroy(struct dma_lazy *lz)
 {
 	if (!lz)
 		return;
-	for (unsigned int i = 0; i < lz->ncpus; i++)
+	for (unsigned int i = 0; i < lz->ncpus; i++) {
 		free(lz->fq[i].ring);
+		free(lz->fq[i].gen);
+	}
 	free(lz->fq);
 	free(lz);
 }
@@ -130,22 +134,27 @@ static void reclaim(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *
 		dg_pt_gather_release(sp->pt, &fq->busy_g);
 		fq->busy = false;
 	}
+	/* Release the covered entries: each contiguous stretch of the ring with one allocator
+	 * call (one slot lock). */
 	while (fq->head != fq->tail) {
-		struct lazy_ent *e = &fq->ring[fq->head & (lz->qsize - 1)];
+		uint32_t pos = fq->head & (lz->qsize - 1), n = 0;
 
-		if (e->gen >= fq->flush_finish)
+		while (fq->head + n != fq->tail && pos + n < lz->qsize &&
+		       fq->gen[pos + n] < fq->flush_finish)
+			n++;
+		if (!n)
 			break;
-		dg_iova_free(sp->iova, e->iova, e->size);
-		fq->head++;
+		iova_free_owned(sp->iova, &fq->ring[pos], n);
+		fq->head += n;
 	}
 }
 
-int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size)
+int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_t token)
 {
 	struct dma_lazy *lz = dd->lazy;
 	struct lazy_fq *fq = &lz->fq[dma_cpu(lz->ncpus)];
-	struct lazy_ent *e;
 	uint64_t unmapped;
+	uint32_t pos;
 
 	dg_spin_lock(&fq->lock);
 	reclaim(dd, lz, fq);
@@ -161,15 +170,17 @@ int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size)
 		r = dg_inval_wait(dd->dma->mmu, seq);
 		ctr_add(dma_tstats(dd), CTR_WAITS, 1);
 		if (r) /* the devices do not answer: fall back to a strict, quarantined unmap */
-			return dma_strict_retire(dd, dd->sp, iova, size, true, NULL, NULL);
+			return dma_strict_retire(dd, dd->sp, iova, size, true, token, NULL, NULL);
 		dg_spin_lock(&fq->lock);
 		reclaim(dd, lz, fq);
 	}
-	dg_pt_unmap(dd->sp->pt, iova, size, &fq->open, &unmapped);
-	e = &fq->ring[fq->tail & (lz->qsize - 1)];
-	e->iova = iova;
-	e->size = size;
-	e->gen = fq->flush_start;
+	if (size == dd->sp->granule)
+		pt_unmap_granule(dd->sp->pt, iova, &fq->open);
+	else
+		dg_pt_unmap(dd->sp->pt, iova, size, &fq->open, &unmapped);
+	pos = fq->tail & (lz->qsize - 1);
+	fq->ring[pos] = (struct iova_owned){.iova = iova, .size = size, .token = token};
+	fq->gen[pos] = fq->flush_start;
 	if (!fq->open_count++) {
 		fq->open_first_ns = dma_now(dd->dma);
 		fq->open_first_pos = fq->tail;

@@ -31,6 +31,7 @@
  *    later completion confirms it (dma_quarantine_retry, from housekeeping).
  */
 #include "dma/dma_internal.h"
+#include "pt/pt_fast.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -285,20 +286,29 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 
 /*
  * The batch's translated ranges in address order, adjacent ones merged into runs; *sum gets
- * their bytes. Magazines hand ranges back last-in first-out, so a descending batch is
- * reversed rather than insertion-sorted.
+ * their bytes, *nt the number of translated entries (the others are bounce slots), and
+ * fr[0..*nf) the ranges to give back to the allocator after the wait (in the same pass).
+ * Magazines hand ranges back last-in first-out, so a descending batch is reversed rather than
+ * insertion-sorted.
  */
-static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *hi, uint64_t *sum)
+static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *hi, uint64_t *sum,
+			 uint32_t *nt, struct iova_owned *fr, uint32_t *nf)
 {
 	bool asc = true, desc = true;
 	size_t n = 0, m = 0;
+	uint32_t f = 0;
 
 	*sum = 0;
 	for (uint32_t i = 0; i < b->n; i++) {
-		if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
+		uint64_t k = b->ent[i].size & BATCH_KIND;
+
+		if (k == BATCH_BOUNCE)
 			continue;
 		lo[n] = b->ent[i].addr;
 		hi[n] = lo[n] + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
+		if (k == BATCH_IOVA)
+			fr[f++] = (struct iova_owned){
+				.iova = lo[n], .size = hi[n] - lo[n], .token = b->ent[i].token};
 		*sum += hi[n] - lo[n];
 		if (n) {
 			asc = asc && lo[n] > lo[n - 1];
@@ -306,6 +316,8 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *h
 		}
 		n++;
 	}
+	*nt = (uint32_t)n;
+	*nf = f;
 	if (n > 1 && desc) {
 		for (size_t i = 0, j = n - 1; i < j; i++, j--) {
 			uint64_t tl = lo[i], th = hi[i];
@@ -344,7 +356,8 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *h
  * End of a batch (or a full ent[]): remove the pages of every deferred unmap - one page-table
  * call per run of adjacent IOVAs, so a ring's consecutive slots cost one walk - invalidate
  * (one command over the hull when it is at most four times the bytes unmapped, else one per
- * run), wait once, then give back table pages, IOVAs and shadow slots.
+ * run), wait once, then give back table pages, IOVAs (all under one allocator slot lock) and
+ * shadow slots.
  */
 static int batch_flush(struct dg_dma_batch *b)
 {
@@ -352,19 +365,24 @@ static int batch_flush(struct dg_dma_batch *b)
 	struct dma_space *sp = dd->sp;
 	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], qi[DG_DMA_BATCH_MAX];
 	uint64_t qs[DG_DMA_BATCH_MAX], sum, unmapped, seq = 0;
-	uint32_t nq = 0;
+	struct iova_owned fr[DG_DMA_BATCH_MAX];
+	uint32_t nt, nf;
 	size_t nr;
 	int r = 0;
 
 	if (!b->n)
 		return 0;
-	nr = batch_runs(b, lo, hi, &sum);
+	nr = batch_runs(b, lo, hi, &sum, &nt, fr, &nf);
 	if (nr) {
 		struct dg_inval_cmd cmds[DG_DMA_BATCH_MAX];
 		size_t nc = 1;
 
-		for (size_t i = 0; i < nr; i++)
-			dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], &b->gather, &unmapped);
+		for (size_t i = 0; i < nr; i++) {
+			if (hi[i] - lo[i] == sp->granule)
+				pt_unmap_granule(sp->pt, lo[i], &b->gather);
+			else
+				dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], &b->gather, &unmapped);
+		}
 		if (nr == 1 || b->gather.end - b->gather.start <= 4 * sum) {
 			gather_cmd(sp, &b->gather, &cmds[0]);
 		} else {
@@ -378,26 +396,22 @@ static int batch_flush(struct dg_dma_batch *b)
 		}
 		r = dma_inval(dd, cmds, nc, &seq);
 		if (r) {
-			for (uint32_t i = 0; i < b->n; i++) {
-				if ((b->ent[i].size & BATCH_KIND) != BATCH_IOVA)
-					continue;
-				qi[nq] = b->ent[i].addr;
-				qs[nq++] = b->ent[i].size & ~(uint64_t)BATCH_KIND;
+			for (uint32_t i = 0; i < nf; i++) {
+				qi[i] = fr[i].iova;
+				qs[i] = fr[i].size;
 			}
-			dma_quarantine_add(dd, sp, seq, &b->gather, qi, qs, nq, NULL);
+			dma_quarantine_add(dd, sp, seq, &b->gather, qi, qs, nf, NULL);
+			nf = 0; /* parked: given back once a completion confirms */
 		} else {
 			dg_pt_gather_release(sp->pt, &b->gather);
 		}
 	}
-	for (uint32_t i = 0; i < b->n; i++) {
-		uint64_t k = b->ent[i].size & BATCH_KIND;
-
-		if (k == BATCH_IOVA && !r)
-			dg_iova_free(sp->iova, b->ent[i].addr,
-				     b->ent[i].size & ~(uint64_t)BATCH_KIND);
-		else if (k == BATCH_BOUNCE)
-			dma_bounce_free(dd, b->ent[i].addr);
-	}
+	if (nf)
+		iova_free_owned(sp->iova, fr, nf);
+	if (nt < b->n) /* bounce slots: no translation of theirs changed */
+		for (uint32_t i = 0; i < b->n; i++)
+			if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
+				dma_bounce_free(dd, b->ent[i].addr);
 	b->n = 0;
 	dg_pt_gather_init(&b->gather);
 	b->flushes++;
@@ -420,6 +434,7 @@ void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma)
 	batch_reserve(b);
 	b->ent[b->n].addr = dma;
 	b->ent[b->n].size = BATCH_BOUNCE;
+	b->ent[b->n].token = 0;
 	b->n++;
 }
 
@@ -516,13 +531,36 @@ unsigned int dma_sg_segments(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsign
 	return nr;
 }
 
+/*
+ * A translated map failed after its IOVA was allocated, with what it had mapped already
+ * removed into @g: invalidate that (a curious device may have cached it), then give the IOVA
+ * back - or park both in quarantine when the wait times out. Returns @r.
+ */
+static dg_noinline int xl_map_undo(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova,
+				   uint64_t total, struct dg_pt_gather *g, int r)
+{
+	if (!gather_empty(g)) {
+		struct dg_inval_cmd c;
+		uint64_t seq = 0;
+
+		gather_cmd(sp, g, &c);
+		if (dma_inval(dd, &c, 1, &seq)) {
+			dma_quarantine_add(dd, sp, seq, g, &iova, &total, 1, NULL);
+			return r;
+		}
+		dg_pt_gather_release(sp->pt, g);
+	}
+	dg_iova_free(sp->iova, iova, total);
+	return r;
+}
+
 int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_sg *sg,
 	       unsigned int nents, enum dg_dma_dir dir, enum dma_kind kind, uint64_t *iova_out,
 	       uint64_t *dma_out)
 {
 	const uint64_t g = sp->granule, gm = sp->gmask;
 	const unsigned int prot = dma_dir_prot(dir);
-	uint64_t iova, total, cur = 0, len = 0, sub = 0, unmapped;
+	uint64_t iova, total, cur = 0, len = 0, sub = 0, unmapped, token;
 	struct dg_pt_gather gth;
 	struct dma_rec *rec;
 	struct dma_tstats *t;
@@ -539,11 +577,11 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	r = dma_fail(dd, DG_DMA_FAIL_IOVA);
 	if (dg_unlikely(r))
 		return r;
-	r = dg_iova_alloc(sp->iova, total, sp->limit, 0, &iova);
+	r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
 	if (dg_unlikely(r == -ENOSPC) && dd->lazy && !dma_lazy_drain(dd, dd->lazy))
 		/* lazy: IOVAs waiting in the flush queues are free space once their flush
 		   completes: flush them all and try once more before saying -ENOSPC */
-		r = dg_iova_alloc(sp->iova, total, sp->limit, 0, &iova);
+		r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
 	if (dg_unlikely(r))
 		return r;
 	rec = dma_rec_get(&sp->rec, iova, true);
@@ -560,7 +598,12 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 		uint64_t span = dg_align_up(off + sg[i].len, g);
 		uint64_t pos = nents == 1 ? 0 : sg_place(cur, span, dd->boundary);
 
-		r = dg_pt_map(sp->pt, iova + pos, (uintptr_t)sg[i].addr - off, span, prot, &gth);
+		/* The Linux-like reference keeps the generic page-table path it models. */
+		r = span == g && !dd->reference ?
+			    pt_map_granule(sp->pt, iova + pos, (uintptr_t)sg[i].addr - off, prot,
+					   &gth) :
+			    dg_pt_map(sp->pt, iova + pos, (uintptr_t)sg[i].addr - off, span, prot,
+				      &gth);
 		if (dg_unlikely(r))
 			goto fail_map;
 		cur = pos + span;
@@ -571,7 +614,8 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 		dma_flush_gather(dd, sp, &gth); /* tables replaced by larger leaves */
 	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
 	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
-	/* Release pairs with the acquire load in dma_xl_claim(): w1 and w2 are visible. */
+	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
+	/* Release pairs with the acquire load in dma_xl_claim(): w1..w3 are visible. */
 	atomic_store_explicit(&rec->w0,
 			      rec_w0(kind, dir, kind == KIND_SG ? nents : 0,
 				     (uintptr_t)sg[0].addr & gm),
@@ -587,24 +631,65 @@ fail_map:
 	/* Undo the segments already mapped; a curious device may have cached them. */
 	if (cur)
 		dg_pt_unmap(sp->pt, iova, cur, &gth, &unmapped);
-	if (!gather_empty(&gth)) {
-		struct dg_inval_cmd c;
-		uint64_t seq = 0;
-
-		gather_cmd(sp, &gth, &c);
-		if (dma_inval(dd, &c, 1, &seq)) {
-			dma_quarantine_add(dd, sp, seq, &gth, &iova, &total, 1, NULL);
-			return r;
-		}
-		dg_pt_gather_release(sp->pt, &gth);
-	}
+	return xl_map_undo(dd, sp, iova, total, &gth, r);
 fail_iova:
 	dg_iova_free(sp->iova, iova, total);
 	return r;
 }
 
+/*
+ * dma_xl_map() of one buffer, the streaming single and page maps of strict and lazy: the same
+ * steps without the list layout, one granule through the page table's hint. An installed
+ * failure hook or a failed allocation takes dma_xl_map(), which handles them.
+ */
+static inline __attribute__((always_inline)) int xl_map_one(struct dg_dma_dev *dd,
+							    struct dma_space *sp, void *buf,
+							    size_t len, enum dg_dma_dir dir,
+							    enum dma_kind kind, uint64_t *dma_out)
+{
+	const uint64_t gm = sp->gmask, off = (uintptr_t)buf & gm;
+	const uint64_t total = (off + len + gm) & ~gm, pa = (uintptr_t)buf - off;
+	struct dg_dma_sg s = {.addr = buf, .len = len};
+	uint64_t iova, token;
+	struct dg_pt_gather gth;
+	struct dma_rec *rec;
+	struct dma_tstats *t;
+	int r;
+
+	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
+	if (dg_unlikely(atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL) ||
+	    dg_unlikely(iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token)))
+		return dma_xl_map(dd, sp, &s, 1, dir, kind, &iova, dma_out);
+	rec = dma_rec_get(&sp->rec, iova, true);
+	if (dg_unlikely(!rec)) {
+		dg_iova_free(sp->iova, iova, total);
+		return -ENOMEM;
+	}
+	dg_pt_gather_init(&gth);
+	/* The Linux-like reference keeps the generic page-table path it models. */
+	if (total == sp->granule && !dd->reference)
+		r = pt_map_granule(sp->pt, iova, pa, dma_dir_prot(dir), &gth);
+	else
+		r = dg_pt_map(sp->pt, iova, pa, total, dma_dir_prot(dir), &gth);
+	if (dg_unlikely(r))
+		return xl_map_undo(dd, sp, iova, total, &gth, r);
+	if (dg_unlikely(!gather_empty(&gth)))
+		dma_flush_gather(dd, sp, &gth); /* tables replaced by larger leaves */
+	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
+	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
+	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
+	/* Release pairs with the acquire load in dma_xl_claim(): w1..w3 are visible. */
+	atomic_store_explicit(&rec->w0, rec_w0(kind, dir, 0, off), memory_order_release);
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_SUBPAGE, total - len);
+	ctr_max(&t->subpage_max, total - len);
+	*dma_out = iova + off;
+	return 0;
+}
+
 int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_dir dir,
-		 enum dma_kind kind, uint32_t nents, uint64_t *iova, uint64_t *iova_size)
+		 enum dma_kind kind, uint32_t nents, uint64_t *iova, uint64_t *iova_size,
+		 uint64_t *token)
 {
 	struct dma_rec *rec;
 	uint64_t w0;
@@ -623,7 +708,8 @@ int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_d
 		return -EINVAL;
 	*iova = dma & ~sp->gmask;
 	*iova_size = atomic_load_explicit(&rec->w2, memory_order_relaxed);
-	/* Of two racing unmaps one wins; acquire keeps our reads of w1/w2 before it. */
+	*token = atomic_load_explicit(&rec->w3, memory_order_relaxed);
+	/* Of two racing unmaps one wins; acquire keeps our reads of w1..w3 before it. */
 	if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
 		    &rec->w0, &w0, 0, memory_order_acquire, memory_order_relaxed)))
 		return -ENOENT;
@@ -631,7 +717,7 @@ int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_d
 }
 
 int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova, uint64_t size,
-		      bool free_iova, struct dg_dma_batch *b, void *mem)
+		      bool free_iova, uint64_t token, struct dg_dma_batch *b, void *mem)
 {
 	struct dg_pt_gather g;
 	struct dg_inval_cmd c;
@@ -642,11 +728,15 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		batch_reserve(b);
 		b->ent[b->n].addr = iova;
 		b->ent[b->n].size = size | (free_iova ? BATCH_IOVA : BATCH_NOFREE);
+		b->ent[b->n].token = token;
 		b->n++;
 		return 0;
 	}
 	dg_pt_gather_init(&g);
-	dg_pt_unmap(sp->pt, iova, size, &g, &unmapped);
+	if (size == sp->granule && !dd->reference)
+		pt_unmap_granule(sp->pt, iova, &g);
+	else
+		dg_pt_unmap(sp->pt, iova, size, &g, &unmapped);
 	if (dd->reference) {
 		r = reference_flush(dd, sp, &g, &seq);
 	} else {
@@ -658,8 +748,13 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		return r;
 	}
 	dg_pt_gather_release(sp->pt, &g);
-	if (free_iova)
+	if (free_iova && token) {
+		struct iova_owned o = {.iova = iova, .size = size, .token = token};
+
+		iova_free_owned(sp->iova, &o, 1);
+	} else if (free_iova) { /* not from a magazine (the reference has none) */
 		dg_iova_free(sp->iova, iova, size);
+	}
 	free(mem);
 	return 0;
 }
@@ -667,14 +762,22 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 int dma_xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma, size_t len,
 		 enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents, struct dg_dma_batch *b)
 {
-	uint64_t iova, size;
-	int r = dma_xl_claim(sp, dma, len, dir, kind, nents, &iova, &size);
+	uint64_t iova, size, token;
+	int r = dma_xl_claim(sp, dma, len, dir, kind, nents, &iova, &size, &token);
 
 	if (dg_unlikely(r))
 		return r;
 	if (dd->lazy && kind != KIND_COHERENT)
-		return dma_lazy_retire(dd, iova, size);
-	return dma_strict_retire(dd, sp, iova, size, true, b, NULL);
+		return dma_lazy_retire(dd, iova, size, token);
+	if (b && !dd->reference && dg_likely(b->n < DG_DMA_BATCH_MAX)) {
+		/* dma_strict_retire()'s batch case, inline: the common one */
+		b->ent[b->n].addr = iova;
+		b->ent[b->n].size = size | BATCH_IOVA;
+		b->ent[b->n].token = token;
+		b->n++;
+		return 0;
+	}
+	return dma_strict_retire(dd, sp, iova, size, true, token, b, NULL);
 }
 
 /* ---- identity ------------------------------------------------------------------------------ */
@@ -746,11 +849,8 @@ const struct dma_policy_ops dma_identity_ops = {
 static int strict_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
 		      unsigned int attrs, enum dma_kind kind, uint64_t *dma)
 {
-	struct dg_dma_sg s = {.addr = buf, .len = len};
-	uint64_t iova;
-
 	(void)attrs;
-	return dma_xl_map(dd, dd->sp, &s, 1, dir, kind, &iova, dma);
+	return xl_map_one(dd, dd->sp, buf, len, dir, kind, dma);
 }
 
 static int strict_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,

@@ -195,7 +195,7 @@ int dg_dma_pool_destroy(struct dg_dma_pool *p)
 	atomic_fetch_sub_explicit(&dd->persistent, p->mem_size, memory_order_relaxed);
 	if (p->iova_size)
 		/* unmap, invalidate, then free the memory (or quarantine it until confirmed) */
-		r = dma_strict_retire(dd, dd->sp, p->iova, p->iova_size, true, NULL, p->mem);
+		r = dma_strict_retire(dd, dd->sp, p->iova, p->iova_size, true, 0, NULL, p->mem);
 	else
 		free(p->mem);
 	free((void *)p->next);

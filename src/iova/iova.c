@@ -32,6 +32,7 @@
  * Natural alignment rounds a request of n granules up to 2^ceil(log2 n) (see iova.h): this is
  * what makes cached ranges interchangeable within a class and the tree search exact.
  */
+#include "iova/iova_owned.h"
 #include "iova/iova_priv.h"
 
 #include <errno.h>
@@ -333,8 +334,11 @@ static int alloc_tree(struct dg_iova_space *s, const struct alloc_req *r, uint64
 }
 
 /* Everything the hit path in dg_iova_alloc() does not do. */
+/* Every allocation that is not a hit of alloc_hit(); *node (if @node) gets the magazine node
+ * the range came from, or NULL when it came from the tree. */
 static dg_noinline int alloc_common(struct dg_iova_space *s, uint64_t size, uint64_t limit,
-				    unsigned int flags, uint64_t *iova, bool last_try)
+				    unsigned int flags, uint64_t *iova, bool last_try,
+				    struct iova_node **node)
 {
 	struct alloc_req r;
 	uint64_t lim, pfn;
@@ -353,6 +357,8 @@ static dg_noinline int alloc_common(struct dg_iova_space *s, uint64_t size, uint
 			 * hand the IOVA to another thread, which then sees the node LIVE. */
 			atomic_store_explicit(&n->state, IOVA_LIVE(r.npfn), memory_order_release);
 			*iova = n->lo << s->shift;
+			if (node)
+				*node = n;
 			return 0;
 		}
 	}
@@ -373,12 +379,13 @@ fail:
 
 /*
  * The magazine hit path (most allocations), kept short: a size of at most the largest class,
- * a limit that maps to a zone, this thread's slot free to take, a hit. Anything else is a
- * tail call to alloc_common(), which checks everything and takes the slow ways; with no call
- * on the hit path the compiler needs no registers saved.
+ * a limit that maps to a zone, this thread's slot free to take, a hit. Anything else returns
+ * NULL having changed nothing, and the caller tail-calls alloc_common(), which checks
+ * everything and takes the slow ways; with no call on the hit path the compiler needs no
+ * registers saved.
  */
-int dg_iova_alloc(struct dg_iova_space *s, uint64_t size, uint64_t limit, unsigned int flags,
-		  uint64_t *iova)
+static inline __attribute__((always_inline)) struct iova_node *
+alloc_hit(struct dg_iova_space *s, uint64_t size, uint64_t limit, unsigned int flags)
 {
 	struct iova_slot *sl;
 	struct iova_node *n;
@@ -387,28 +394,27 @@ int dg_iova_alloc(struct dg_iova_space *s, uint64_t size, uint64_t limit, unsign
 	unsigned int c, idx;
 
 	/* mag_max_bytes is 0 without magazines, so size - 1 < 0 never holds (size 0 wraps) */
-	if (dg_unlikely(size - 1 >= s->mag_max_bytes || (flags & ~DG_IOVA_ALLOC_PAGE_ALIGN) ||
-			!iova))
-		goto slow;
+	if (dg_unlikely(size - 1 >= s->mag_max_bytes || (flags & ~DG_IOVA_ALLOC_PAGE_ALIGN)))
+		return NULL;
 	npfn = ((size - 1) >> s->shift) + 1;
 	idx = 63 ^ (unsigned int)__builtin_clzll(2 * npfn - 1); /* the class: ceil(log2 npfn) */
 	if (dg_unlikely(flags && (npfn & (npfn - 1))))
-		goto slow; /* page aligned, not a power of two: never cached */
+		return NULL; /* page aligned, not a power of two: never cached */
 	if (dg_unlikely(limit < s->full_limit)) {
 		if (limit < s->dma32_limit)
-			goto slow;
+			return NULL;
 		idx += IOVA_ORDERS; /* ZONE_DMA32 */
 	}
 	c = iova_tls_slot;
 	if (dg_unlikely(!c))
-		goto slow;
+		return NULL;
 	sl = &s->slots[c & (s->nslots - 1)];
 	if (dg_unlikely(!dg_spin_trylock(&sl->lock)))
-		goto slow;
+		return NULL;
 	m = sl->cc[idx].loaded;
 	if (dg_unlikely(!m || !m->n)) {
 		dg_spin_unlock(&sl->lock);
-		goto slow;
+		return NULL;
 	}
 	n = m->e[--m->n];
 	sl->hits++;
@@ -416,22 +422,31 @@ int dg_iova_alloc(struct dg_iova_space *s, uint64_t size, uint64_t limit, unsign
 	/* Release pairs with the acquire load in dg_iova_free(): the caller may hand the IOVA to
 	 * another thread, which then sees the node LIVE. */
 	atomic_store_explicit(&n->state, IOVA_LIVE_SIZE(s, size), memory_order_release);
-	*iova = n->lo << s->shift;
-	return 0;
-slow:
-	return alloc_common(s, size, limit, flags, iova, true);
+	return n;
+}
+
+int dg_iova_alloc(struct dg_iova_space *s, uint64_t size, uint64_t limit, unsigned int flags,
+		  uint64_t *iova)
+{
+	struct iova_node *n;
+
+	if (dg_likely(iova) && (n = alloc_hit(s, size, limit, flags))) {
+		*iova = n->lo << s->shift;
+		return 0;
+	}
+	return alloc_common(s, size, limit, flags, iova, true, NULL);
 }
 
 int dg_iova_alloc_prefer32(struct dg_iova_space *s, uint64_t size, uint64_t limit,
 			   unsigned int flags, uint64_t *iova)
 {
 	if (limit > FOUR_GIB - 1) {
-		int err = alloc_common(s, size, FOUR_GIB - 1, flags, iova, false);
+		int err = alloc_common(s, size, FOUR_GIB - 1, flags, iova, false, NULL);
 
 		if (err != -ENOSPC && err != -ERANGE)
 			return err;
 	}
-	return alloc_common(s, size, limit, flags, iova, true);
+	return alloc_common(s, size, limit, flags, iova, true, NULL);
 }
 
 /* ---- free ---- */
@@ -592,6 +607,76 @@ int dg_iova_free(struct dg_iova_space *s, uint64_t iova, uint64_t size)
 	m->e[m->n++] = n;
 	dg_spin_unlock(&sl->lock);
 	return 0;
+}
+
+/* ---- owned ranges (iova_owned.h) ---- */
+
+int iova_alloc_owned(struct dg_iova_space *s, uint64_t size, uint64_t limit, uint64_t *iova,
+		     uint64_t *token)
+{
+	struct iova_node *n = alloc_hit(s, size, limit, 0);
+	int err;
+
+	if (dg_likely(n)) {
+		*iova = n->lo << s->shift;
+		*token = (uint64_t)(uintptr_t)n;
+		return 0;
+	}
+	n = NULL;
+	err = alloc_common(s, size, limit, 0, iova, true, &n);
+	*token = (uint64_t)(uintptr_t)n;
+	return err;
+}
+
+/* An owned free that cannot take the short way: the validated public path. */
+static dg_noinline void free_owned_slow(struct dg_iova_space *s, struct iova_slot *sl,
+					const struct iova_owned *r)
+{
+	if (sl)
+		dg_spin_unlock(&sl->lock);
+	dg_iova_free(s, r->iova, r->size);
+}
+
+void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsigned int n)
+{
+	struct iova_slot *sl = NULL;
+
+	for (unsigned int i = 0; i < n; i++) {
+		struct iova_node *x = (struct iova_node *)(uintptr_t)r[i].token;
+		struct iova_mag *m;
+
+		/*
+		 * The token is the node alloc_hit() popped; the owner's proof (a claimed map
+		 * record) makes this thread the only one freeing it. Still checked on its face:
+		 * a token of another range or another size takes the validated path.
+		 * Relaxed: the owner's claim ordered the allocator's LIVE store before us.
+		 */
+		if (dg_unlikely(!x || x->lo != r[i].iova >> s->shift ||
+				atomic_load_explicit(&x->state, memory_order_relaxed) !=
+					IOVA_LIVE_SIZE(s, r[i].size))) {
+			free_owned_slow(s, sl, &r[i]);
+			sl = NULL;
+			continue;
+		}
+		if (!sl)
+			sl = iova_slot_lock(s);
+		/* Relaxed: the slot lock publishes it to the allocator that pops the node (as in
+		 * dg_iova_free); stored under the slot lock so that dg_iova_check(), which holds
+		 * every slot lock, sees CACHED exactly for the nodes in a magazine. */
+		atomic_store_explicit(&x->state, IOVA_ST_CACHED, memory_order_relaxed);
+		m = sl->cc[x->cc_idx].loaded;
+		if (dg_likely(m && m->n < DG_IOVA_MAG_SIZE)) {
+			m->e[m->n++] = x;
+			continue;
+		}
+		if (!iova_mag_free_slow(s, sl, x)) { /* unlocks */
+			count_event(&s->st_user_tree_frees);
+			iova_release_cached(s, &x, 1);
+		}
+		sl = NULL;
+	}
+	if (sl)
+		dg_spin_unlock(&sl->lock);
 }
 
 /* ---- find, reserve, caches ---- */

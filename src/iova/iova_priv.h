@@ -42,9 +42,11 @@ enum iova_kind {
 
 /*
  * State word of an ALLOC node: (granules asked for << 2) | LIVE, or CACHED. Written by a free
- * under the node's index shard lock (LIVE -> CACHED) and by the allocator that popped the node
- * from a magazine (CACHED -> LIVE, no lock: it owns the node). The two never race, because a
- * node is in a magazine only while CACHED and a free acts only on LIVE.
+ * under the node's index shard lock (LIVE -> CACHED), by an owned free (iova_owned.h) under
+ * the slot lock it pushes the node with (LIVE -> CACHED: its owner proved no other free runs),
+ * and by the allocator that popped the node from a magazine (CACHED -> LIVE, no lock: it owns
+ * the node). They never race, because a node is in a magazine only while CACHED and a free
+ * acts only on LIVE.
  */
 #define IOVA_ST_LIVE	1u
 #define IOVA_ST_CACHED	2u

@@ -41,11 +41,28 @@
  *    invalidation has completed. The rest of an unlinked table keeps its old entries: a stale
  *    walker sees the old translation, exactly like a stale IOTLB entry, until the invalidation.
  *
+ * The last-leaf-table hint (the io-pgtable idea of keeping tables on leaf-only unmaps, taken
+ * one step further). Tables are never freed by a leaf unmap, so a DMA layer mapping and
+ * unmapping 4K pages meets the same few last-level tables over and over. Each thread keeps,
+ * per page table (four slots keyed by dg_pt.id), the last-level table it last reached and the
+ * IOVA span it covers; a one-page map or unmap at the last depth inside that span skips the
+ * descent and touches one entry. The hint is valid only while pt->unlink_gen equals the value
+ * read before the descent that recorded it: every unlink of a table (pt_gather_subtree, the
+ * only way a table leaves the tree) increments it before the table goes on a gather, and a
+ * table is freed only after that. Why a relaxed load is enough: a thread maps or unmaps in a
+ * span only while it owns that range (the API's rule for concurrent callers), and the thread
+ * that unlinked the table owned the whole span when it did; the range came to this thread
+ * after that (the IOVA allocator's lock or the caller's own handover), so the increment
+ * happens before our load and the hint misses. So a hint never names an unlinked or freed
+ * table when it is used; dg_pt_hint_check() verifies it in tests. A stale hint only costs a
+ * descent. Why not a per-domain shared hint: every map would write a line all CPUs read.
+ *
  * Errors leave no translation changed: arguments are validated before anything is written,
  * and a map that fails part way (-EEXIST, -ENOMEM) unmaps what it wrote. Tables it linked may
  * stay, empty; that is a valid tree (dg_pt_check accepts empty tables) and a later map reuses
  * them, a covering unmap or dg_pt_destroy frees them.
  */
+#include "pt_fast.h"
 #include "pt_internal.h"
 
 #include <errno.h>
@@ -101,6 +118,51 @@ static void pt_table_free(struct dg_pt *pt, _Atomic uint64_t *table, uint64_t by
 {
 	pt->mem->free(pt->mem_cookie, (void *)table, (size_t)bytes);
 	atomic_fetch_sub_explicit(&pt->nr_tables, 1, memory_order_relaxed);
+}
+
+/* ---- the last-leaf-table hint (see the top of the file) ----------------------------------- */
+
+#define PT_HINT_SLOTS 4 /* page tables a thread keeps a hint for at once (power of two) */
+
+struct pt_hint {
+	uint64_t id;		 /* dg_pt.id the hint belongs to (0: none) */
+	uint64_t gen;		 /* its unlink_gen read before the descent that found table */
+	uint64_t tag;		 /* va >> lvl[depth - 2].shift: the span table covers */
+	_Atomic uint64_t *table; /* the last-level table linked there */
+};
+
+static _Thread_local struct pt_hint pt_hints[PT_HINT_SLOTS]
+	__attribute__((tls_model("initial-exec")));
+
+static _Atomic uint64_t pt_next_id = 1; /* dg_pt.id of the next page table */
+
+/* The span tag of @va: the index bits above the last level. */
+static inline uint64_t pt_hint_tag(const struct dg_pt *pt, uint64_t va)
+{
+	return va >> pt->hint_shift;
+}
+
+/* The hinted last-level table for @va, or NULL. Only for depth > 1. */
+static inline _Atomic uint64_t *pt_hint_get(const struct dg_pt *pt, uint64_t va)
+{
+	const struct pt_hint *h = &pt_hints[pt->id & (PT_HINT_SLOTS - 1)];
+
+	/* Relaxed: see the top of the file (the range handover orders the unlink before us). */
+	if (h->id == pt->id && h->tag == pt_hint_tag(pt, va) &&
+	    h->gen == atomic_load_explicit(&pt->unlink_gen, memory_order_relaxed))
+		return h->table;
+	return NULL;
+}
+
+static inline void pt_hint_set(const struct dg_pt *pt, uint64_t va, uint64_t gen,
+			       _Atomic uint64_t *table)
+{
+	struct pt_hint *h = &pt_hints[pt->id & (PT_HINT_SLOTS - 1)];
+
+	h->id = pt->id;
+	h->gen = gen;
+	h->tag = pt_hint_tag(pt, va);
+	h->table = table;
 }
 
 /* ---- entry helpers ---------------------------------------------------------------------- */
@@ -189,6 +251,9 @@ static void pt_gather_subtree(struct dg_pt *pt, _Atomic uint64_t *table, unsigne
 	const struct pt_level *l = &pt->lvl[d];
 	bool last = d == pt->depth - 1;
 
+	/* Every hint recorded before this is stale from now on (see the top of the file).
+	 * Relaxed: the caller's range handover publishes it. */
+	atomic_fetch_add_explicit(&pt->unlink_gen, 1, memory_order_relaxed);
 	for (uint64_t i = 0; i <= l->index_mask; i++) {
 		/* Acquire: pairs with the release CAS that linked a child table. */
 		uint64_t pte = atomic_load_explicit(&table[i], memory_order_acquire);
@@ -665,6 +730,136 @@ int dg_pt_unmap(struct dg_pt *pt, uint64_t iova, uint64_t size, struct dg_pt_gat
 	return bytes ? 0 : -ENOENT;
 }
 
+/* ---- one granule, through the hint (pt_fast.h) ------------------------------------------ */
+
+/*
+ * The hint missed: descend to the last-level table holding @va (linking missing tables when
+ * @create) and make it the hint. NULL when the descent meets anything but a table above the
+ * last level (a larger leaf, an empty slot without @create) or cannot link one: the caller
+ * then takes the validated general path, which decides. @va is granule aligned and inside
+ * the input range.
+ */
+static dg_noinline _Atomic uint64_t *pt_granule_table(struct dg_pt *pt, uint64_t va, bool create)
+{
+	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
+	const struct pt_level *l = pt->lvl, *const leaf = l + pt->depth - 1;
+	/* Relaxed: see pt_hint_get(); read before the descent, so an unlink during it makes the
+	 * new hint stale rather than wrong. */
+	const uint64_t gen = atomic_load_explicit(&pt->unlink_gen, memory_order_relaxed);
+	_Atomic uint64_t *table = pt->root;
+	int err;
+
+	for (; l < leaf; l++) {
+		_Atomic uint64_t *ptep = table + ((va >> l->shift) & l->index_mask);
+		/* Acquire: pairs with the release CAS that linked the table (pt_install_table). */
+		uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
+
+		if (dg_likely((pte & tmask) == tval))
+			table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
+		else if (!pte && create && (table = pt_install_table(pt, ptep, &err)))
+			continue;
+		else
+			return NULL;
+	}
+	pt_hint_set(pt, va, gen, table);
+	return table;
+}
+
+/* Store the leaf of [va, va + granule) -> phys into the last-level @table if its slot is empty
+ * (true), else leave it to the general path (false). */
+static inline bool pt_granule_store(struct dg_pt *pt, _Atomic uint64_t *table, uint64_t va,
+				    uint64_t phys, unsigned int prot)
+{
+	_Atomic uint64_t *ptep = table + ((va >> pt->leaf_shift) & pt->leaf_index_mask);
+
+	if (dg_unlikely(atomic_load_explicit(ptep, memory_order_relaxed)))
+		return false;
+	/* Release: pairs with the acquire loads of walkers (as in pt_map_va). */
+	atomic_store_explicit(ptep, pt_oa_encode(pt, phys) | pt->leaf_tmpl[prot][pt->depth - 1],
+			      memory_order_release);
+	return true;
+}
+
+/* Clear the leaf of va in the last-level @table if present (true), else false. */
+static inline bool pt_granule_clear(struct dg_pt *pt, _Atomic uint64_t *table, uint64_t va,
+				    uint64_t iova, struct dg_pt_gather *gather)
+{
+	_Atomic uint64_t *ptep = table + ((va >> pt->leaf_shift) & pt->leaf_index_mask);
+
+	if (dg_unlikely(!atomic_load_explicit(ptep, memory_order_relaxed)))
+		return false;
+	/* Relaxed: as in pt_unmap_va (a last-level entry is a leaf). */
+	atomic_store_explicit(ptep, 0, memory_order_relaxed);
+	pt_gather_range(gather, iova, iova + pt->geo.granule, pt->geo.granule);
+	return true;
+}
+
+/* The hint missed (arguments checked): descend, then as the hit path. */
+static dg_noinline int pt_map_granule_miss(struct dg_pt *pt, uint64_t iova, uint64_t phys,
+					   unsigned int prot, struct dg_pt_gather *gather)
+{
+	const uint64_t va = iova - pt->iova_base;
+	_Atomic uint64_t *table = pt_granule_table(pt, va, true);
+
+	if (table && pt_granule_store(pt, table, va, phys, prot))
+		return 0;
+	return dg_pt_map(pt, iova, phys, pt->geo.granule, prot, gather);
+}
+
+static dg_noinline int pt_unmap_granule_miss(struct dg_pt *pt, uint64_t iova,
+					     struct dg_pt_gather *gather)
+{
+	const uint64_t va = iova - pt->iova_base;
+	_Atomic uint64_t *table = pt_granule_table(pt, va, false);
+	uint64_t unmapped;
+
+	if (table && pt_granule_clear(pt, table, va, iova, gather))
+		return 0;
+	return dg_pt_unmap(pt, iova, pt->geo.granule, gather, &unmapped);
+}
+
+/*
+ * The hit paths call nothing but in tail position, so they save no registers. Checked here:
+ * aligned addresses (a misaligned va would index its page's entry), an output address the
+ * format holds, a valid prot, an IOVA inside the input range (a hint's tag match implies it;
+ * the descent of a miss needs it said). Anything else is dg_pt_map's / dg_pt_unmap's to refuse.
+ */
+int pt_map_granule(struct dg_pt *pt, uint64_t iova, uint64_t phys, unsigned int prot,
+		   struct dg_pt_gather *gather)
+{
+	const uint64_t va = iova - pt->iova_base;
+	_Atomic uint64_t *table;
+
+	if (dg_likely(pt->granule_fast && !((va | phys) & pt->granule_mask) &&
+		      phys < pt->oa_limit && (prot & (DG_PROT_READ | DG_PROT_WRITE)) &&
+		      !(prot & ~DG_PROT_ALL) && gather && iova >= pt->iova_base &&
+		      va < pt->va_limit)) {
+		table = pt_hint_get(pt, va);
+		if (dg_unlikely(!table))
+			return pt_map_granule_miss(pt, iova, phys, prot, gather);
+		if (dg_likely(pt_granule_store(pt, table, va, phys, prot)))
+			return 0;
+	}
+	return dg_pt_map(pt, iova, phys, pt->geo.granule, prot, gather);
+}
+
+int pt_unmap_granule(struct dg_pt *pt, uint64_t iova, struct dg_pt_gather *gather)
+{
+	const uint64_t va = iova - pt->iova_base;
+	_Atomic uint64_t *table;
+	uint64_t unmapped;
+
+	if (dg_likely(pt->granule_fast && !(va & pt->granule_mask) && gather &&
+		      iova >= pt->iova_base && va < pt->va_limit)) {
+		table = pt_hint_get(pt, va);
+		if (dg_unlikely(!table))
+			return pt_unmap_granule_miss(pt, iova, gather);
+		if (dg_likely(pt_granule_clear(pt, table, va, iova, gather)))
+			return 0;
+	}
+	return dg_pt_unmap(pt, iova, pt->geo.granule, gather, &unmapped);
+}
+
 /* ---- walk ------------------------------------------------------------------------------- */
 
 static int pt_walk_at(const struct dg_pt *pt, uint64_t va, _Atomic uint64_t *table, unsigned int d,
@@ -788,6 +983,7 @@ struct dg_pt *dg_pt_create(const struct dg_pt_geometry *geo, const struct dg_pt_
 		return NULL;
 	}
 	memset(pt, 0, sizeof(*pt));
+	pt->id = atomic_fetch_add_explicit(&pt_next_id, 1, memory_order_relaxed);
 	pt->ops = ops;
 	pt->geo = *geo;
 	pt->mem = mem ? mem : &pt_default_mem;
@@ -830,6 +1026,11 @@ struct dg_pt *dg_pt_create(const struct dg_pt_geometry *geo, const struct dg_pt_
 				pt->leaf_depth_of[a] = (uint8_t)d;
 		}
 	}
+	pt->granule_fast = pt->depth > 1 && pt->lvl[pt->depth - 1].size == pt->geo.granule &&
+			   pt->lvl[pt->depth - 1].leaf_ok;
+	pt->hint_shift = pt->depth > 1 ? pt->lvl[pt->depth - 2].shift : 63;
+	pt->leaf_shift = pt->lvl[pt->depth - 1].shift;
+	pt->leaf_index_mask = pt->lvl[pt->depth - 1].index_mask;
 	pt->root = pt_table_alloc(pt, pt->lvl[0].table_bytes, true);
 	if (!pt->root) {
 		free(pt);
@@ -858,6 +1059,35 @@ void dg_pt_destroy(struct dg_pt *pt)
 		return;
 	pt_free_subtree(pt, pt->root, 0);
 	free(pt);
+}
+
+int dg_pt_hint_check(const struct dg_pt *pt, FILE *why)
+{
+	const struct pt_hint *h = &pt_hints[pt->id & (PT_HINT_SLOTS - 1)];
+	_Atomic uint64_t *table = pt->root;
+	uint64_t va;
+
+	if (pt->depth < 2 || h->id != pt->id ||
+	    h->gen != atomic_load_explicit(&pt->unlink_gen, memory_order_relaxed))
+		return 0; /* none, or stale: never used */
+	va = h->tag << pt->hint_shift;
+	for (unsigned int d = 0; d < pt->depth - 1; d++) {
+		/* Acquire: pairs with the release CAS that linked a table (pt_install_table). */
+		uint64_t pte =
+			atomic_load_explicit(pt_entry(pt, table, d, va), memory_order_acquire);
+
+		if (!pte || !pt_is_table(pt, pte)) {
+			table = NULL;
+			break;
+		}
+		table = pt_table_ptr(pt, pte);
+	}
+	if (table == h->table)
+		return 0;
+	if (why)
+		fprintf(why, "pt: hint for va 0x%" PRIx64 " names table %p, the tree links %p\n",
+			va + pt->iova_base, (void *)h->table, (void *)table);
+	return -EUCLEAN;
 }
 
 void dg_pt_geometry(const struct dg_pt *pt, struct dg_pt_geometry *geo)

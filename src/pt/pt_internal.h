@@ -106,6 +106,15 @@ struct dg_pt {
 	uint64_t leaf_tmpl[PT_PROT_COMBOS][DG_PT_MAX_DEPTH]; /* leaf bits but the address */
 	uint8_t leaf_depth_of[64];  /* log2 alignment -> shallowest depth whose leaf fits */
 	uint8_t cover_depth_of[64]; /* log2 alignment -> shallowest depth it covers whole */
+	uint64_t id;		    /* unique, never reused: keys the per-thread hints */
+	bool granule_fast;	    /* a granule is a last-level leaf under a table (depth > 1):
+				       pt_map_granule/pt_unmap_granule may use the hint */
+	uint32_t hint_shift;	    /* lvl[depth - 2].shift: va >> it tags a last-level table */
+	uint32_t leaf_shift;	    /* lvl[depth - 1].shift */
+	uint64_t leaf_index_mask;   /* lvl[depth - 1].index_mask */
+	/* Tables unlinked so far (relaxed; read-mostly: written only when a table is unlinked).
+	 * A per-thread last-leaf-table hint is valid while this has not moved (pt.c). */
+	_Atomic uint64_t unlink_gen;
 
 	/* Written concurrently by map/unmap (relaxed: statistics, no ordering), own line. */
 	_Atomic uint64_t nr_tables dg_cacheline; /* tables allocated (linked + on gathers) */
@@ -133,5 +142,14 @@ static inline uint64_t pt_oa_encode(const struct dg_pt *pt, uint64_t pa)
  * Returns 0, or -EINVAL when @pt is not an LPAE table. Private: tests and the IOMMU engine.
  */
 int dg_pt_lpae_regs(const struct dg_pt *pt, struct pt_lpae_regs *out);
+
+/*
+ * The calling thread's last-leaf-table hint for @pt, checked against the tree: 0 when it has
+ * none, when it is stale (it will not be used), or when the table it names is the one the
+ * tree links at its place now; -EUCLEAN (with a line on @why, if not NULL) when a valid hint
+ * names any other table - a freed or unlinked one. Private: tests call it after each step.
+ * The caller must not run map/unmap concurrently on the hinted range.
+ */
+int dg_pt_hint_check(const struct dg_pt *pt, FILE *why);
 
 #endif /* DG_PT_INTERNAL_H */

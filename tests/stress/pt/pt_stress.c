@@ -13,6 +13,9 @@
  *  - large blocks of two largest-but-one pages (2 x 2M for VT-d), so threads map large leaves,
  *    replace their own empty tables by leaves and unlink covered tables next to each other's
  *    entries in shared upper tables.
+ * A one-granule map or unmap goes through pt_map_granule / pt_unmap_granule every other time
+ * (pt_fast.h: the per-thread last-leaf-table hint, which every unlink of a covered table by
+ * another thread makes stale).
  * Every operation's result (error, bytes) is checked against the thread's own reference
  * model. A walker thread walks random IOVAs and checks that whatever it finds is a valid
  * translation (output = IOVA + a fixed offset, a page size the format allows); gathers are
@@ -23,6 +26,8 @@
 #include "pt_model.h"
 
 #include <dmaguard/pt.h>
+
+#include "pt/pt_fast.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -133,15 +138,24 @@ static void *mapper_main(void *arg)
 		if ((r >> 8) % 5 < 3) {
 			want = pt_model_map(&m->model, iova, iova + OFFSET, size,
 					    DG_PROT_READ | DG_PROT_WRITE);
-			got = dg_pt_map(s->pt, iova, iova + OFFSET, size,
-					DG_PROT_READ | DG_PROT_WRITE, &m->gather);
+			if (size == s->granule && ((r >> 12) & 1))
+				got = pt_map_granule(s->pt, iova, iova + OFFSET,
+						     DG_PROT_READ | DG_PROT_WRITE, &m->gather);
+			else
+				got = dg_pt_map(s->pt, iova, iova + OFFSET, size,
+						DG_PROT_READ | DG_PROT_WRITE, &m->gather);
 			m->maps++;
 			if (got != want)
 				fail(s, "map 0x%llx+0x%llx: got %d, model %d",
 				     (unsigned long long)iova, (unsigned long long)size, got, want);
 		} else {
 			want = pt_model_unmap(&m->model, iova, size, &want_bytes);
-			got = dg_pt_unmap(s->pt, iova, size, &m->gather, &bytes);
+			if (size == s->granule && ((r >> 12) & 1)) {
+				got = pt_unmap_granule(s->pt, iova, &m->gather);
+				bytes = want_bytes; /* it does not count them */
+			} else {
+				got = dg_pt_unmap(s->pt, iova, size, &m->gather, &bytes);
+			}
 			m->unmaps++;
 			if (got != want || (!got && bytes != want_bytes))
 				fail(s, "unmap 0x%llx+0x%llx: got %d, model %d",

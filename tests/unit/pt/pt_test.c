@@ -21,6 +21,7 @@
 
 #include <dmaguard/pt.h>
 
+#include "pt/pt_fast.h"
 #include "pt/pt_internal.h"
 #include "pt_model.h"
 
@@ -107,7 +108,8 @@ static unsigned int sizes_of(const struct dg_pt *pt, uint64_t *out)
 
 static void check_ok(const struct dg_pt *pt, const struct pt_model *m)
 {
-	if (dg_pt_check(pt, stderr) || (m && pt_model_compare(m, pt, stderr))) {
+	if (dg_pt_check(pt, stderr) || dg_pt_hint_check(pt, stderr) ||
+	    (m && pt_model_compare(m, pt, stderr))) {
 		dg_pt_dump(pt, stderr);
 		fail_msg("page table differs from its specification");
 	}
@@ -1069,6 +1071,152 @@ static void test_gather_and_stale_walk(void **state)
 	}
 }
 
+/*
+ * The last-leaf-table hint and the one-granule paths (pt_fast.h): they give dg_pt_map's and
+ * dg_pt_unmap's results and errors; the hint is used inside its table (one entry touched,
+ * same table as a walk finds) and never after the table was unlinked - by an unmap covering
+ * its span or by a larger leaf mapped over it - even once the table page is freed and another
+ * takes its place (dg_pt_hint_check after every step). The checker itself catches a hint
+ * whose unlink was not counted.
+ */
+static void test_hint_granule(void **state)
+{
+	(void)state;
+	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
+		struct dg_pt *pt = create(&cfgs[c]);
+		struct pt_model m;
+		struct dg_pt_gather g;
+		struct dg_pt_walk w, w2;
+		uint64_t base, limit, sizes[8], s, span, a, bytes, pages, gen;
+		unsigned int last = pt->depth - 1, nsz;
+
+		nsz = sizes_of(pt, sizes);
+		s = sizes[0];
+		in_range(pt, &base, &limit);
+		pt_model_init(&m, pt);
+		span = last ? dg_pt_table_span(pt, last) : limit - base;
+		a = base + 2 * span;
+		if (a + span > limit)
+			a = base;
+		assert_int_equal(pt->granule_fast, last > 0);
+
+		/* Errors as dg_pt_map / dg_pt_unmap, nothing changed. */
+		dg_pt_gather_init(&g);
+		assert_int_equal(pt_map_granule(pt, a, s + 1, RW, &g), -EINVAL);
+		assert_int_equal(pt_map_granule(pt, a + 1, s, RW, &g), -EINVAL);
+		assert_int_equal(pt_map_granule(pt, a, s, 0, &g), -EINVAL);
+		assert_int_equal(pt_map_granule(pt, a, s, RW | 0x100, &g), -EINVAL);
+		assert_int_equal(pt_map_granule(pt, a, s, RW, NULL), -EINVAL);
+		assert_int_equal(pt_map_granule(pt, a, 1ull << pt->geo.oas, RW, &g), -ERANGE);
+		assert_int_equal(pt_map_granule(pt, limit, s, RW, &g), -ERANGE);
+		if (base)
+			assert_int_equal(pt_map_granule(pt, base - s, s, RW, &g), -ERANGE);
+		assert_int_equal(pt_unmap_granule(pt, a, &g), -ENOENT);
+		assert_int_equal(pt_unmap_granule(pt, a + 1, &g), -EINVAL);
+		assert_int_equal(pt_unmap_granule(pt, a, NULL), -EINVAL);
+		assert_int_equal(g.start, g.end);
+		check_ok(pt, &m);
+
+		/* First map: the descent records the hint; the next ones in the table use it. */
+		assert_int_equal(pt_model_map(&m, a, 7 * s, s, RW), 0);
+		assert_int_equal(pt_map_granule(pt, a, 7 * s, RW, &g), 0);
+		check_ok(pt, &m);
+		pages = dg_pt_table_pages(pt);
+		for (uint64_t k = 1; k < 8 && k * s < span; k++) {
+			assert_int_equal(pt_model_map(&m, a + k * s, 9 * k * s, s, DG_PROT_READ),
+					 0);
+			assert_int_equal(pt_map_granule(pt, a + k * s, 9 * k * s, DG_PROT_READ, &g),
+					 0);
+			check_ok(pt, &m);
+		}
+		assert_int_equal(dg_pt_table_pages(pt), pages);
+		assert_int_equal(pt_map_granule(pt, a, 7 * s, RW, &g), -EEXIST);
+		assert_int_equal(dg_pt_walk(pt, a, &w), 0);
+		assert_int_equal(w.phys, 7 * s);
+		if (span > s) {
+			assert_int_equal(dg_pt_walk(pt, a + s, &w2), 0);
+			assert_int_equal(w2.phys, 9 * s);
+			assert_int_equal(w2.prot, DG_PROT_READ);
+			assert_ptr_equal(w2.table[last], w.table[last]);
+			/* Unmap through the hint: one leaf, the gather gets its page. */
+			assert_int_equal(pt_model_unmap(&m, a + s, s, &bytes), 0);
+			assert_int_equal(pt_unmap_granule(pt, a + s, &g), 0);
+			assert_int_equal(g.start, a + s);
+			assert_int_equal(g.end, a + 2 * s);
+			assert_true(g.leaf_only);
+			assert_int_equal(pt_unmap_granule(pt, a + s, &g), -ENOENT);
+			check_ok(pt, &m);
+		}
+		dg_pt_gather_release(pt, &g);
+		if (!last) {
+			drain(pt);
+			pt_model_fini(&m);
+			dg_pt_destroy(pt);
+			continue;
+		}
+
+		/* An unmap covering the table's span unlinks it: the hint goes stale at once. */
+		gen = atomic_load(&pt->unlink_gen);
+		dg_pt_gather_init(&g);
+		assert_int_equal(pt_model_unmap(&m, a, span, &bytes), 0);
+		assert_int_equal(dg_pt_unmap(pt, a, span, &g, &bytes), 0);
+		assert_int_equal(g.nr_tables, 1);
+		assert_true(atomic_load(&pt->unlink_gen) > gen);
+		check_ok(pt, &m);
+		dg_pt_gather_release(pt, &g); /* the table page is freed */
+		assert_int_equal(dg_pt_table_pages(pt), pages - 1);
+		/* The next map descends and links a new table (no use of the freed one). */
+		assert_int_equal(pt_model_map(&m, a + s, 3 * s, s, RW), 0);
+		assert_int_equal(pt_map_granule(pt, a + s, 3 * s, RW, &g), 0);
+		assert_int_equal(dg_pt_table_pages(pt), pages);
+		assert_int_equal(dg_pt_walk(pt, a + s, &w2), 0);
+		assert_int_equal(w2.phys, 3 * s);
+		check_ok(pt, &m);
+
+		/* A larger leaf over the (now empty) table unlinks it too. */
+		if (nsz > 1 && sizes[1] == span) {
+			assert_int_equal(pt_model_unmap(&m, a + s, s, &bytes), 0);
+			assert_int_equal(pt_unmap_granule(pt, a + s, &g), 0);
+			dg_pt_gather_release(pt, &g);
+			check_ok(pt, &m);
+			gen = atomic_load(&pt->unlink_gen);
+			assert_int_equal(pt_model_map(&m, a, 0, span, RW), 0);
+			assert_int_equal(dg_pt_map(pt, a, 0, span, RW, &g), 0);
+			assert_int_equal(g.nr_tables, 1);
+			assert_true(atomic_load(&pt->unlink_gen) > gen);
+			check_ok(pt, &m);
+			dg_pt_gather_release(pt, &g);
+			assert_int_equal(pt_map_granule(pt, a + s, 3 * s, RW, &g), -EEXIST);
+			assert_int_equal(pt_unmap_granule(pt, a + s, &g), 0); /* the whole leaf */
+			assert_int_equal(g.end - g.start, span);
+			assert_int_equal(pt_model_unmap(&m, a, span, &bytes), 0);
+			dg_pt_gather_release(pt, &g);
+			check_ok(pt, &m);
+			assert_int_equal(pt_model_map(&m, a + s, 3 * s, s, RW), 0);
+			assert_int_equal(pt_map_granule(pt, a + s, 3 * s, RW, &g), 0);
+			check_ok(pt, &m);
+		}
+
+		/* The checker: an unlink the generation does not count leaves a wrong hint. */
+		assert_int_equal(pt_map_granule(pt, a + span, 5 * s, RW, &g), 0); /* hint there */
+		assert_int_equal(pt_model_map(&m, a + span, 5 * s, s, RW), 0);
+		check_ok(pt, &m);
+		gen = atomic_load(&pt->unlink_gen);
+		assert_int_equal(dg_pt_unmap(pt, a + span, span, &g, &bytes), 0);
+		assert_int_equal(pt_model_unmap(&m, a + span, span, &bytes), 0);
+		atomic_store(&pt->unlink_gen, gen); /* as if the unlink had not been counted */
+		assert_int_equal(dg_pt_hint_check(pt, NULL), -EUCLEAN);
+		atomic_store(&pt->unlink_gen, gen + 1);
+		assert_int_equal(dg_pt_hint_check(pt, NULL), 0);
+		dg_pt_gather_release(pt, &g);
+		check_ok(pt, &m);
+
+		drain(pt);
+		pt_model_fini(&m);
+		dg_pt_destroy(pt);
+	}
+}
+
 /* check() finds what is wrong, dump() prints what is there. */
 static void test_check_catches(void **state)
 {
@@ -1267,6 +1415,7 @@ int main(void)
 		cmocka_unit_test(test_unmap_walk_errors),
 		cmocka_unit_test(test_enomem),
 		cmocka_unit_test(test_gather_and_stale_walk),
+		cmocka_unit_test(test_hint_granule),
 		cmocka_unit_test(test_check_catches),
 		cmocka_unit_test(test_restricted_sizes),
 		cmocka_unit_test(test_lpae_sweep),

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * iova/iova_owned.h - allocations whose owner keeps the proof of ownership (library private).
+ *
+ * dg_iova_free() validates every free through the live-range index (a hash lookup under a
+ * shard lock, iova_index.c): no caller mistake can push a range into a magazine twice. The
+ * DMA layer does not need that check: its map record (src/dma/map_record.c) already proves
+ * that the range is live and that this thread won the one claim that may free it. So it keeps
+ * the token iova_alloc_owned() hands out (the allocator's node) in the record, and gives
+ * ranges back with iova_free_owned(), which skips the index and pushes a whole batch into
+ * this thread's magazines under one slot lock (the batch end of dg_dma_batch_end()).
+ *
+ * The token is checked on its face (the node starts at the IOVA and is LIVE with this size);
+ * anything else, and a token of 0 (the range came from the tree, not a magazine), takes the
+ * validated dg_iova_free() path. What the short path relies on: no other free of the same
+ * range runs concurrently (the caller's proof), so never mix it with dg_iova_free() of a
+ * range someone else may free. The space's invariants (dg_iova_check) are the same either way.
+ */
+#ifndef DG_IOVA_OWNED_H
+#define DG_IOVA_OWNED_H
+
+#include <dmaguard/iova.h>
+
+#include <stdint.h>
+
+struct iova_owned {
+	uint64_t iova;	/* what iova_alloc_owned() returned ... */
+	uint64_t size;	/* ... for this size */
+	uint64_t token; /* ... with this token (0: none) */
+};
+
+/* dg_iova_alloc(s, size, limit, 0, iova) that also returns the range's token (0 when the
+ * range did not come from a magazine). Same errors. Any thread. */
+int iova_alloc_owned(struct dg_iova_space *s, uint64_t size, uint64_t limit, uint64_t *iova,
+		     uint64_t *token);
+
+/* Give back @n owned ranges (see above). Ranges whose token does not check out go through
+ * dg_iova_free() (counted as bad frees there if they are bad). Any thread. */
+void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsigned int n);
+
+#endif /* DG_IOVA_OWNED_H */
