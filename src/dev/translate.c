@@ -57,9 +57,11 @@ static int refuse(struct dg_device *dev, uint64_t iova, uint64_t len, unsigned i
 static int walk(struct dg_device *dev, uint64_t a, struct dg_pt_walk *w)
 {
 	const void *table = NULL;
-	unsigned int d = wc_lookup(&dev->wc, dev->did, a, &table);
+	unsigned int d = wc_lookup_last(&dev->wc, dev->did, a, &table);
 	int r;
 
+	if (!d)
+		d = wc_lookup(&dev->wc, dev->did, a, &table);
 	stat_inc(&dev->st_walks, 1);
 	if (d) {
 		stat_inc(&dev->st_wc_hits, 1);
@@ -78,8 +80,8 @@ static int walk(struct dg_device *dev, uint64_t a, struct dg_pt_walk *w)
  * Translate the page holding @a for @access. Returns 0 with the host address of @a and the
  * last IOVA of its page, or the fault reason.
  */
-static int translate_page(struct dg_device *dev, uint64_t a, unsigned int access, uint64_t *host,
-			  uint64_t *page_last)
+static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, unsigned int access,
+					   uint64_t *host, uint64_t *page_last)
 {
 	const struct iotlb_ent *e;
 	struct dg_pt_walk w;
@@ -141,6 +143,19 @@ static int translate_range(struct dg_device *dev, uint64_t iova, size_t len, uns
 		sg[0].len = len;
 		return 0;
 	}
+	if (dg_likely(max && dev->iotlb.nr_levels &&
+		      (uint64_t)len - 1 <= ~(iova | dev->iotlb.lvl[0].base_mask))) {
+		/* Within one smallest page (a packet buffer): one translation, one segment. */
+		uint64_t host, page_last;
+		int r = translate_page(dev, iova, access, &host, &page_last);
+
+		if (r)
+			return refuse(dev, iova, len, access, (enum dg_fault_reason)r);
+		sg[0].addr = (void *)(uintptr_t)host;
+		sg[0].len = len;
+		*nr = 1;
+		return 0;
+	}
 	for (;;) {
 		uint64_t host, page_last, end, seg;
 		int r = translate_page(dev, a, access, &host, &page_last);
@@ -176,7 +191,24 @@ static dg_noinline __attribute__((cold)) int translate_slow(struct dg_device *de
 	int r;
 
 	agent_enter(dev);
-	r = translate_range(dev, iova, len, access, sg, max, nr);
+	if (dg_likely(dev->mode == DG_CTX_TRANSLATE && max && access - 1u < 3u &&
+		      dev->iotlb.nr_levels &&
+		      (uint64_t)len - 1 <= ~(iova | dev->iotlb.lvl[0].base_mask))) {
+		/* The common miss: within one smallest page (what translate_range() does for
+		 * it, without its loop). */
+		uint64_t host, page_last;
+
+		r = translate_page(dev, iova, access, &host, &page_last);
+		if (r) {
+			r = refuse(dev, iova, len, access, (enum dg_fault_reason)r);
+		} else {
+			sg[0].addr = (void *)(uintptr_t)host;
+			sg[0].len = len;
+			*nr = 1;
+		}
+	} else {
+		r = translate_range(dev, iova, len, access, sg, max, nr);
+	}
 	if (r == 0)
 		dev->held = true;
 	if (dev->auto_offline)
