@@ -57,11 +57,11 @@ static int refuse(struct dg_device *dev, uint64_t iova, uint64_t len, unsigned i
 static int walk(struct dg_device *dev, uint64_t a, struct dg_pt_walk *w)
 {
 	const void *table = NULL;
-	unsigned int d = wc_lookup_last(&dev->wc, dev->did, a, &table);
+	unsigned int d = wc_lookup_last(&dev->wc, dev->ctag, a, &table);
 	int r;
 
 	if (!d)
-		d = wc_lookup(&dev->wc, dev->did, a, &table);
+		d = wc_lookup(&dev->wc, dev->ctag, a, &table);
 	stat_inc(&dev->st_walks, 1);
 	if (d) {
 		stat_inc(&dev->st_wc_hits, 1);
@@ -72,7 +72,7 @@ static int walk(struct dg_device *dev, uint64_t a, struct dg_pt_walk *w)
 	/* On success and on -ENOENT, table[d..depth] are the tables passed: keep them. */
 	if (r == 0 || r == -ENOENT)
 		for (unsigned int k = d + 1; k <= w->depth && k < DG_PT_MAX_DEPTH; k++)
-			wc_insert(&dev->wc, dev->did, a, k, w->table[k]);
+			wc_insert(&dev->wc, dev->ctag, a, k, w->table[k]);
 	return r;
 }
 
@@ -88,7 +88,7 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, un
 	unsigned int perm;
 	int lvl, r;
 
-	lvl = iotlb_find(&dev->iotlb, dev->did, a, &e);
+	lvl = iotlb_find(&dev->iotlb, dev->ctag, a, &e);
 	if (lvl >= 0) {
 		const struct iotlb_level *l = &dev->iotlb.lvl[lvl];
 
@@ -109,7 +109,7 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, un
 	if (r)
 		return DG_FAULT_UNMAPPED;
 	perm = w.prot & (DG_PROT_READ | DG_PROT_WRITE);
-	lvl = iotlb_insert(&dev->iotlb, dev->did, a, w.pgsize, w.phys, perm);
+	lvl = iotlb_insert(&dev->iotlb, dev->ctag, a, w.pgsize, w.phys, perm);
 	if (lvl >= 0)
 		dev->hot = dev->iotlb.lvl[lvl];
 	if (access & ~perm)

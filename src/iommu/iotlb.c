@@ -181,6 +181,16 @@ unsigned int iotlb_count(const struct iotlb *t)
 	return n;
 }
 
+unsigned int iotlb_count_tag(const struct iotlb *t, uint32_t did)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < t->nr_levels; i++)
+		for (uint64_t s = 0; s <= t->lvl[i].set_mask; s++)
+			n += t->lvl[i].ent[s].key && ent_did(t->lvl[i].ent[s].key) == did;
+	return n;
+}
+
 int iotlb_check(const struct iotlb *t, FILE *why)
 {
 	for (unsigned int i = 0; i < t->nr_levels; i++) {

@@ -129,6 +129,8 @@ void iotlb_flush(struct iotlb *t);
 
 /* Number of valid entries (tests, dumps). */
 unsigned int iotlb_count(const struct iotlb *t);
+/* Valid entries of domain (tag) @did: those a lookup with it can still find (tests). */
+unsigned int iotlb_count_tag(const struct iotlb *t, uint32_t did);
 
 /* Each valid entry sits in its own slot, has a permission and a domain. 0 or -EUCLEAN. */
 int iotlb_check(const struct iotlb *t, FILE *why);
