@@ -95,7 +95,8 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, un
 		if (access & ~(unsigned int)e->key & IOTLB_PERM_MASK)
 			return DG_FAULT_PERM;
 		stat_inc(&dev->st_hits, 1);
-		dev->hot = *l;
+		if (dev->hot.ent != l->ent) /* copy only when the hot level changes */
+			dev->hot = *l;
 		*host = a + e->delta;
 		*page_last = (a & l->base_mask) + ~l->base_mask;
 		return 0;
@@ -110,7 +111,7 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, un
 		return DG_FAULT_UNMAPPED;
 	perm = w.prot & (DG_PROT_READ | DG_PROT_WRITE);
 	lvl = iotlb_insert(&dev->iotlb, dev->ctag, a, w.pgsize, w.phys, perm);
-	if (lvl >= 0)
+	if (lvl >= 0 && dev->hot.ent != dev->iotlb.lvl[lvl].ent)
 		dev->hot = dev->iotlb.lvl[lvl];
 	if (access & ~perm)
 		return DG_FAULT_PERM;
