@@ -935,10 +935,11 @@ const struct dma_policy_ops dma_bounce_ops = {
 void dma_bounce_stats(const struct dma_bounce *cbo, struct dg_dma_stats *st)
 {
 	struct dma_bounce *bo = (struct dma_bounce *)cbo; /* the locks */
+	uint64_t in_use = 0, cached = 0;
 
 	for (unsigned int i = 0; i < bo->nareas; i++) {
 		dg_spin_lock(&bo->area[i].lock);
-		st->bounce_in_use += bo->area[i].in_use;
+		in_use += bo->area[i].in_use;
 		dg_spin_unlock(&bo->area[i].lock);
 	}
 	/* Cached slots count in their area's in_use but are free. Acquire pairs with the
@@ -946,7 +947,9 @@ void dma_bounce_stats(const struct dma_bounce *cbo, struct dg_dma_stats *st)
 	for (const struct bounce_tcache *tc =
 		     atomic_load_explicit(&bo->tcaches, memory_order_acquire);
 	     tc; tc = tc->next)
-		st->bounce_in_use -= atomic_load_explicit(&tc->cached_bytes, memory_order_relaxed);
+		cached += atomic_load_explicit(&tc->cached_bytes, memory_order_relaxed);
+	/* Exact when no call runs; while calls run a refill may be seen half, never below 0. */
+	st->bounce_in_use += in_use > cached ? in_use - cached : 0;
 }
 
 /*
