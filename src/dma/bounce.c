@@ -302,6 +302,14 @@ static dg_always_inline struct bounce_tcache *tcache(struct dma_bounce *bo)
 	return tcache_slow(bo);
 }
 
+/* This thread's cache for @bo if the lookup table has it, else NULL (no call: fast paths). */
+static dg_always_inline struct bounce_tcache *tcache_peek(const struct dma_bounce *bo)
+{
+	const struct bounce_tls_slot *s = &bounce_tls[bo->gen & (TC_TLS_SLOTS - 1)];
+
+	return dg_likely(s->bo == bo && s->gen == bo->gen) ? s->tc : NULL;
+}
+
 static inline void tc_bytes_add(struct bounce_tcache *tc, int64_t v)
 {
 	atomic_store_explicit(&tc->cached_bytes,
@@ -406,26 +414,42 @@ static dg_always_inline void tc_push(struct dma_bounce *bo, struct bounce_tcache
 	tc_bytes_add(tc, (int64_t)(1ull << (order + BOUNCE_UNIT_SHIFT)));
 }
 
-static dg_noinline void slot_release_locked(struct dma_bounce *bo, uint32_t g, unsigned int order)
+/* Give the claimed slot @g back: this thread's stack for small slots, its area otherwise. */
+static dg_noinline void slot_release_slow(struct dma_bounce *bo, uint32_t g)
 {
-	struct bounce_area *a = area_of_g(bo, g);
+	uint32_t st = atomic_load_explicit(&bo->rec[g].st, memory_order_relaxed);
+	unsigned int order = ST_ORDER(st);
+	struct bounce_tcache *tc;
+	struct bounce_area *a;
 
+	if (order < TC_ORDERS && (tc = tcache(bo)) != NULL) {
+		tc_push(bo, tc, g, ST_DIR(st), order);
+		return;
+	}
+	a = area_of_g(bo, g);
 	dg_spin_lock(&a->lock);
 	slot_give(a, g & (bo->units - 1), order);
 	dg_spin_unlock(&a->lock);
 }
 
-/* Give the claimed slot @g back: this thread's stack for small slots, its area otherwise. */
+/*
+ * The fast path of slot_release_slow(): a push on this thread's stack when it is known and
+ * not full. No call on this path, so it needs no saved registers (the rest is a tail call).
+ */
 static dg_always_inline void slot_release(struct dma_bounce *bo, uint32_t g)
 {
 	uint32_t st = atomic_load_explicit(&bo->rec[g].st, memory_order_relaxed);
-	unsigned int order = ST_ORDER(st);
-	struct bounce_tcache *tc;
+	unsigned int order = ST_ORDER(st), dir = ST_DIR(st);
+	struct bounce_tcache *tc = tcache_peek(bo);
 
-	if (dg_likely(order < TC_ORDERS) && dg_likely((tc = tcache(bo)) != NULL))
-		tc_push(bo, tc, g, ST_DIR(st), order);
-	else
-		slot_release_locked(bo, g, order);
+	if (dg_likely(order < TC_ORDERS && tc != NULL && tc->n[dir][order] < bo->tc_max[order])) {
+		atomic_store_explicit(&bo->rec[g].st, ST(ST_CACHED, 0, 0, order, 0),
+				      memory_order_relaxed);
+		tc->slot[dir][order][tc->n[dir][order]++] = g;
+		tc_bytes_add(tc, (int64_t)(1ull << (order + BOUNCE_UNIT_SHIFT)));
+		return;
+	}
+	slot_release_slow(bo, g);
 }
 
 /* ---- setup ------------------------------------------------------------------------------------ */
@@ -659,7 +683,7 @@ static dg_always_inline int slot_alloc(struct dg_dma_dev *dd, struct dma_bounce 
 	/* Relaxed: only whether a hook is installed; slot_alloc_slow() reads it with acquire. */
 	if (dg_likely(order < TC_ORDERS) &&
 	    dg_likely(!atomic_load_explicit(&dd->dma->fail, memory_order_relaxed)) &&
-	    dg_likely((tc = tcache(bo)) != NULL) && dg_likely(tc->n[dir][order] != 0)) {
+	    dg_likely((tc = tcache_peek(bo)) != NULL) && dg_likely(tc->n[dir][order] != 0)) {
 		tc_bytes_add(tc, -(int64_t)(1ull << (order + BOUNCE_UNIT_SHIFT)));
 		*gp = tc->slot[dir][order][--tc->n[dir][order]];
 		return 0;
