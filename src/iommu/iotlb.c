@@ -137,7 +137,9 @@ unsigned int iotlb_inval_range(struct iotlb *t, uint32_t did, uint64_t addr, uin
 		for (uint64_t pn = first;; pn++) {
 			struct iotlb_ent *e = iotlb_slot(l, pn);
 
-			if (e->key && ent_did(e->key) == did && (e->key >> l->shift) == pn) {
+			/* one compare: this page and this tag, whatever the permission */
+			if (e->key && (e->key & ~IOTLB_PERM_MASK) ==
+					      (pn << l->shift | (uint64_t)did << IOTLB_DID_SHIFT)) {
 				e->key = 0;
 				n++;
 			}
