@@ -32,6 +32,28 @@
  * Unmap and sync find and claim a slot without the lock: st is published with a release store
  * once orig/len are written, and unmap claims it with one CAS (ALLOC -> CLAIMED), which also
  * makes a double unmap fail. A batch defers the frees to dg_dma_batch_end().
+ *
+ * Small-slot fast path (orders below TC_ORDERS, 64 B .. 2 KiB: packet buffers): every thread
+ * keeps, per bounce instance, direction and order, a free stack of slots ("thread cache",
+ * like jemalloc's tcache or the per-CPU magazines in front of Linux's IOVA allocator). Map
+ * pops a slot and unmap pushes it: no lock, no buddy list, no atomic read-modify-write on the
+ * allocation side (the unmap's claim CAS stays: it is what refuses a double or racing unmap).
+ * An empty stack is refilled with tc_batch slots under one area lock, a full one spills the
+ * oldest tc_batch back the same way, so the lock is taken once per tc_batch I/Os.
+ *
+ *   map:   tc->slot[dir][order][--n]   st CACHED -> ALLOC (release, after orig/len/copy)
+ *   unmap: claim CAS ALLOC -> CLAIMED, copy back, st = CACHED, tc->slot[dir][order][n++]
+ *
+ * Isolation is unchanged: a cached slot stays in its own area (this device, this direction,
+ * this permission), so it never shares a page with another device's data or the other
+ * direction's; the data it held is still only what this device itself wrote or was given.
+ * A stack is bounded by tc_max[order] (at most 1/16 of an area per direction and order), so
+ * the slots cached by a thread - even one that exited - can strand at most 6/16 of one area
+ * per direction; when the areas run dry the thread first gives its own cached slots back.
+ * A slot counts in its area's in_use while cached; dma_bounce_stats() subtracts the caches'
+ * cached_bytes (exact when no call runs, like every counter). Caches are found through a
+ * 4-entry thread-local table keyed by the instance's unique generation (pointers get reused)
+ * and freed with the instance.
  */
 #include "dma/dma_internal.h"
 
@@ -81,7 +103,27 @@ struct bounce_area {
 	bool readable; /* the device can read it: zero the padding */
 } dg_cacheline;
 
+#define TC_ORDERS    6	/* orders 0..5 (64 B .. 2 KiB) have per-thread free stacks */
+#define TC_MAX	     64 /* slots per stack at most */
+#define TC_TLS_SLOTS 4	/* thread-local lookup table entries (a power of two) */
+
+/* One thread's free stacks for one bounce instance. Only its owner thread touches n[] and
+ * slot[]; dma_bounce_check() reads them when no call runs, destroy frees them. */
+struct bounce_tcache {
+	struct bounce_tcache *next;	     /* bo->tcaches (push only, release CAS) */
+	uint64_t owner;			     /* thread id (tc_thread_id()), never reused */
+	_Atomic uint64_t cached_bytes;	     /* bytes in the stacks: owner writes (load + store) */
+	uint32_t n[3][TC_ORDERS];	     /* stack depths, <= tc_max[order] */
+	uint32_t slot[3][TC_ORDERS][TC_MAX]; /* global unit numbers (area << unit_shift | u) */
+};
+
 struct dma_bounce {
+	uint64_t gen; /* unique, never reused: key of the thread-local cache table */
+	_Atomic(struct bounce_tcache *) tcaches; /* every thread's cache (push with release CAS) */
+	uint32_t tc_max[TC_ORDERS];		 /* stack bound per order */
+	uint32_t tc_batch[TC_ORDERS];		 /* slots moved per refill / spill */
+	unsigned int unit_shift;		 /* log2(units) */
+	bool readable[3];			 /* per direction: the device can read its area */
 	uint64_t area_size;
 	unsigned int area_shift;
 	unsigned int ncpus;
@@ -202,6 +244,214 @@ static void slot_give(struct bounce_area *a, uint32_t u, unsigned int order)
 	buddy_free(a, u, order);
 }
 
+/* ---- per-thread free stacks of small slots (see the preamble) ---------------------------------- */
+
+struct bounce_tls_slot {
+	const struct dma_bounce *bo; /* instance the cache belongs to ... */
+	uint64_t gen;		     /* ... identified by its generation */
+	struct bounce_tcache *tc;
+};
+static _Thread_local struct bounce_tls_slot bounce_tls[TC_TLS_SLOTS]
+	__attribute__((tls_model("initial-exec")));
+static _Atomic uint64_t bounce_next_gen = 1;
+static _Atomic uint64_t tc_next_thread_id = 1;
+static _Thread_local uint64_t tc_thread;
+
+static uint64_t tc_thread_id(void)
+{
+	if (!tc_thread)
+		tc_thread = atomic_fetch_add_explicit(&tc_next_thread_id, 1, memory_order_relaxed);
+	return tc_thread;
+}
+
+static dg_noinline struct bounce_tcache *tcache_slow(struct dma_bounce *bo)
+{
+	uint64_t me = tc_thread_id();
+	struct bounce_tls_slot *s = &bounce_tls[bo->gen & (TC_TLS_SLOTS - 1)];
+	/* Acquire pairs with the release CAS below: a cache's owner field is visible. */
+	struct bounce_tcache *tc = atomic_load_explicit(&bo->tcaches, memory_order_acquire);
+	struct bounce_tcache *head;
+
+	for (; tc; tc = tc->next)
+		if (tc->owner == me)
+			goto found;
+	tc = calloc(1, sizeof(*tc));
+	if (!tc)
+		return NULL; /* the locked path still works */
+	tc->owner = me;
+	head = atomic_load_explicit(&bo->tcaches, memory_order_relaxed);
+	do {
+		tc->next = head;
+		/* Release pairs with the acquire loads of bo->tcaches (lookup, stats, check). */
+	} while (!atomic_compare_exchange_weak_explicit(
+		&bo->tcaches, &head, tc, memory_order_release, memory_order_relaxed));
+found:
+	s->bo = bo;
+	s->gen = bo->gen;
+	s->tc = tc;
+	return tc;
+}
+
+/* This thread's cache for @bo (NULL only when it could not be allocated). */
+static dg_always_inline struct bounce_tcache *tcache(struct dma_bounce *bo)
+{
+	struct bounce_tls_slot *s = &bounce_tls[bo->gen & (TC_TLS_SLOTS - 1)];
+
+	if (dg_likely(s->bo == bo && s->gen == bo->gen))
+		return s->tc;
+	return tcache_slow(bo);
+}
+
+/* This thread's cache for @bo if the lookup table has it, else NULL (no call: fast paths). */
+static dg_always_inline struct bounce_tcache *tcache_peek(const struct dma_bounce *bo)
+{
+	const struct bounce_tls_slot *s = &bounce_tls[bo->gen & (TC_TLS_SLOTS - 1)];
+
+	return dg_likely(s->bo == bo && s->gen == bo->gen) ? s->tc : NULL;
+}
+
+static inline void tc_bytes_add(struct bounce_tcache *tc, int64_t v)
+{
+	atomic_store_explicit(&tc->cached_bytes,
+			      atomic_load_explicit(&tc->cached_bytes, memory_order_relaxed) +
+				      (uint64_t)v,
+			      memory_order_relaxed);
+}
+
+static inline struct bounce_area *area_of_g(struct dma_bounce *bo, uint32_t g)
+{
+	return &bo->area[g >> bo->unit_shift];
+}
+
+/*
+ * Give the @cnt oldest slots of stack (@dir, @order) back to their areas, one lock per run of
+ * slots from the same area.
+ */
+static dg_noinline void tc_spill(struct dma_bounce *bo, struct bounce_tcache *tc, unsigned int dir,
+				 unsigned int order, uint32_t cnt)
+{
+	uint32_t *st = tc->slot[dir][order];
+	uint32_t umask = bo->units - 1;
+
+	if (cnt > tc->n[dir][order])
+		cnt = tc->n[dir][order];
+	for (uint32_t i = 0; i < cnt;) {
+		struct bounce_area *a = area_of_g(bo, st[i]);
+
+		dg_spin_lock(&a->lock);
+		do {
+			slot_give(a, st[i] & umask, order);
+			i++;
+		} while (i < cnt && area_of_g(bo, st[i]) == a);
+		dg_spin_unlock(&a->lock);
+	}
+	memmove(st, st + cnt, (tc->n[dir][order] - cnt) * sizeof(*st));
+	tc->n[dir][order] -= cnt;
+	tc_bytes_add(tc, -(int64_t)((uint64_t)cnt << (order + BOUNCE_UNIT_SHIFT)));
+}
+
+/* Give every slot of this thread's stacks for direction @dir back (the areas ran dry). */
+static void tc_drain(struct dma_bounce *bo, struct bounce_tcache *tc, unsigned int dir)
+{
+	for (unsigned int o = 0; o < TC_ORDERS; o++)
+		tc_spill(bo, tc, dir, o, tc->n[dir][o]);
+}
+
+/*
+ * Fill the empty stack (@dir, @order) with up to tc_batch slots: this CPU's area first, then
+ * the others, one lock per area visited. Returns the number of slots taken.
+ */
+static dg_noinline uint32_t tc_refill(struct dma_bounce *bo, struct bounce_tcache *tc,
+				      unsigned int dir, unsigned int order)
+{
+	uint32_t want = bo->tc_batch[order], got = 0;
+	uint32_t *st = tc->slot[dir][order];
+	unsigned int cpu = dma_cpu(bo->ncpus);
+
+	for (unsigned int k = 0; k < bo->ncpus && got < want; k++) {
+		unsigned int ai = dir * bo->ncpus + (cpu + k) % bo->ncpus;
+		struct bounce_area *a = &bo->area[ai];
+
+		dg_spin_lock(&a->lock);
+		while (got < want) {
+			uint32_t u = slot_take(a, order);
+
+			if (u == BOUNCE_NONE)
+				break;
+			atomic_store_explicit(&a->rec[u].st, ST(ST_CACHED, 0, 0, order, 0),
+					      memory_order_relaxed);
+			/* Stack order: the area's first slots end on top (popped first). */
+			st[want - 1 - got] = ai << bo->unit_shift | u;
+			got++;
+		}
+		dg_spin_unlock(&a->lock);
+	}
+	if (got < want) /* compact what was taken to the bottom of the stack */
+		memmove(st, st + (want - got), got * sizeof(*st));
+	tc->n[dir][order] = got;
+	tc_bytes_add(tc, (int64_t)((uint64_t)got << (order + BOUNCE_UNIT_SHIFT)));
+	return got;
+}
+
+/* Pop a small slot for (@dir, @order) from this thread's stack: its global unit or NONE. */
+static dg_always_inline uint32_t tc_pop(struct dma_bounce *bo, struct bounce_tcache *tc,
+					unsigned int dir, unsigned int order)
+{
+	if (dg_unlikely(!tc->n[dir][order]) && !tc_refill(bo, tc, dir, order))
+		return BOUNCE_NONE;
+	tc_bytes_add(tc, -(int64_t)(1ull << (order + BOUNCE_UNIT_SHIFT)));
+	return tc->slot[dir][order][--tc->n[dir][order]];
+}
+
+/* Push the claimed small slot @g (order @order, direction @dir) on this thread's stack. */
+static dg_always_inline void tc_push(struct dma_bounce *bo, struct bounce_tcache *tc, uint32_t g,
+				     unsigned int dir, unsigned int order)
+{
+	if (dg_unlikely(tc->n[dir][order] == bo->tc_max[order]))
+		tc_spill(bo, tc, dir, order, bo->tc_batch[order]);
+	atomic_store_explicit(&bo->rec[g].st, ST(ST_CACHED, 0, 0, order, 0), memory_order_relaxed);
+	tc->slot[dir][order][tc->n[dir][order]++] = g;
+	tc_bytes_add(tc, (int64_t)(1ull << (order + BOUNCE_UNIT_SHIFT)));
+}
+
+/* Give the claimed slot @g back: this thread's stack for small slots, its area otherwise. */
+static dg_noinline void slot_release_slow(struct dma_bounce *bo, uint32_t g)
+{
+	uint32_t st = atomic_load_explicit(&bo->rec[g].st, memory_order_relaxed);
+	unsigned int order = ST_ORDER(st);
+	struct bounce_tcache *tc;
+	struct bounce_area *a;
+
+	if (order < TC_ORDERS && (tc = tcache(bo)) != NULL) {
+		tc_push(bo, tc, g, ST_DIR(st), order);
+		return;
+	}
+	a = area_of_g(bo, g);
+	dg_spin_lock(&a->lock);
+	slot_give(a, g & (bo->units - 1), order);
+	dg_spin_unlock(&a->lock);
+}
+
+/*
+ * The fast path of slot_release_slow(): a push on this thread's stack when it is known and
+ * not full. No call on this path, so it needs no saved registers (the rest is a tail call).
+ */
+static dg_always_inline void slot_release(struct dma_bounce *bo, uint32_t g)
+{
+	uint32_t st = atomic_load_explicit(&bo->rec[g].st, memory_order_relaxed);
+	unsigned int order = ST_ORDER(st), dir = ST_DIR(st);
+	struct bounce_tcache *tc = tcache_peek(bo);
+
+	if (dg_likely(order < TC_ORDERS && tc != NULL && tc->n[dir][order] < bo->tc_max[order])) {
+		atomic_store_explicit(&bo->rec[g].st, ST(ST_CACHED, 0, 0, order, 0),
+				      memory_order_relaxed);
+		tc->slot[dir][order][tc->n[dir][order]++] = g;
+		tc_bytes_add(tc, (int64_t)(1ull << (order + BOUNCE_UNIT_SHIFT)));
+		return;
+	}
+	slot_release_slow(bo, g);
+}
+
 /* ---- setup ------------------------------------------------------------------------------------ */
 
 int dma_bounce_create(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_bounce **out)
@@ -217,6 +467,21 @@ int dma_bounce_create(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_bo
 	bo->ncpus = dd->dma->ncpus;
 	bo->nareas = 3 * bo->ncpus;
 	bo->units = (uint32_t)(bo->area_size >> BOUNCE_UNIT_SHIFT);
+	bo->iova_size = bo->area_size * bo->nareas;
+	if (bo->iova_size >> BOUNCE_UNIT_SHIFT >= BOUNCE_NONE) {
+		/* More shadow units than 32-bit unit numbers cover (>= 256 GiB of areas). */
+		free(bo);
+		return -EINVAL;
+	}
+	bo->unit_shift = dg_ilog2(bo->units);
+	bo->gen = atomic_fetch_add_explicit(&bounce_next_gen, 1, memory_order_relaxed);
+	for (unsigned int o = 0; o < TC_ORDERS; o++) {
+		/* At most 1/16 of an area per stack; moved in halves. */
+		uint64_t cap = (bo->area_size >> 4) >> (o + BOUNCE_UNIT_SHIFT);
+
+		bo->tc_max[o] = cap < TC_MAX ? (uint32_t)(cap ? cap : 1) : TC_MAX;
+		bo->tc_batch[o] = bo->tc_max[o] > 1 ? bo->tc_max[o] / 2 : 1;
+	}
 	bo->iova_size = bo->area_size * bo->nareas;
 	dir_bytes = bo->area_size * bo->ncpus;
 	r = dma_fail(dd, DG_DMA_FAIL_ALLOC);
@@ -258,6 +523,7 @@ int dma_bounce_create(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_bo
 		dg_spin_init(&a->lock);
 		a->dir = dir;
 		a->readable = dir != DG_DMA_FROM_DEVICE || !sp->write_only_ok;
+		bo->readable[dir] = a->readable;
 		a->mem = bo->mem + (uint64_t)i * bo->area_size;
 		a->iova = bo->iova + (uint64_t)i * bo->area_size;
 		a->rec = bo->rec + (uint64_t)i * bo->units;
@@ -284,6 +550,13 @@ void dma_bounce_destroy(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_
 	if (!bo)
 		return;
 	atomic_fetch_sub_explicit(&dd->persistent, bo->iova_size, memory_order_relaxed);
+	/* Acquire pairs with the release CAS in tcache_slow(). */
+	for (struct bounce_tcache *tc = atomic_load_explicit(&bo->tcaches, memory_order_acquire),
+				  *next;
+	     tc; tc = next) {
+		next = tc->next;
+		free(tc);
+	}
 	free(bo->mem);
 	free(bo->rec);
 	free(bo->area);
@@ -321,76 +594,145 @@ static void sg_copy(const struct dg_dma_sg *sg, unsigned int nents, uint64_t off
 
 /* ---- map / unmap ------------------------------------------------------------------------------ */
 
-static unsigned int order_of(uint64_t len)
+static inline unsigned int order_of(uint64_t len)
 {
 	return len <= (1u << BOUNCE_UNIT_SHIFT) ?
 		       0 :
-		       dg_ilog2(dg_roundup_pow2(len)) - BOUNCE_UNIT_SHIFT;
+		       (unsigned int)(64 - __builtin_clzll(len - 1)) - BOUNCE_UNIT_SHIFT;
 }
 
-/* Take a slot for @len bytes in direction @dir: this CPU's area first, then the others. */
-static int slot_alloc(struct dg_dma_dev *dd, struct dma_bounce *bo, enum dg_dma_dir dir,
-		      uint64_t len, struct bounce_area **ap, uint32_t *up)
+/* The global unit of @dma (any byte of the areas), or BOUNCE_NONE outside them. */
+static inline uint32_t unit_of(const struct dma_bounce *bo, uint64_t dma)
 {
-	unsigned int order = order_of(len), cpu = dma_cpu(bo->ncpus);
+	uint64_t off = dma - bo->iova; /* wraps below the areas */
+
+	return off < bo->iova_size ? (uint32_t)(off >> BOUNCE_UNIT_SHIFT) : BOUNCE_NONE;
+}
+
+static inline uint8_t *slot_mem(const struct dma_bounce *bo, uint32_t g)
+{
+	return bo->mem + ((uint64_t)g << BOUNCE_UNIT_SHIFT);
+}
+
+static inline uint64_t slot_iova(const struct dma_bounce *bo, uint32_t g)
+{
+	return bo->iova + ((uint64_t)g << BOUNCE_UNIT_SHIFT);
+}
+
+/* Does this thread's cache hold slots of direction @dir? */
+static bool tc_holds(const struct bounce_tcache *tc, unsigned int dir)
+{
+	for (unsigned int o = 0; o < TC_ORDERS; o++)
+		if (tc->n[dir][o])
+			return true;
+	return false;
+}
+
+/*
+ * Take a slot of @order in direction @dir (its global unit into *gp): a small one from this
+ * thread's stack (refilled from the areas), otherwise this CPU's area first, then the others;
+ * when every area is dry, once more after giving this thread's cached slots of @dir back.
+ */
+static dg_noinline int slot_alloc_slow(struct dg_dma_dev *dd, struct dma_bounce *bo,
+				       enum dg_dma_dir dir, unsigned int order, uint32_t *gp)
+{
+	struct bounce_tcache *tc = NULL;
+	unsigned int cpu;
 	int r = dma_fail(dd, DG_DMA_FAIL_SHADOW);
 
 	if (dg_unlikely(r))
 		return r == -ENOSPC ? DMA_ENOSHADOW : r;
-	for (unsigned int k = 0; k < bo->ncpus; k++) {
-		struct bounce_area *a = &bo->area[dir * bo->ncpus + (cpu + k) % bo->ncpus];
-		uint32_t u;
+	if (order < TC_ORDERS && (tc = tcache(bo)) != NULL) {
+		uint32_t g = tc_pop(bo, tc, dir, order);
 
-		dg_spin_lock(&a->lock);
-		u = slot_take(a, order);
-		dg_spin_unlock(&a->lock);
-		if (u != BOUNCE_NONE) {
-			*ap = a;
-			*up = u;
+		if (g != BOUNCE_NONE) {
+			*gp = g;
 			return 0;
 		}
+	}
+	cpu = dma_cpu(bo->ncpus);
+	for (unsigned int pass = 0; pass < 2; pass++) {
+		for (unsigned int k = 0; k < bo->ncpus; k++) {
+			unsigned int ai = dir * bo->ncpus + (cpu + k) % bo->ncpus;
+			struct bounce_area *a = &bo->area[ai];
+			uint32_t u;
+
+			dg_spin_lock(&a->lock);
+			u = slot_take(a, order);
+			dg_spin_unlock(&a->lock);
+			if (u != BOUNCE_NONE) {
+				*gp = ai << bo->unit_shift | u;
+				return 0;
+			}
+		}
+		if (!tc)
+			tc = tcache(bo);
+		if (!tc || !tc_holds(tc, dir))
+			break;
+		tc_drain(bo, tc, dir);
 	}
 	return DMA_ENOSHADOW;
 }
 
+/* The fast path of slot_alloc_slow(): a slot from this thread's non-empty stack. */
+static dg_always_inline int slot_alloc(struct dg_dma_dev *dd, struct dma_bounce *bo,
+				       enum dg_dma_dir dir, unsigned int order, uint32_t *gp)
+{
+	struct bounce_tcache *tc;
+
+	/* Relaxed: only whether a hook is installed; slot_alloc_slow() reads it with acquire. */
+	if (dg_likely(order < TC_ORDERS) &&
+	    dg_likely(!atomic_load_explicit(&dd->dma->fail, memory_order_relaxed)) &&
+	    dg_likely((tc = tcache_peek(bo)) != NULL) && dg_likely(tc->n[dir][order] != 0)) {
+		tc_bytes_add(tc, -(int64_t)(1ull << (order + BOUNCE_UNIT_SHIFT)));
+		*gp = tc->slot[dir][order][--tc->n[dir][order]];
+		return 0;
+	}
+	return slot_alloc_slow(dd, bo, dir, order, gp);
+}
+
 /* Map a list (single: one entry) of @total bytes into one slot. */
-static int bounce_map_list(struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned int nents,
-			   uint64_t total, enum dg_dma_dir dir, unsigned int attrs,
-			   enum dma_kind kind, void *orig, uint64_t *dma)
+static dg_always_inline int bounce_map_list(struct dg_dma_dev *dd, const struct dg_dma_sg *sg,
+					    unsigned int nents, uint64_t total, enum dg_dma_dir dir,
+					    unsigned int attrs, enum dma_kind kind, void *orig,
+					    uint64_t *dma)
 {
 	struct dma_bounce *bo = dd->bounce;
-	struct bounce_area *a;
-	struct dma_tstats *t;
 	struct bounce_rec *rec;
-	unsigned int order = order_of(total);
-	uint64_t slot_bytes = 1ull << (order + BOUNCE_UNIT_SHIFT);
+	unsigned int order;
+	uint64_t slot_bytes;
 	uint8_t *slot;
-	uint32_t u;
+	uint32_t g;
 	int r;
 
-	if (total > BOUNCE_MAX)
+	if (dg_unlikely(total > BOUNCE_MAX))
 		return -EINVAL;
-	r = slot_alloc(dd, bo, dir, total, &a, &u);
-	if (r)
+	order = order_of(total);
+	slot_bytes = 1ull << (order + BOUNCE_UNIT_SHIFT);
+	r = slot_alloc(dd, bo, dir, order, &g);
+	if (dg_unlikely(r))
 		return r;
-	rec = &a->rec[u];
+	rec = &bo->rec[g];
 	rec->u.orig = orig;
 	rec->len = (uint32_t)total;
-	slot = a->mem + ((uint64_t)u << BOUNCE_UNIT_SHIFT);
-	t = dma_tstats(dd);
+	slot = slot_mem(bo, g);
 	if (dir != DG_DMA_FROM_DEVICE && !(attrs & DG_DMA_ATTR_SKIP_CPU_SYNC)) {
-		sg_copy(sg, nents, 0, slot, total, false);
-		ctr_add(t, CTR_BOUNCE_IN, total);
+		/* Only the mapped bytes. */
+		if (nents == 1)
+			memcpy(slot, sg->addr, total);
+		else
+			sg_copy(sg, nents, 0, slot, total, false);
+		ctr_add(dma_tstats(dd), CTR_BOUNCE_IN, total);
 	}
-	if (a->readable && slot_bytes > total) {
+	if (bo->readable[dir] && slot_bytes > total) {
 		memset(slot + total, 0, slot_bytes - total);
-		ctr_add(t, CTR_BOUNCE_ZERO, slot_bytes - total);
+		ctr_add(dma_tstats(dd), CTR_BOUNCE_ZERO, slot_bytes - total);
 	}
 	/* Release pairs with the acquire load/CAS in find_slot() and claim(): orig, len and the
 	 * copied data are visible to whoever finds the slot live. */
 	atomic_store_explicit(&rec->st, ST(ST_ALLOC, kind, dir, order, kind == KIND_SG ? nents : 0),
 			      memory_order_release);
-	*dma = a->iova + ((uint64_t)u << BOUNCE_UNIT_SHIFT);
+	*dma = slot_iova(bo, g);
 	return 0;
 }
 
@@ -402,87 +744,66 @@ static int bounce_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_
 	return bounce_map_list(dd, &s, 1, len, dir, attrs, kind, buf, dma);
 }
 
-/* The area and unit of a slot's first byte, or NULL. */
-static struct bounce_area *area_of(struct dma_bounce *bo, uint64_t dma, uint32_t *u)
+/* Validate and claim the live slot at @dma: its global unit into *gp. */
+static dg_always_inline int claim(struct dma_bounce *bo, uint64_t dma, uint64_t len,
+				  enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents,
+				  uint32_t *gp)
 {
-	struct bounce_area *a;
+	uint32_t g = unit_of(bo, dma), st;
+	struct bounce_rec *rec;
 
-	if (dma < bo->iova || dma - bo->iova >= bo->iova_size)
-		return NULL;
-	a = &bo->area[(dma - bo->iova) >> bo->area_shift];
-	*u = (uint32_t)((dma - a->iova) >> BOUNCE_UNIT_SHIFT);
-	return a;
-}
-
-/* Validate and claim the live slot at @dma. */
-static int claim(struct dma_bounce *bo, uint64_t dma, uint64_t len, enum dg_dma_dir dir,
-		 enum dma_kind kind, uint32_t nents, struct bounce_area **ap, uint32_t *up)
-{
-	struct bounce_area *a;
-	uint32_t u, st;
-
-	a = area_of(bo, dma, &u);
-	if (!a || (dma & ((1u << BOUNCE_UNIT_SHIFT) - 1)))
+	if (dg_unlikely(g == BOUNCE_NONE || (dma & ((1u << BOUNCE_UNIT_SHIFT) - 1))))
 		return -ENOENT;
+	rec = &bo->rec[g];
 	/* Acquire pairs with the release store in bounce_map_list(). */
-	st = atomic_load_explicit(&a->rec[u].st, memory_order_acquire);
-	if (ST_STATE(st) != ST_ALLOC)
+	st = atomic_load_explicit(&rec->st, memory_order_acquire);
+	if (dg_unlikely(ST_STATE(st) != ST_ALLOC))
 		return -ENOENT;
-	if (ST_DIR(st) != dir || ST_KIND(st) != kind || ST_NENTS(st) != nents ||
-	    a->rec[u].len != len)
+	if (dg_unlikely(ST_DIR(st) != dir || ST_KIND(st) != kind || ST_NENTS(st) != nents ||
+			rec->len != len))
 		return -EINVAL;
 	/* One of two racing unmaps wins; acquire, like the load above, pairs with the release
 	 * store in bounce_map_list() (orig and len are read after it). */
-	if (!atomic_compare_exchange_strong_explicit(&a->rec[u].st, &st, (st & ~7u) | ST_CLAIMED,
+	if (!atomic_compare_exchange_strong_explicit(&rec->st, &st, (st & ~7u) | ST_CLAIMED,
 						     memory_order_acquire, memory_order_relaxed))
 		return -ENOENT;
-	*ap = a;
-	*up = u;
+	*gp = g;
 	return 0;
 }
 
 void dma_bounce_free(struct dg_dma_dev *dd, uint64_t dma)
 {
-	struct dma_bounce *bo = dd->bounce;
-	uint32_t u;
-	struct bounce_area *a = area_of(bo, dma, &u);
-	uint32_t st = atomic_load_explicit(&a->rec[u].st, memory_order_relaxed);
+	uint32_t g = unit_of(dd->bounce, dma);
 
-	dg_spin_lock(&a->lock);
-	slot_give(a, u, ST_ORDER(st));
-	dg_spin_unlock(&a->lock);
+	assert(g != BOUNCE_NONE); /* a claimed slot's address */
+	slot_release(dd->bounce, g);
 }
 
 /* Unmap the slot at @dma: a single buffer (@sg NULL) or the list @sg. */
-static int bounce_unmap_list(struct dg_dma_dev *dd, uint64_t dma, const struct dg_dma_sg *sg,
-			     unsigned int nents, uint64_t total, enum dg_dma_dir dir,
-			     unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b)
+static dg_always_inline int bounce_unmap_list(struct dg_dma_dev *dd, uint64_t dma,
+					      const struct dg_dma_sg *sg, unsigned int nents,
+					      uint64_t total, enum dg_dma_dir dir,
+					      unsigned int attrs, enum dma_kind kind,
+					      struct dg_dma_batch *b)
 {
 	struct dma_bounce *bo = dd->bounce;
-	struct bounce_area *a;
-	struct dg_dma_sg s;
-	uint32_t u;
-	int r = claim(bo, dma, total, dir, kind, kind == KIND_SG ? nents : 0, &a, &u);
+	uint32_t g;
+	int r = claim(bo, dma, total, dir, kind, kind == KIND_SG ? nents : 0, &g);
 
-	if (r)
+	if (dg_unlikely(r))
 		return r;
-	if (!sg) { /* the claim made the record ours */
-		s.addr = a->rec[u].u.orig;
-		s.len = total;
-		sg = &s;
-	}
 	if (dir != DG_DMA_TO_DEVICE && !(attrs & DG_DMA_ATTR_SKIP_CPU_SYNC)) {
-		sg_copy(sg, nents, 0, a->mem + ((uint64_t)u << BOUNCE_UNIT_SHIFT), total, true);
+		/* Only the mapped bytes; the claim made the record ours. */
+		if (!sg)
+			memcpy(bo->rec[g].u.orig, slot_mem(bo, g), total);
+		else
+			sg_copy(sg, nents, 0, slot_mem(bo, g), total, true);
 		ctr_add(dma_tstats(dd), CTR_BOUNCE_OUT, total);
 	}
-	if (b) {
+	if (b)
 		dma_batch_add_bounce(b, dma);
-	} else {
-		dg_spin_lock(&a->lock);
-		slot_give(a, u,
-			  ST_ORDER(atomic_load_explicit(&a->rec[u].st, memory_order_relaxed)));
-		dg_spin_unlock(&a->lock);
-	}
+	else
+		slot_release(bo, g);
 	return 0;
 }
 
@@ -541,11 +862,10 @@ static int bounce_map_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned i
 		return r;
 	r = bounce_segments(dd, sg, nents, dma, total, nr_dma);
 	if (r) {
-		struct bounce_area *a;
-		uint32_t u;
+		uint32_t g;
 
-		claim(dd->bounce, dma, total, dir, KIND_SG, nents, &a, &u);
-		dma_bounce_free(dd, dma);
+		if (claim(dd->bounce, dma, total, dir, KIND_SG, nents, &g) == 0)
+			slot_release(dd->bounce, g);
 	}
 	return r;
 }
@@ -557,24 +877,22 @@ static int bounce_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned
 				 KIND_SG, b);
 }
 
-/* The live slot holding @dma: its head unit (blocks are aligned to their size). */
-static int find_slot(struct dma_bounce *bo, uint64_t dma, struct bounce_area **ap, uint32_t *up,
-		     uint32_t *stp)
+/* The live slot holding @dma: its head unit (blocks are aligned to their size, and areas to
+ * the largest block, so the head is in the same area). */
+static dg_always_inline int find_slot(struct dma_bounce *bo, uint64_t dma, uint32_t *gp,
+				      uint32_t *stp)
 {
-	struct bounce_area *a;
-	uint32_t u;
+	uint32_t g = unit_of(bo, dma);
 
-	a = area_of(bo, dma, &u);
-	if (!a)
+	if (dg_unlikely(g == BOUNCE_NONE))
 		return -ENOENT;
 	for (unsigned int o = 0; o <= BOUNCE_MAX_ORDER; o++) {
-		uint32_t h = u & ~((1u << o) - 1);
+		uint32_t h = g & ~((1u << o) - 1);
 		/* Acquire pairs with the release store in bounce_map_list(). */
-		uint32_t st = atomic_load_explicit(&a->rec[h].st, memory_order_acquire);
+		uint32_t st = atomic_load_explicit(&bo->rec[h].st, memory_order_acquire);
 
 		if (ST_STATE(st) == ST_ALLOC && ST_ORDER(st) == o) {
-			*ap = a;
-			*up = h;
+			*gp = h;
 			*stp = st;
 			return 0;
 		}
@@ -585,19 +903,19 @@ static int find_slot(struct dma_bounce *bo, uint64_t dma, struct bounce_area **a
 static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		       bool for_cpu)
 {
-	struct bounce_area *a;
+	struct dma_bounce *bo = dd->bounce;
 	struct bounce_rec *rec;
-	uint32_t u, st;
+	uint32_t g, st;
 	uint64_t off;
 	uint8_t *slot;
-	int r = find_slot(dd->bounce, dma, &a, &u, &st);
+	int r = find_slot(bo, dma, &g, &st);
 
-	if (r)
+	if (dg_unlikely(r))
 		return r;
-	rec = &a->rec[u];
-	slot = a->mem + ((uint64_t)u << BOUNCE_UNIT_SHIFT);
-	off = dma - (a->iova + ((uint64_t)u << BOUNCE_UNIT_SHIFT));
-	if (ST_DIR(st) != dir || off + len > rec->len)
+	rec = &bo->rec[g];
+	slot = slot_mem(bo, g);
+	off = dma - slot_iova(bo, g);
+	if (dg_unlikely(ST_DIR(st) != dir || off + len > rec->len))
 		return -EINVAL;
 	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
 		return 0;
@@ -615,16 +933,16 @@ static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_
 static int bounce_sync_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 			  enum dg_dma_dir dir, bool for_cpu)
 {
-	struct bounce_area *a;
-	uint32_t u, st;
-	int r = find_slot(dd->bounce, sg[0].dma_addr, &a, &u, &st);
+	struct dma_bounce *bo = dd->bounce;
+	uint32_t g, st;
+	int r = find_slot(bo, sg[0].dma_addr, &g, &st);
 
 	if (r)
 		return r;
-	if (ST_KIND(st) != KIND_SG || ST_NENTS(st) != nents || a->rec[u].u.orig != sg ||
-	    a->iova + ((uint64_t)u << BOUNCE_UNIT_SHIFT) != sg[0].dma_addr)
+	if (ST_KIND(st) != KIND_SG || ST_NENTS(st) != nents || bo->rec[g].u.orig != sg ||
+	    slot_iova(bo, g) != sg[0].dma_addr)
 		return -EINVAL;
-	return bounce_sync(dd, sg[0].dma_addr, a->rec[u].len, dir, for_cpu);
+	return bounce_sync(dd, sg[0].dma_addr, bo->rec[g].len, dir, for_cpu);
 }
 
 const struct dma_policy_ops dma_bounce_ops = {
@@ -641,20 +959,98 @@ const struct dma_policy_ops dma_bounce_ops = {
 void dma_bounce_stats(const struct dma_bounce *cbo, struct dg_dma_stats *st)
 {
 	struct dma_bounce *bo = (struct dma_bounce *)cbo; /* the locks */
+	uint64_t in_use = 0, cached = 0;
 
 	for (unsigned int i = 0; i < bo->nareas; i++) {
 		dg_spin_lock(&bo->area[i].lock);
-		st->bounce_in_use += bo->area[i].in_use;
+		in_use += bo->area[i].in_use;
 		dg_spin_unlock(&bo->area[i].lock);
 	}
+	/* Cached slots count in their area's in_use but are free. Acquire pairs with the
+	 * release CAS in tcache_slow(). */
+	for (const struct bounce_tcache *tc =
+		     atomic_load_explicit(&bo->tcaches, memory_order_acquire);
+	     tc; tc = tc->next)
+		cached += atomic_load_explicit(&tc->cached_bytes, memory_order_relaxed);
+	/* Exact when no call runs; while calls run a refill may be seen half, never below 0. */
+	st->bounce_in_use += in_use > cached ? in_use - cached : 0;
+}
+
+/*
+ * The thread caches: every entry is a CACHED head of its stack's order in an area of its
+ * stack's direction, and cached_bytes is what the stacks hold. Counts the entries and bytes
+ * per area into @cnt and @bytes (nareas each).
+ */
+static int tc_check(const struct dma_bounce *bo, FILE *why, uint64_t *cnt, uint64_t *bytes)
+{
+	/* Acquire pairs with the release CAS in tcache_slow(). */
+	const struct bounce_tcache *tc =
+		atomic_load_explicit(&((struct dma_bounce *)bo)->tcaches, memory_order_acquire);
+
+	for (; tc; tc = tc->next) {
+		uint64_t sum = 0;
+
+		for (unsigned int d = 0; d < 3; d++)
+			for (unsigned int o = 0; o < TC_ORDERS; o++) {
+				if (tc->n[d][o] > bo->tc_max[o]) {
+					if (why)
+						fprintf(why,
+							"bounce cache %" PRIu64
+							": stack %u/%u over its bound\n",
+							tc->owner, d, o);
+					return -EUCLEAN;
+				}
+				for (uint32_t k = 0; k < tc->n[d][o]; k++) {
+					uint32_t g = tc->slot[d][o][k], ai = g >> bo->unit_shift;
+					uint32_t u = g & (bo->units - 1), st;
+
+					st = ai < bo->nareas ?
+						     atomic_load_explicit(&bo->area[ai].rec[u].st,
+									  memory_order_relaxed) :
+						     0;
+					if (ai >= bo->nareas || bo->area[ai].dir != d ||
+					    st != ST(ST_CACHED, 0, 0, o, 0)) {
+						if (why)
+							fprintf(why,
+								"bounce cache %" PRIu64
+								": stack %u/%u holds unit %#x in state %#x\n",
+								tc->owner, d, o, g, st);
+						return -EUCLEAN;
+					}
+					cnt[ai]++;
+					bytes[ai] += 1ull << (o + BOUNCE_UNIT_SHIFT);
+					sum += 1ull << (o + BOUNCE_UNIT_SHIFT);
+				}
+			}
+		if (sum != atomic_load_explicit(&tc->cached_bytes, memory_order_relaxed)) {
+			if (why)
+				fprintf(why,
+					"bounce cache %" PRIu64 ": holds %" PRIu64
+					" bytes, counts %" PRIu64 "\n",
+					tc->owner, sum,
+					atomic_load_explicit(&tc->cached_bytes,
+							     memory_order_relaxed));
+			return -EUCLEAN;
+		}
+	}
+	return 0;
 }
 
 int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live)
 {
+	uint64_t *tcn = calloc(2 * (size_t)bo->nareas, sizeof(*tcn)), *tcb;
+	int r;
+
 	*live = 0;
-	for (unsigned int i = 0; i < bo->nareas; i++) {
+	if (!tcn)
+		return -ENOMEM;
+	tcb = tcn + bo->nareas;
+	r = tc_check(bo, why, tcn, tcb);
+	for (unsigned int i = 0; !r && i < bo->nareas; i++) {
 		const struct bounce_area *a = &bo->area[i];
-		uint64_t used = 0, nfree[BOUNCE_MAX_ORDER + 1] = {0}, ncached = 0;
+		uint64_t used = tcb[i], nfree[BOUNCE_MAX_ORDER + 1] = {0}, ncached = 0;
+
+		ncached -= tcn[i]; /* blocks in thread caches are CACHED too */
 
 		for (uint32_t u = 0; u < bo->units;) {
 			uint32_t st = atomic_load_explicit(&a->rec[u].st, memory_order_relaxed);
@@ -664,7 +1060,8 @@ int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live)
 				if (why)
 					fprintf(why, "bounce area %u unit %u: bad head %#x\n", i, u,
 						st);
-				return -EUCLEAN;
+				r = -EUCLEAN;
+				goto out;
 			}
 			for (uint32_t k = 1; k < (1u << o); k++)
 				if (atomic_load_explicit(&a->rec[u + k].st, memory_order_relaxed)) {
@@ -673,7 +1070,8 @@ int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live)
 							"bounce area %u unit %u: inside a block "
 							"but marked\n",
 							i, u + k);
-					return -EUCLEAN;
+					r = -EUCLEAN;
+					goto out;
 				}
 			if (ST_STATE(st) == ST_FREE)
 				nfree[o]++;
@@ -691,7 +1089,8 @@ int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live)
 					"bounce area %u: in_use %" PRIu64 " but blocks %" PRIu64
 					"\n",
 					i, a->in_use, used);
-			return -EUCLEAN;
+			r = -EUCLEAN;
+			goto out;
 		}
 		for (unsigned int o = 0; o <= BOUNCE_MAX_ORDER; o++) {
 			uint64_t n = 0;
@@ -706,7 +1105,8 @@ int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live)
 							"bounce area %u: quick cache %u holds "
 							"unit %u in state %#x\n",
 							i, o, a->qc[o][k], st);
-					return -EUCLEAN;
+					r = -EUCLEAN;
+					goto out;
 				}
 				ncached--;
 			}
@@ -721,7 +1121,8 @@ int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live)
 						"bounce area %u: free list %u has %" PRIu64
 						" blocks, %" PRIu64 " free blocks\n",
 						i, o, n, nfree[o]);
-				return -EUCLEAN;
+				r = -EUCLEAN;
+				goto out;
 			}
 		}
 		if (ncached) {
@@ -729,8 +1130,11 @@ int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live)
 				fprintf(why,
 					"bounce area %u: cached blocks not in the quick caches\n",
 					i);
-			return -EUCLEAN;
+			r = -EUCLEAN;
+			goto out;
 		}
 	}
-	return 0;
+out:
+	free(tcn);
+	return r;
 }

@@ -34,6 +34,15 @@
  *
  * A device that fell a whole queue behind (its commands overwritten) cannot know what it
  * missed: it flushes its IOTLB and walk cache and reloads its context (a "lap").
+ *
+ * Generations: a device's caches only ever hold entries of the domain its context names
+ * (a context change empties them), so the 10-bit domain field of an entry's key carries a
+ * cache tag (ctag) instead of the domain id: a command for another domain has nothing to
+ * drop here and is skipped without a look; a page-selective command for ours touches the
+ * slots of its pages (iotlb.c); a DOMAIN, GLOBAL or DEVICE flush bumps ctag, after which no
+ * older entry matches a lookup, its tag compare or a range command - O(1) instead of a scan
+ * of every slot. When ctag has used all 1023 values the tables are really emptied (once per
+ * 1023 flushes) so an entry can never match again under a reused tag.
  */
 #include "iommu/iommu_internal.h"
 
@@ -69,6 +78,7 @@ int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
 	dev->online = false;
 	dev->mode = DG_CTX_BLOCKED;
 	dev->did = 0;
+	dev->ctag = 0;
 	dev->dom = NULL;
 	dev->hot = dev->ident;
 	dev->tag = IOTLB_PERM_MASK;
@@ -101,24 +111,40 @@ static void load_context(struct dg_device *dev)
 	if (dev->mode == DG_CTX_TRANSLATE) {
 		dev->dom = dom;
 		dev->did = dom->id;
-		dev->tag = (uint64_t)dom->id << IOTLB_DID_SHIFT | IOTLB_PERM_MASK;
+		dev->ctag = 1;
+		dev->tag = (uint64_t)dev->ctag << IOTLB_DID_SHIFT | IOTLB_PERM_MASK;
 		iotlb_configure(&dev->iotlb, dom->pgsize_bitmap);
 		wc_configure(&dev->wc, dom->wc_depths, dom->wc_shift);
 		dev->hot = dev->iotlb.lvl[0];
 	} else {
 		dev->dom = NULL;
 		dev->did = 0;
-		dev->tag = IOTLB_PERM_MASK; /* domain 0: the identity entries */
+		dev->ctag = 0;
+		dev->tag = IOTLB_PERM_MASK; /* tag 0: the identity entries */
 		iotlb_configure(&dev->iotlb, 0);
 		wc_configure(&dev->wc, 0, NULL);
 		dev->hot = dev->ident; /* only reached when pass-through (check) */
 	}
 }
 
+/* Drop every cached entry: a new generation (see the preamble). */
+static void retag(struct dg_device *dev)
+{
+	if (dev->mode != DG_CTX_TRANSLATE)
+		return; /* nothing is cached outside translation */
+	if (dev->ctag == IOTLB_DID_MASK) {
+		iotlb_flush(&dev->iotlb);
+		wc_flush(&dev->wc);
+		dev->ctag = 1;
+	} else {
+		dev->ctag++;
+	}
+	dev->tag = (uint64_t)dev->ctag << IOTLB_DID_SHIFT | IOTLB_PERM_MASK;
+}
+
 static void flush_all(struct dg_device *dev)
 {
-	iotlb_flush(&dev->iotlb);
-	wc_flush(&dev->wc);
+	retag(dev);
 	stat_inc(&dev->st_flushes, 1);
 }
 
@@ -128,14 +154,16 @@ static void apply(struct dg_device *dev, const struct inv_cmd *c)
 
 	switch (c->op) {
 	case INV_OP_BLOCK:
+		if (c->id != dev->did || dev->mode != DG_CTX_TRANSLATE)
+			break; /* nothing of that domain is cached here */
 		last = c->iova + ((1ull << c->order) - 1);
-		iotlb_inval_range(&dev->iotlb, c->id, c->iova, last);
+		iotlb_inval_range(&dev->iotlb, dev->ctag, c->iova, last);
 		if (!c->leaf)
-			wc_inval_range(&dev->wc, c->id, c->iova, last);
+			wc_inval_range(&dev->wc, dev->ctag, c->iova, last);
 		break;
 	case INV_OP_DOMAIN:
-		iotlb_inval_domain(&dev->iotlb, c->id);
-		wc_inval_domain(&dev->wc, c->id);
+		if (c->id == dev->did)
+			retag(dev);
 		break;
 	case INV_OP_GLOBAL:
 		flush_all(dev);

@@ -65,9 +65,11 @@ struct dg_device {
 	uint64_t check;			   /* device: == seen when online and not blocked,
 					      UINT64_MAX otherwise (forces the slow path) */
 	struct iotlb_level hot;		   /* device: a copy of the IOTLB level probed first */
-	uint64_t tag;			   /* device: did << 2 | 3 (iotlb_probe) */
+	uint64_t tag;			   /* device: ctag << 2 | 3 (iotlb_probe) */
 	_Atomic uint64_t st_hits;	   /* device writes (load + store), anyone reads */
-	struct iotlb iotlb;		   /* device */
+	bool held; /* device: sg lists from dg_dev_translate() may be in use: apply commands but
+		      do not acknowledge until quiesce/offline (next to the hit path's lines) */
+	struct iotlb iotlb; /* device */
 	/* Pass-through as an IOTLB level: two 2^63-byte identity "pages" (agent.c). */
 	struct iotlb_level ident;      /* fixed at creation */
 	struct iotlb_ent ident_ent[2]; /* fixed at creation */
@@ -75,11 +77,11 @@ struct dg_device {
 	uint64_t seen;	       /* device: commands < seen are applied */
 	bool online;	       /* device: mirrors !(slot->ack & AGENT_OFFLINE) */
 	bool auto_offline;     /* device: every DMA call ends offline */
-	bool held;	       /* device: sg lists from dg_dev_translate() may be in use: apply
-				  commands but do not acknowledge until quiesce/offline */
 	uint64_t acked;	       /* device: last value stored into slot->ack (without the flag) */
 	uint32_t mode;	       /* device: cached context mode */
 	uint32_t did;	       /* device: cached domain id (0 unless translated) */
+	uint32_t ctag;	       /* device: tag of the entries made now (1..IOTLB_DID_MASK, see
+				  agent.c "generations"); 0 unless translated */
 	struct dg_domain *dom; /* device: cached domain; not dereferenced once stale */
 	struct walk_cache wc;  /* device */
 	/* Counters: the device writes them (relaxed load + store), anyone reads. */

@@ -137,7 +137,9 @@ unsigned int iotlb_inval_range(struct iotlb *t, uint32_t did, uint64_t addr, uin
 		for (uint64_t pn = first;; pn++) {
 			struct iotlb_ent *e = iotlb_slot(l, pn);
 
-			if (e->key && ent_did(e->key) == did && (e->key >> l->shift) == pn) {
+			/* one compare: this page and this tag, whatever the permission */
+			if (e->key && (e->key & ~IOTLB_PERM_MASK) ==
+					      (pn << l->shift | (uint64_t)did << IOTLB_DID_SHIFT)) {
 				e->key = 0;
 				n++;
 			}
@@ -178,6 +180,16 @@ unsigned int iotlb_count(const struct iotlb *t)
 	for (unsigned int i = 0; i < t->nr_levels; i++)
 		for (uint64_t s = 0; s <= t->lvl[i].set_mask; s++)
 			n += t->lvl[i].ent[s].key != 0;
+	return n;
+}
+
+unsigned int iotlb_count_tag(const struct iotlb *t, uint32_t did)
+{
+	unsigned int n = 0;
+
+	for (unsigned int i = 0; i < t->nr_levels; i++)
+		for (uint64_t s = 0; s <= t->lvl[i].set_mask; s++)
+			n += t->lvl[i].ent[s].key && ent_did(t->lvl[i].ent[s].key) == did;
 	return n;
 }
 
@@ -251,13 +263,21 @@ static inline uint64_t wc_key(const struct walk_cache *wc, unsigned int d, uint3
 	return (iova >> wc->shift[d] << wc->shift[d]) | (uint64_t)did << IOTLB_DID_SHIFT | 1;
 }
 
-unsigned int wc_lookup(const struct walk_cache *wc, uint32_t did, uint64_t iova, const void **table)
+unsigned int wc_lookup(struct walk_cache *wc, uint32_t did, uint64_t iova, const void **table)
 {
-	for (unsigned int d = wc->nr_depths; d >= 1; d--) {
+	unsigned int d = wc_lookup_last(wc, did, iova, table);
+
+	if (d)
+		return d;
+	for (d = wc->nr_depths; d >= 1; d--) {
 		const struct wc_ent *e = wc_slot(wc, d, iova >> wc->shift[d]);
 
 		if (e->key == wc_key(wc, d, did, iova)) {
 			*table = e->table;
+			if (d == wc->nr_depths) {
+				wc->last = *e;
+				wc->last_depth = d;
+			}
 			return d;
 		}
 	}
@@ -274,12 +294,27 @@ void wc_insert(struct walk_cache *wc, uint32_t did, uint64_t iova, unsigned int 
 	e = wc_slot(wc, depth, iova >> wc->shift[depth]);
 	e->key = wc_key(wc, depth, did, iova);
 	e->table = table;
+	if (depth == wc->nr_depths) {
+		wc->last = *e;
+		wc->last_depth = depth;
+	}
+}
+
+/* Drop the last entry if it is of @did and its region overlaps [addr, last]. */
+static void wc_drop_last(struct walk_cache *wc, uint32_t did, uint64_t addr, uint64_t last)
+{
+	if (wc->last_depth && ent_did(wc->last.key) == did &&
+	    ent_overlaps(wc->last.key, wc->shift[wc->last_depth], addr, last)) {
+		wc->last_depth = 0;
+		wc->last.key = 0;
+	}
 }
 
 unsigned int wc_inval_range(struct walk_cache *wc, uint32_t did, uint64_t addr, uint64_t last)
 {
 	unsigned int n = 0;
 
+	wc_drop_last(wc, did, addr, last);
 	for (unsigned int d = 1; d <= wc->nr_depths; d++) {
 		unsigned int sh = wc->shift[d];
 		uint64_t first = addr >> sh, lastrn = last >> sh;
@@ -314,6 +349,7 @@ unsigned int wc_inval_domain(struct walk_cache *wc, uint32_t did)
 {
 	unsigned int n = 0;
 
+	wc_drop_last(wc, did, 0, UINT64_MAX);
 	for (uint64_t i = wc->set_mask + 1; i < (uint64_t)DG_PT_MAX_DEPTH * (wc->set_mask + 1);
 	     i++) {
 		if (wc->ent[i].key && ent_did(wc->ent[i].key) == did) {
@@ -326,5 +362,7 @@ unsigned int wc_inval_domain(struct walk_cache *wc, uint32_t did)
 
 void wc_flush(struct walk_cache *wc)
 {
+	wc->last_depth = 0;
+	wc->last.key = 0;
 	memset(wc->ent, 0, (size_t)DG_PT_MAX_DEPTH * (wc->set_mask + 1) * sizeof(*wc->ent));
 }

@@ -26,7 +26,11 @@
  * Walk cache: per table depth d >= 1, a direct-mapped table of (region of span(d), domain)
  * -> the table page covering it, so a miss walks from the deepest cached table
  * (dg_pt_walk_from) instead of the root. Entries are dropped by non-leaf invalidations, which
- * always precede the release of a table page they could point to.
+ * always precede the release of a table page they could point to. In front of it, one "last"
+ * entry: a copy of the deepest entry last filled or hit, checked first (one compare), so a
+ * miss near the previous one (the next buffer of a ring) goes straight to the leaf table.
+ * It is dropped by exactly the commands that drop a table entry with its key, so it is never
+ * more stale than the table.
  */
 #ifndef DG_IOMMU_IOTLB_H
 #define DG_IOMMU_IOTLB_H
@@ -73,7 +77,9 @@ struct wc_ent {
 };
 
 struct walk_cache {
-	struct wc_ent *ent; /* DG_PT_MAX_DEPTH rows of sets entries (row 0 unused) */
+	struct wc_ent last;	 /* copy of the entry last filled or hit at depth last_depth */
+	unsigned int last_depth; /* 0: last is empty */
+	struct wc_ent *ent;	 /* DG_PT_MAX_DEPTH rows of sets entries (row 0 unused) */
 	uint64_t set_mask;
 	unsigned int fold;
 	unsigned int nr_depths;		     /* depths 1..nr_depths are cached */
@@ -123,6 +129,8 @@ void iotlb_flush(struct iotlb *t);
 
 /* Number of valid entries (tests, dumps). */
 unsigned int iotlb_count(const struct iotlb *t);
+/* Valid entries of domain (tag) @did: those a lookup with it can still find (tests). */
+unsigned int iotlb_count_tag(const struct iotlb *t, uint32_t did);
 
 /* Each valid entry sits in its own slot, has a permission and a domain. 0 or -EUCLEAN. */
 int iotlb_check(const struct iotlb *t, FILE *why);
@@ -134,8 +142,22 @@ void wc_fini(struct walk_cache *wc);
 void wc_configure(struct walk_cache *wc, unsigned int nr_depths, const unsigned int *shift);
 
 /* Deepest cached table covering @iova in @did: returns its depth (>= 1) or 0 for none. */
-unsigned int wc_lookup(const struct walk_cache *wc, uint32_t did, uint64_t iova,
-		       const void **table);
+/* The last entry, when it covers @iova in @did: its depth and table; 0 otherwise. */
+static dg_always_inline unsigned int wc_lookup_last(const struct walk_cache *wc, uint32_t did,
+						    uint64_t iova, const void **table)
+{
+	unsigned int d = wc->last_depth, sh = wc->shift[d];
+
+	if (dg_likely(d) &&
+	    wc->last.key == ((iova >> sh << sh) | (uint64_t)did << IOTLB_DID_SHIFT | 1)) {
+		*table = wc->last.table;
+		return d;
+	}
+	return 0;
+}
+
+/* (Not const: a hit in the deepest row becomes the last entry.) */
+unsigned int wc_lookup(struct walk_cache *wc, uint32_t did, uint64_t iova, const void **table);
 void wc_insert(struct walk_cache *wc, uint32_t did, uint64_t iova, unsigned int depth,
 	       const void *table);
 unsigned int wc_inval_range(struct walk_cache *wc, uint32_t did, uint64_t addr, uint64_t last);

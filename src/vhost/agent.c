@@ -135,7 +135,8 @@ int vhost_agent_fill(struct dg_device *dev, const struct vhost_iotlb *store, uin
 	 */
 	struct iotlb_ent *e = iotlb_slot(&dev->iotlb.lvl[0], iova >> VHOST_IOTLB_PAGE_SHIFT);
 
-	e->key = page | (uint64_t)dev->did << IOTLB_DID_SHIFT | perm;
+	/* The tag field holds the device's current cache tag (iommu/agent.c, generations). */
+	e->key = page | (uint64_t)dev->ctag << IOTLB_DID_SHIFT | perm;
 	e->delta = hpage - page;
 	if ((perm & access) != access)
 		return -EACCES;

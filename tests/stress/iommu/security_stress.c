@@ -5,7 +5,12 @@
  *   after dg_iommu_flush_gather() (unmap + invalidate + wait) returns, no device access can
  *   reach the unmapped memory.
  *
- *   security_stress [ROUNDS [DEVICES]]
+ *   security_stress [ROUNDS [DEVICES [flush|domain]]]
+ *
+ * With "domain" the unmapped page is not invalidated page-selectively before the check:
+ * instead each round queues 8 DOMAIN, GLOBAL and DEVICE commands as one batch and waits,
+ * so what must stop the devices is the generation bump (iommu/agent.c), and 150 rounds take
+ * every device's cache tag through its wrap. The gather is released after the check.
  *
  * Device threads write to one IOVA in a loop: even ones with dg_dev_write (each call ends at
  * a quiescent point; device 0 also goes offline now and then), odd ones vhost style with
@@ -146,9 +151,12 @@ int main(int argc, char **argv)
 	uint64_t popped = 0, refused = 0;
 	static uint8_t snap[K4];
 
+	bool by_domain = argc > 3 && !strcmp(argv[3], "domain");
+
 	ndevs = argc > 2 ? (unsigned int)strtoul(argv[2], NULL, 0) : 2;
-	if (!rounds || !ndevs || ndevs > MAXDEVS)
-		die("usage: security_stress [ROUNDS [DEVICES<=8]]");
+	if (!rounds || !ndevs || ndevs > MAXDEVS ||
+	    (argc > 3 && !by_domain && strcmp(argv[3], "flush")))
+		die("usage: security_stress [ROUNDS [DEVICES<=8 [flush|domain]]]");
 	start_time = time(NULL);
 	dg_iommu_config_init(&cfg);
 	cfg.wait_timeout_ns = 30ull * 1000 * 1000 * 1000; /* sanitizers are slow */
@@ -191,9 +199,24 @@ int main(int argc, char **argv)
 		dg_pt_gather_init(&gather);
 		if (dg_domain_unmap(dom, IOVA, K4, &gather, &unmapped) || unmapped != K4)
 			die("unmap");
-		err = dg_iommu_flush_gather(mmu, dom, &gather);
-		if (err)
-			die("flush_gather");
+		if (by_domain) {
+			struct dg_inval_cmd c[8];
+			uint64_t seq;
+
+			for (unsigned int k = 0; k < 8; k++)
+				c[k] = k % 3 == 0 ?
+					       (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN,
+								     .domain = dg_domain_id(dom)} :
+				       k % 3 == 1 ? (struct dg_inval_cmd){.type = DG_INVAL_GLOBAL} :
+						    (struct dg_inval_cmd){.type = DG_INVAL_DEVICE,
+									  .rid = 0x10 + k % ndevs};
+			if (dg_inval_submit(mmu, c, 8, &seq) || dg_inval_wait(mmu, seq))
+				die("domain invalidation");
+		} else {
+			err = dg_iommu_flush_gather(mmu, dom, &gather);
+			if (err)
+				die("flush_gather");
+		}
 		/* From here on the page must not change. */
 		memcpy(snap, page, K4);
 		for (unsigned int i = 0; i < ndevs; i++)
@@ -206,6 +229,8 @@ int main(int argc, char **argv)
 			}
 		if (memcmp(snap, page, K4))
 			die("a device write landed after the wait returned");
+		if (by_domain && dg_iommu_flush_gather(mmu, dom, &gather))
+			die("flush_gather");
 		popped += drain_faults();
 	}
 	atomic_store_explicit(&stop, 1, memory_order_release);

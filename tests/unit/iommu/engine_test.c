@@ -628,7 +628,7 @@ static bool cached(struct dg_device *dev, uint64_t iova)
 {
 	const struct iotlb_ent *e;
 
-	return iotlb_find(&dev->iotlb, dev->did, iova, &e) >= 0;
+	return iotlb_find(&dev->iotlb, dev->ctag, iova, &e) >= 0;
 }
 
 /* Translate pages [0, n) of 4K at iova 0x100000 + p * 4K so they are cached. */
@@ -649,6 +649,68 @@ static void apply_pending(struct dg_device *dev)
 {
 	dg_dev_online(dev);
 	dg_dev_offline(dev);
+}
+
+/*
+ * Generations (agent.c): DOMAIN, GLOBAL and DEVICE flushes retire every cached entry by
+ * bumping the device's cache tag; after the 1023rd the tables are really emptied, so an entry
+ * made under a tag can never match when the tag comes round again. Commands of another
+ * domain are skipped and leave ours alone.
+ */
+static void test_generations(void **state)
+{
+	struct dg_iommu *mmu = mk_iommu(0, 0);
+	struct dg_domain *dom = mk_vtd(mmu), *other = mk_vtd(mmu);
+	struct dg_device *d1 = mk_dev(mmu, 1);
+	struct dg_pt_gather g;
+	struct dg_sg sg[1];
+	uint64_t unmapped;
+	unsigned int nr;
+
+	(void)state;
+	assert_int_equal(dg_device_attach(d1, dom), 0);
+	map(dom, 0x100000, 0x100000, 16 * K4, RW);
+	warm(d1, 3);
+	assert_int_equal(d1->ctag, 1);
+	/* A page command of the other domain over our pages: skipped. */
+	submit1(mmu, (struct dg_inval_cmd){
+			     .type = DG_INVAL_PAGE, .domain = 2, .iova = 0x100000, .size = 4 * K4});
+	apply_pending(d1);
+	assert_true(cached(d1, 0x102000));
+	/* Page 2 now points elsewhere in the table; only a flush can drop its old entry. */
+	dg_pt_gather_init(&g);
+	assert_int_equal(dg_domain_unmap(dom, 0x102000, K4, &g, &unmapped), 0);
+	map(dom, 0x102000, 0x200000, K4, RW);
+	assert_int_equal(dg_dev_translate(d1, 0x102000, 1, DG_ACCESS_READ, sg, 1, &nr), 0);
+	assert_ptr_equal(sg[0].addr, (void *)(uintptr_t)host(0x102000)); /* stale, as expected */
+	for (unsigned int i = 1; i <= 1100; i++) {
+		struct dg_inval_cmd c = {.type = DG_INVAL_GLOBAL};
+
+		if (i % 3 == 1)
+			c = (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = 1};
+		else if (i % 3 == 2)
+			c = (struct dg_inval_cmd){.type = DG_INVAL_DEVICE, .rid = 1};
+		warm(d1, 2); /* pages 0 and 1 under the current tag; page 2 never again */
+		submit1(mmu, c);
+		apply_pending(d1);
+		assert_false(cached(d1, 0x100000));
+		assert_false(cached(d1, 0x101000));
+		assert_false(cached(d1, 0x102000));
+		assert_int_equal(iotlb_count_tag(&d1->iotlb, d1->ctag), 0);
+		assert_true(d1->ctag >= 1 && d1->ctag <= 1023);
+	}
+	assert_int_equal(d1->ctag, 1100 % 1023 + 1); /* wrapped once */
+	/* Page 2 translates through the table: the entry made under tag 1 is gone. */
+	assert_int_equal(dg_dev_translate(d1, 0x102000, 1, DG_ACCESS_READ, sg, 1, &nr), 0);
+	assert_ptr_equal(sg[0].addr, (void *)(uintptr_t)host(0x200000));
+	apply_pending(d1);
+	assert_int_equal(dg_iommu_flush_gather(mmu, dom, &g), 0);
+	unmap_flush(mmu, dom, 0x100000, 16 * K4);
+	assert_int_equal(dg_device_block(d1), 0);
+	dg_device_destroy(d1);
+	assert_int_equal(dg_domain_destroy(dom), 0);
+	assert_int_equal(dg_domain_destroy(other), 0);
+	dg_iommu_destroy(mmu);
 }
 
 static void test_inval_commands(void **state)
@@ -684,35 +746,36 @@ static void test_inval_commands(void **state)
 	warm(d1, 16);
 	submit1(mmu, (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = 2});
 	apply_pending(d1);
-	assert_int_equal(iotlb_count(&d1->iotlb), 16);
+	assert_int_equal(iotlb_count_tag(&d1->iotlb, d1->ctag), 16);
 	submit1(mmu, (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = 1});
 	apply_pending(d1);
-	assert_int_equal(iotlb_count(&d1->iotlb), 0);
+	assert_int_equal(iotlb_count_tag(&d1->iotlb, d1->ctag), 0);
 	/* DEVICE: only that device. */
 	warm(d1, 4);
 	warm(d2, 4);
 	submit1(mmu, (struct dg_inval_cmd){.type = DG_INVAL_DEVICE, .rid = 2});
 	apply_pending(d1);
 	apply_pending(d2);
-	assert_int_equal(iotlb_count(&d1->iotlb), 4);
-	assert_int_equal(iotlb_count(&d2->iotlb), 0);
+	assert_int_equal(iotlb_count_tag(&d1->iotlb, d1->ctag), 4);
+	assert_int_equal(iotlb_count_tag(&d2->iotlb, d2->ctag), 0);
 	/* GLOBAL: everyone. */
 	warm(d2, 4);
 	submit1(mmu, (struct dg_inval_cmd){.type = DG_INVAL_GLOBAL});
 	apply_pending(d1);
 	apply_pending(d2);
-	assert_int_equal(iotlb_count(&d1->iotlb) + iotlb_count(&d2->iotlb), 0);
+	assert_int_equal(
+		iotlb_count_tag(&d1->iotlb, d1->ctag) + iotlb_count_tag(&d2->iotlb, d2->ctag), 0);
 	/* CONTEXT: reload (the same entry) and drop everything. */
 	warm(d1, 4);
 	submit1(mmu, (struct dg_inval_cmd){.type = DG_INVAL_CONTEXT, .rid = 1});
 	apply_pending(d1);
-	assert_int_equal(iotlb_count(&d1->iotlb), 0);
+	assert_int_equal(iotlb_count_tag(&d1->iotlb, d1->ctag), 0);
 	warm(d1, 2);
 	/* A RANGE above the threshold becomes one DOMAIN command. */
 	submit1(mmu, (struct dg_inval_cmd){
 			     .type = DG_INVAL_RANGE, .domain = 1, .iova = 0, .size = 1ull << 40});
 	apply_pending(d1);
-	assert_int_equal(iotlb_count(&d1->iotlb), 0);
+	assert_int_equal(iotlb_count_tag(&d1->iotlb, d1->ctag), 0);
 
 	dg_iommu_stats(mmu, &st);
 	assert_int_equal(st.inval_cmds[DG_INVAL_PAGE], 3);
@@ -891,7 +954,7 @@ static void test_lap(void **state)
 	dg_dev_online(dev);
 	dg_dev_stats(dev, &st);
 	assert_int_equal(st.laps, 1);
-	assert_int_equal(iotlb_count(&dev->iotlb), 0); /* ...so everything went */
+	assert_int_equal(iotlb_count_tag(&dev->iotlb, dev->ctag), 0); /* ...so everything went */
 	assert_int_equal(dg_device_mode(dev), DG_CTX_TRANSLATE);
 	warm(dev, 4);
 	assert_int_equal(dg_device_block(dev), 0);
@@ -1086,7 +1149,7 @@ static void test_reference_mode(void **state)
 		assert_int_equal(st2.batch_cmds_max, 1);
 	}
 	dg_dev_online(dev);
-	assert_int_equal(iotlb_count(&dev->iotlb), 0);
+	assert_int_equal(iotlb_count_tag(&dev->iotlb, dev->ctag), 0);
 	dg_dev_offline(dev);
 	assert_int_equal(dg_device_block(dev), 0);
 	dg_device_destroy(dev);
@@ -1196,6 +1259,7 @@ int main(void)
 		cmocka_unit_test(test_passthrough),
 		cmocka_unit_test(test_stale_until_flush),
 		cmocka_unit_test(test_inval_commands),
+		cmocka_unit_test(test_generations),
 		cmocka_unit_test(test_bad_commands),
 		cmocka_unit_test(test_coalesced_waits),
 		cmocka_unit_test(test_offline_catch_up),

@@ -229,12 +229,114 @@ static void test_walk_cache(void **state)
 	wc_fini(&wc);
 }
 
+/*
+ * The walk cache's "last" entry never outlives what it copies: random inserts, range and
+ * domain invalidations and flushes against a model of what is still valid; every table a
+ * lookup returns must be the model's for that (domain, depth, region). A lookup may miss (the
+ * cache is lossy), never return a dropped table.
+ */
+#define WM_MAX 4096
+struct wm_ent {
+	uint32_t did;
+	unsigned int d;
+	uint64_t base;
+	uintptr_t table;
+};
+
+static uint64_t wm_rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static void test_walk_cache_last_model(void **state)
+{
+	static struct wm_ent m[WM_MAX];
+	unsigned int shift[DG_PT_MAX_DEPTH] = {0, 39, 30, 21, 0}, n = 0;
+	struct walk_cache wc;
+	uint64_t seed = 12345;
+	uintptr_t next_table = 16;
+
+	(void)state;
+	assert_int_equal(wc_init(&wc, 16), 0);
+	wc_configure(&wc, 3, shift);
+	for (unsigned int step = 0; step < 50000; step++) {
+		unsigned int op = (unsigned int)(wm_rnd(&seed) % 100);
+		uint32_t did = 1 + (uint32_t)(wm_rnd(&seed) % 2);
+		/* 64 2M regions over two 1G regions: deep-row collisions and shared parents */
+		uint64_t iova = (wm_rnd(&seed) % 64) << 21 | (wm_rnd(&seed) % 2) << 30 |
+				(wm_rnd(&seed) & 0x1fffff);
+		const void *tab = NULL;
+
+		if (op < 45) {
+			unsigned int d = 1 + (unsigned int)(wm_rnd(&seed) % 3);
+			uint64_t base = iova >> shift[d] << shift[d];
+			unsigned int k;
+
+			wc_insert(&wc, did, iova, d, (const void *)next_table);
+			for (k = 0; k < n; k++)
+				if (m[k].did == did && m[k].d == d && m[k].base == base)
+					break;
+			if (k == n) {
+				if (n == WM_MAX)
+					continue;
+				n++;
+			}
+			m[k] = (struct wm_ent){did, d, base, next_table};
+			next_table += 16;
+		} else if (op < 85) {
+			unsigned int d = wc_lookup(&wc, did, iova, &tab);
+
+			if (d) {
+				uint64_t base = iova >> shift[d] << shift[d];
+				bool found = false;
+
+				for (unsigned int k = 0; k < n; k++)
+					if (m[k].did == did && m[k].d == d && m[k].base == base) {
+						assert_int_equal((uintptr_t)tab, m[k].table);
+						found = true;
+					}
+				assert_true(found);
+			}
+		} else if (op < 97) {
+			uint64_t len = 1ull << (12 + wm_rnd(&seed) % 20), a = iova & ~(len - 1);
+
+			wc_inval_range(&wc, did, a, a + len - 1);
+			for (unsigned int k = 0; k < n;) {
+				uint64_t last = m[k].base + ((1ull << shift[m[k].d]) - 1);
+
+				if (m[k].did == did && m[k].base <= a + len - 1 && last >= a)
+					m[k] = m[--n];
+				else
+					k++;
+			}
+		} else if (op < 99) {
+			wc_inval_domain(&wc, did);
+			for (unsigned int k = 0; k < n;) {
+				if (m[k].did == did)
+					m[k] = m[--n];
+				else
+					k++;
+			}
+		} else {
+			wc_flush(&wc);
+			n = 0;
+		}
+	}
+	wc_fini(&wc);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_probe_semantics), cmocka_unit_test(test_inval_range_precise),
-		cmocka_unit_test(test_inval_domain),	cmocka_unit_test(test_order_independence),
+		cmocka_unit_test(test_probe_semantics),
+		cmocka_unit_test(test_inval_range_precise),
+		cmocka_unit_test(test_inval_domain),
+		cmocka_unit_test(test_order_independence),
 		cmocka_unit_test(test_walk_cache),
+		cmocka_unit_test(test_walk_cache_last_model),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,338 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of the bounce policy's small-slot fast path (src/dma/bounce.c): per-thread free
+ * stacks of 64 B .. 2 KiB shadow slots in front of the per-area buddy allocators.
+ *
+ *  - random maps and unmaps against a model: live slots never overlap, in_use is exact, the
+ *    structure check (including the thread caches) holds after every step;
+ *  - a slot reused from a stack carries nothing of its previous buffer: the padding the
+ *    device can read is zeroed, and unmap copies back only the mapped bytes;
+ *  - when the areas run dry the thread gives its cached slots back (a whole area is again
+ *    available for the largest slot);
+ *  - slots mapped by one thread and unmapped by another (its stack spills them back), double
+ *    unmaps refused.
+ */
+#include "dma_test_util.h"
+
+#include <dmaguard/dev.h>
+#include <dmaguard/iommu.h>
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+struct env {
+	struct dma_fixture f;
+	struct dg_device *dev;
+	struct dg_dma_dev *dd;
+};
+
+static void env_init(struct env *e, uint64_t area_size)
+{
+	struct dg_dma_dev_config c;
+
+	assert_int_equal(fixture_init(&e->f, false, 0), 0);
+	dg_dma_dev_config_init(&c);
+	c.policy = DG_DMA_BOUNCE;
+	if (area_size)
+		c.bounce.area_size = area_size;
+	e->dd = fixture_dev(&e->f, 1, DG_DMA_BOUNCE, &c, &e->dev);
+	assert_non_null(e->dd);
+	dg_dev_set_auto_offline(e->dev, true);
+}
+
+static void env_fini(struct env *e)
+{
+	assert_int_equal(dg_dma_dev_check(e->dd, stderr), 0);
+	fixture_dev_destroy(e->dd);
+	fixture_fini(&e->f);
+}
+
+static struct dg_dma_stats stats(struct dg_dma_dev *dd)
+{
+	struct dg_dma_stats st;
+
+	assert_int_equal(dg_dma_dev_stats(dd, &st), 0);
+	return st;
+}
+
+static uint64_t slot_bytes(size_t len)
+{
+	uint64_t s = 64;
+
+	while (s < len)
+		s <<= 1;
+	return s;
+}
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+#define LIVE_MAX 256
+
+struct live {
+	uint64_t dma;
+	size_t len;
+	enum dg_dma_dir dir;
+	uint8_t *buf;
+};
+
+static void test_model(void **state)
+{
+	static struct live live[LIVE_MAX];
+	struct env e;
+	static uint8_t *freebuf[LIVE_MAX];
+	unsigned int n = 0, nfree = LIVE_MAX;
+	uint64_t seed = 0x9e3779b97f4a7c15ull, in_use = 0;
+	uint8_t *mem = page_alloc((size_t)LIVE_MAX * 16384);
+
+	(void)state;
+	assert_non_null(mem);
+	for (unsigned int k = 0; k < LIVE_MAX; k++)
+		freebuf[k] = mem + (size_t)k * 16384; /* a buffer per live mapping */
+	env_init(&e, 0);
+	for (unsigned int step = 0; step < 4000; step++) {
+		bool map = n == 0 || (n < LIVE_MAX && rnd(&seed) % 100 < 55);
+
+		if (map) {
+			struct live *l = &live[n];
+			/* mostly fast-path sizes, some larger (locked path) */
+			size_t len = rnd(&seed) % 10 ? 1 + rnd(&seed) % 2048 :
+						       2049 + rnd(&seed) % 14000;
+			uint64_t sb = slot_bytes(len);
+
+			l->dir = (enum dg_dma_dir)(rnd(&seed) % 3);
+			l->len = len;
+			l->buf = freebuf[--nfree];
+			assert_int_equal(dg_dma_map_single(e.dd, l->buf, len, l->dir, 0, &l->dma),
+					 0);
+			for (unsigned int j = 0; j < n; j++) {
+				uint64_t ob = slot_bytes(live[j].len);
+
+				/* two live slots never share a byte */
+				assert_true(l->dma + sb <= live[j].dma ||
+					    live[j].dma + ob <= l->dma);
+			}
+			assert_int_equal(l->dma % sb, 0); /* naturally aligned */
+			in_use += sb;
+			n++;
+		} else {
+			unsigned int i = (unsigned int)(rnd(&seed) % n);
+			struct live *l = &live[i];
+
+			assert_int_equal(dg_dma_unmap_single(e.dd, l->dma, l->len, l->dir, 0, NULL),
+					 0);
+			/* a second unmap of the same slot is refused */
+			assert_int_equal(dg_dma_unmap_single(e.dd, l->dma, l->len, l->dir, 0, NULL),
+					 -ENOENT);
+			in_use -= slot_bytes(l->len);
+			freebuf[nfree++] = l->buf;
+			live[i] = live[--n];
+		}
+		if (step % 16 == 0) {
+			assert_int_equal(stats(e.dd).bounce_in_use, in_use);
+			assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+		}
+	}
+	while (n) {
+		n--;
+		assert_int_equal(dg_dma_unmap_single(e.dd, live[n].dma, live[n].len, live[n].dir, 0,
+						     NULL),
+				 0);
+	}
+	assert_int_equal(stats(e.dd).bounce_in_use, 0);
+	assert_int_equal(stats(e.dd).live, 0);
+	env_fini(&e);
+	free(mem);
+}
+
+static void test_reuse_clean(void **state)
+{
+	struct env e;
+	uint8_t *buf = page_alloc(4096), got[128];
+	uint64_t dma, dma2;
+
+	(void)state;
+	assert_non_null(buf);
+	env_init(&e, 0);
+
+	/* to-device: a reused slot shows the new buffer and zeros, never the old one */
+	memset(buf, 0xaa, 128);
+	assert_int_equal(dg_dma_map_single(e.dd, buf, 128, DG_DMA_TO_DEVICE, 0, &dma), 0);
+	assert_int_equal(dg_dev_read(e.dev, dma, got, 128), 0);
+	for (unsigned int i = 0; i < 128; i++)
+		assert_int_equal(got[i], 0xaa);
+	assert_int_equal(dg_dma_unmap_single(e.dd, dma, 128, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	memset(buf, 0x55, 128);
+	assert_int_equal(dg_dma_map_single(e.dd, buf, 100, DG_DMA_TO_DEVICE, 0, &dma2), 0);
+	assert_int_equal(dma2, dma); /* the stack is LIFO: the same slot */
+	assert_int_equal(dg_dev_read(e.dev, dma2, got, 128), 0);
+	for (unsigned int i = 0; i < 128; i++)
+		assert_int_equal(got[i], i < 100 ? 0x55 : 0);
+	/* the device cannot write a to-device slot */
+	assert_int_not_equal(dg_dev_write(e.dev, dma2, got, 1), 0);
+	assert_int_equal(dg_dma_unmap_single(e.dd, dma2, 100, DG_DMA_TO_DEVICE, 0, NULL), 0);
+
+	/* from-device: unmap copies back the mapped bytes and nothing past them */
+	memset(buf, 0x11, 256);
+	assert_int_equal(dg_dma_map_single(e.dd, buf, 100, DG_DMA_FROM_DEVICE, 0, &dma), 0);
+	memset(got, 0x77, sizeof(got));
+	assert_int_equal(dg_dev_write(e.dev, dma, got, 128), 0);
+	assert_int_equal(dg_dma_unmap_single(e.dd, dma, 100, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+	for (unsigned int i = 0; i < 256; i++)
+		assert_int_equal(buf[i], i < 100 ? 0x77 : 0x11);
+	/* sync copies only what it is asked */
+	memset(buf, 0x11, 256);
+	assert_int_equal(dg_dma_map_single(e.dd, buf, 64, DG_DMA_FROM_DEVICE, 0, &dma), 0);
+	assert_int_equal(dg_dev_write(e.dev, dma, got, 64), 0);
+	assert_int_equal(dg_dma_sync_for_cpu(e.dd, dma + 8, 8, DG_DMA_FROM_DEVICE), 0);
+	for (unsigned int i = 0; i < 64; i++)
+		assert_int_equal(buf[i], i >= 8 && i < 16 ? 0x77 : 0x11);
+	assert_int_equal(dg_dma_unmap_single(e.dd, dma, 64, DG_DMA_FROM_DEVICE,
+					     DG_DMA_ATTR_SKIP_CPU_SYNC, NULL),
+			 0);
+	assert_int_equal(buf[0], 0x11);
+	env_fini(&e);
+	free(buf);
+}
+
+#define AREA (256u << 10)
+
+static void test_exhaustion_gives_cache_back(void **state)
+{
+	struct env e;
+	unsigned int n = 0, areas, nbig = 0;
+	uint64_t *dma = calloc(4096, sizeof(*dma)), big[64];
+	uint8_t *buf = page_alloc(AREA);
+
+	(void)state;
+	assert_non_null(dma);
+	assert_non_null(buf);
+	env_init(&e, AREA);
+	/* fill every from-device area with 2 KiB slots */
+	for (;;) {
+		int r = dg_dma_map_single(e.dd, buf, 2048, DG_DMA_FROM_DEVICE, 0, &dma[n]);
+
+		if (r) {
+			assert_int_equal(r, -ENOSPC);
+			break;
+		}
+		n++;
+		assert_true(n < 4096);
+	}
+	assert_true(n >= AREA / 2048); /* at least this CPU's area */
+	assert_int_equal(stats(e.dd).bounce_in_use, (uint64_t)n * 2048);
+	/* give them all back: the last ones stay in this thread's stack */
+	areas = n; /* remember the count */
+	while (n) {
+		n--;
+		assert_int_equal(dg_dma_unmap_single(e.dd, dma[n], 2048, DG_DMA_FROM_DEVICE,
+						     DG_DMA_ATTR_SKIP_CPU_SYNC, NULL),
+				 0);
+	}
+	assert_int_equal(stats(e.dd).bounce_in_use, 0);
+	assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	/*
+	 * Every area whole again for the largest slot, this CPU's too (where the slots this
+	 * thread still caches come from): only if the cached slots were given back.
+	 */
+	areas = (unsigned int)((uint64_t)areas * 2048 / AREA);
+	assert_true(areas >= 1 && areas <= 64);
+	while (dg_dma_map_single(e.dd, buf, AREA, DG_DMA_FROM_DEVICE, 0, &big[nbig]) == 0) {
+		nbig++;
+		assert_true(nbig <= areas);
+	}
+	assert_int_equal(nbig, areas);
+	assert_int_equal(stats(e.dd).bounce_in_use, (uint64_t)areas * AREA);
+	assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	while (nbig) {
+		nbig--;
+		assert_int_equal(
+			dg_dma_unmap_single(e.dd, big[nbig], AREA, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+	}
+	/* and small slots come back as before */
+	assert_int_equal(dg_dma_map_single(e.dd, buf, 64, DG_DMA_FROM_DEVICE, 0, &dma[0]), 0);
+	assert_int_equal(dg_dma_unmap_single(e.dd, dma[0], 64, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+	env_fini(&e);
+	free(dma);
+	free(buf);
+}
+
+#define XN 300
+
+struct xarg {
+	struct env *e;
+	uint8_t *buf;
+	uint64_t dma[XN];
+};
+
+static void *mapper(void *p)
+{
+	struct xarg *x = p;
+
+	for (unsigned int i = 0; i < XN; i++) {
+		memset(x->buf + i * 64, (int)(i & 0xff), 64);
+		if (dg_dma_map_single(x->e->dd, x->buf + i * 64, 64, DG_DMA_BIDIRECTIONAL, 0,
+				      &x->dma[i]))
+			return (void *)1;
+	}
+	return NULL;
+}
+
+static void test_cross_thread(void **state)
+{
+	struct env e;
+	struct xarg x;
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	x.e = &e;
+	x.buf = page_alloc(XN * 64);
+	assert_non_null(x.buf);
+	env_init(&e, 0);
+	for (unsigned int round = 0; round < 3; round++) {
+		assert_int_equal(pthread_create(&t, NULL, mapper, &x), 0);
+		assert_int_equal(pthread_join(t, &ret), 0);
+		assert_null(ret);
+		assert_int_equal(stats(e.dd).bounce_in_use, XN * 64);
+		memset(x.buf, 0xee, XN * 64);
+		/* this thread unmaps: its stack fills and spills to the slots' areas */
+		for (unsigned int i = 0; i < XN; i++) {
+			assert_int_equal(dg_dma_unmap_single(e.dd, x.dma[i], 64,
+							     DG_DMA_BIDIRECTIONAL, 0, NULL),
+					 0);
+			for (unsigned int k = 0; k < 64; k++)
+				assert_int_equal(x.buf[i * 64 + k], i & 0xff);
+		}
+		assert_int_equal(dg_dma_unmap_single(e.dd, x.dma[0], 64, DG_DMA_BIDIRECTIONAL, 0,
+						     NULL),
+				 -ENOENT);
+		assert_int_equal(stats(e.dd).bounce_in_use, 0);
+		assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	}
+	env_fini(&e);
+	free(x.buf);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_model),
+		cmocka_unit_test(test_reuse_clean),
+		cmocka_unit_test(test_exhaustion_gives_cache_back),
+		cmocka_unit_test(test_cross_thread),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
