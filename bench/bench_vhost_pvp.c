@@ -24,6 +24,10 @@
  *           MISS messages with UPDATEs from the guest's page table, as QEMU's vIOMMU does
  *   lazy    the same with the lazy policy (they differ only in how the mappings are torn down:
  *           the data path is the same; both are measured because the issue asks for both)
+ *   gen     one direction, back end -> front end: the back end in generator mode (strict, as
+ *           above) fills the 32 receive buffers the front end posts per burst; the front end
+ *           checks each frame's length and sequence number and posts them again. Not a PVP loop
+ *           (no transmit side): its rate is not compared with off's
  * An operation is one packet received back by the front end, its sequence number checked.
  * Warm-up (misses and UPDATEs) precedes every measurement; the back end's counters over the
  * measurement are reported and must show no miss (everything cached).
@@ -73,8 +77,8 @@
 #define TXQ	  1
 #define TARGET	  0.98
 
-enum cfg { C_OFF, C_STRICT, C_LAZY, NCFG };
-static const char *const cfg_name[NCFG] = {"off", "strict", "lazy"};
+enum cfg { C_OFF, C_STRICT, C_LAZY, C_GEN, NCFG };
+static const char *const cfg_name[NCFG] = {"off", "strict", "lazy", "gen"};
 
 /* One guest (front end + its IOMMU) and its back end. */
 struct env {
@@ -200,7 +204,8 @@ static void env_init(struct env *e, enum cfg c)
 	e->cfg = c;
 	e->iommu = c != C_OFF;
 	dg_vhost_config_init(&vc);
-	vc.mode = DG_VHOST_LOOP;
+	vc.mode = c == C_GEN ? DG_VHOST_GEN : DG_VHOST_LOOP;
+	vc.gen_frame_bytes = FRAME;
 	e->v = dg_vhost_create(&vc);
 	e->memfd = memfd_create("pvp-guest", MFD_CLOEXEC);
 	if (!e->v || e->memfd < 0 || ftruncate(e->memfd, MEM_SIZE))
@@ -213,7 +218,7 @@ static void env_init(struct env *e, enum cfg c)
 		struct dg_dma_dev_config ddc;
 
 		dg_dma_dev_config_init(&ddc);
-		ddc.policy = c == C_STRICT ? DG_DMA_STRICT : DG_DMA_LAZY;
+		ddc.policy = c == C_LAZY ? DG_DMA_LAZY : DG_DMA_STRICT;
 		e->gmmu = dg_iommu_create(NULL);
 		e->dma = e->gmmu ? dg_dma_create(e->gmmu, &dc) : NULL;
 		e->gdev = e->gmmu ? dg_device_create(e->gmmu, 1) : NULL;
@@ -274,7 +279,9 @@ static void env_init(struct env *e, enum cfg c)
 		for (unsigned int k = 6; k < FRAME; k++)
 			b[HDR + k] = (uint8_t)k;
 	}
-	/* The receive ring starts full. */
+	/* The receive ring starts full (gen: empty, each burst posts its buffers). */
+	if (c == C_GEN)
+		return;
 	for (uint16_t i = 0; i < QSIZE; i++)
 		memcpy(gp(e, RING(RXQ) + 0x1000) + 4 + 2 * i, &i, 2);
 	e->avail[RXQ] = QSIZE;
@@ -366,12 +373,48 @@ static unsigned int burst(struct env *e)
 	}
 }
 
+/* gen: post BURST receive buffers, run the back end, check what it wrote. Returns packets. */
+static unsigned int burst_gen(struct env *e)
+{
+	uint8_t *rx_avail = gp(e, RING(RXQ) + 0x1000);
+	unsigned int got = 0, work = 0;
+	uint32_t id, len;
+
+	for (unsigned int k = 0; k < BURST; k++) {
+		uint16_t slot = (uint16_t)(e->avail[RXQ] % QSIZE);
+
+		memcpy(rx_avail + 4 + 2 * slot, &slot, 2);
+		e->avail[RXQ]++;
+	}
+	/* Release pairs with the back end's acquire of the avail index. */
+	__atomic_store_n((uint16_t *)(void *)(rx_avail + 2), e->avail[RXQ], __ATOMIC_RELEASE);
+	for (int tries = 0;; tries++) {
+		dg_vhost_poll(e->v, &work);
+		while (used_next(e, RXQ, &id, &len)) {
+			const uint8_t *p = gp(e, BUF(QSIZE + id)) + HDR + DG_VHOST_GEN_SEQ_OFFSET;
+			uint64_t seq = 0;
+
+			if (id >= QSIZE || len != HDR + FRAME)
+				die("bad receive element", EPROTO);
+			for (int i = 0; i < 8; i++)
+				seq = seq << 8 | p[i];
+			if (seq != e->rx_seq++)
+				die("generated frame out of order or corrupted", EPROTO);
+			got++;
+		}
+		if (got == BURST)
+			return got;
+		if (!(e->iommu && answer_misses(e)) && !work && tries > 4)
+			die("the back end stopped generating", EIO);
+	}
+}
+
 static uint64_t run(struct env *e, uint64_t bursts)
 {
 	uint64_t n = 0;
 
 	for (uint64_t i = 0; i < bursts; i++)
-		n += burst(e);
+		n += e->cfg == C_GEN ? burst_gen(e) : burst(e);
 	return n;
 }
 
@@ -752,17 +795,22 @@ static json_t *result_json(const struct result *r)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:f}", "case", r->name, "iommu",
 			      r->cfg == C_OFF ? "off" : "on", "guest_policy",
-			      r->cfg == C_OFF ? "none" : cfg_name[r->cfg], "frame_bytes",
-			      (int)FRAME, "burst", (int)BURST, "packets", (json_int_t)r->packets,
-			      "mpps", r->mpps);
+			      r->cfg == C_OFF  ? "none" :
+			      r->cfg == C_LAZY ? "lazy" :
+						 "strict",
+			      "frame_bytes", (int)FRAME, "burst", (int)BURST, "packets",
+			      (json_int_t)r->packets, "mpps", r->mpps);
 
 	json_object_set_new(j, "ns_per_packet",
 			    json_pack("{s:f, s:f, s:f, s:f, s:i}", "median", r->ns.median, "min",
 				      r->ns.min, "max", r->ns.max, "spread", r->ns.spread, "rounds",
 				      (int)r->ns.n));
-	json_object_set_new(j, "vs_off", r->cfg == C_OFF ? json_null() : json_real(r->vs_off));
-	json_object_set_new(j, "vs_off_best",
-			    r->cfg == C_OFF ? json_null() : json_real(r->vs_off_best));
+	bool no_ratio = r->cfg == C_OFF || r->cfg == C_GEN; /* gen: not the same work as off */
+
+	json_object_set_new(j, "back_end_mode", json_string(r->cfg == C_GEN ? "gen" : "loop"));
+	json_object_set_new(j, "direction", json_string(r->cfg == C_GEN ? "be-fe" : "fe-be-fe"));
+	json_object_set_new(j, "vs_off", no_ratio ? json_null() : json_real(r->vs_off));
+	json_object_set_new(j, "vs_off_best", no_ratio ? json_null() : json_real(r->vs_off_best));
 	json_object_set_new(j, "backend",
 			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "iotlb_misses",
 				      (json_int_t)r->d.iotlb_misses, "iotlb_updates",
@@ -906,7 +954,7 @@ static int bench_vhost_pvp_main(int argc, char **argv)
 	for (int c = 0; c < NCFG; c++) {
 		if (!want[c])
 			continue;
-		if (c != C_OFF && want[C_OFF] && res[C_OFF].mpps > 0) {
+		if (c != C_OFF && c != C_GEN && want[C_OFF] && res[C_OFF].mpps > 0) {
 			res[c].vs_off = res[c].mpps / res[C_OFF].mpps;
 			res[c].vs_off_best = res[C_OFF].ns.min / res[c].ns.min;
 		}

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/e2e/bench_vhost_json_check.c - check the JSON report of dmaguard bench vhost-pvp
- * (docs/bench-json.md): the three in-process cases present with sane numbers, no IOTLB miss
+ * (docs/bench-json.md): the four in-process cases present with sane numbers, no IOTLB miss
  * and no access outside the memory table during the measurement (everything was cached after
  * the warm-up), and, when present, well-formed DPDK results (case dpdk-DIRECTION/BACK_END,
  * direction fe-be or be-fe, back end dmaguard or net_vhost, positive windows, vs_net_vhost
@@ -51,7 +51,7 @@ static const char *str(json_t *o, const char *key)
 
 int main(int argc, char **argv)
 {
-	static const char *const cases[] = {"off", "strict", "lazy", NULL};
+	static const char *const cases[] = {"off", "strict", "lazy", "gen", NULL};
 	json_error_t err;
 	json_t *root, *results, *r;
 	size_t i;
@@ -71,7 +71,7 @@ int main(int argc, char **argv)
 		return fail("no results array", NULL);
 	for (const char *const *c = cases; *c; c++) {
 		json_t *ns, *be;
-		bool off = !strcmp(*c, "off");
+		bool off = !strcmp(*c, "off"), gen = !strcmp(*c, "gen");
 
 		r = find(results, *c);
 		if (!r) {
@@ -87,11 +87,16 @@ int main(int argc, char **argv)
 		if (num(r, "frame_bytes") != 64 || !(num(r, "burst") >= 1))
 			bad |= fail("bad frame_bytes/burst", *c);
 		if (strcmp(str(r, "iommu"), off ? "off" : "on") ||
-		    strcmp(str(r, "guest_policy"), off ? "none" : *c))
+		    strcmp(str(r, "guest_policy"), off ? "none" :
+						   gen ? "strict" :
+							 *c))
 			bad |= fail("bad iommu/guest_policy", *c);
-		if (off ? !json_is_null(json_object_get(r, "vs_off")) ||
-				    !json_is_null(json_object_get(r, "vs_off_best")) :
-			  !(num(r, "vs_off") > 0) || !(num(r, "vs_off_best") > 0))
+		if (strcmp(str(r, "back_end_mode"), gen ? "gen" : "loop") ||
+		    strcmp(str(r, "direction"), gen ? "be-fe" : "fe-be-fe"))
+			bad |= fail("bad back_end_mode/direction", *c);
+		if (off || gen ? !json_is_null(json_object_get(r, "vs_off")) ||
+					 !json_is_null(json_object_get(r, "vs_off_best")) :
+				 !(num(r, "vs_off") > 0) || !(num(r, "vs_off_best") > 0))
 			bad |= fail("bad vs_off/vs_off_best", *c);
 		if (!json_is_object(be) || num(be, "iotlb_misses") != 0 ||
 		    num(be, "outside_memtable") != 0 || num(be, "iotlb_cache_fills") != 0 ||
