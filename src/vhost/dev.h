@@ -45,6 +45,7 @@
 #define VHOST_MISS_RESEND_NS   100000000ull /* a miss unanswered this long is sent again */
 #define VHOST_MISS_SENDFAIL_NS 1000000ull   /* a MISS that could not be sent: try again after */
 #define VHOST_IDLE_MS	       100	    /* the data path's longest sleep */
+#define VHOST_SPIN_NS	       50000ull	    /* polling goes on this long after the last work */
 
 struct vhost_counters {
 	_Atomic uint64_t connections, messages, bad_messages;
