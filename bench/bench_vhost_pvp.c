@@ -749,6 +749,8 @@ static void bench_vhost_dpdk(struct bench_report *rep)
 	}
 	if (!mkdtemp(dir))
 		die("mkdtemp", errno);
+	/* dmaguard's threads (made from this one) on CPU 0, as net_vhost's forwarding lcore. */
+	bench_pin_cpu(0);
 	printf("\nDPDK's virtio_user front end (testpmd, 64 B) and each back end, both directions, "
 	       "%u x %d s windows, alternating:\n",
 	       DPDK_PAIRS, DPDK_WINDOW_S);
