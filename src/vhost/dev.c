@@ -651,7 +651,7 @@ static int dispatch(struct msg_ctx *c)
 		if (st.num > 0xffff)
 			return refuse(c, -EINVAL, "vring base past 16 bits");
 		vhost_sync_pause(v);
-		q->last_avail = q->used_idx = (uint16_t)st.num;
+		q->last_avail = q->used_idx = q->avail_idx = (uint16_t)st.num;
 		q->broken = false;
 		vhost_sync_resume(v);
 		break;
