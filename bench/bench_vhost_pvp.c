@@ -24,13 +24,18 @@
  *           MISS messages with UPDATEs from the guest's page table, as QEMU's vIOMMU does
  *   lazy    the same with the lazy policy (they differ only in how the mappings are torn down:
  *           the data path is the same; both are measured because the issue asks for both)
+ *   gen     one direction, back end -> front end: the back end in generator mode (strict, as
+ *           above) fills the 32 receive buffers the front end posts per burst; the front end
+ *           checks each frame's length and sequence number and posts them again. Not a PVP loop
+ *           (no transmit side): its rate is not compared with off's
  * An operation is one packet received back by the front end, its sequence number checked.
  * Warm-up (misses and UPDATEs) precedes every measurement; the back end's counters over the
  * measurement are reported and must show no miss (everything cached).
  *
- * With the dpdk package installed (dpdk-testpmd in PATH), the back end's receive rate driven by
- * DPDK's virtio_user front end (testpmd txonly, 64 B, its own process) is measured next to
- * DPDK's own net_vhost back end driven the same way (bench_vhost_dpdk() below).
+ * With the dpdk-dev package installed (dpdk-testpmd in PATH), both directions against DPDK's
+ * virtio_user front end (testpmd, 64 B, its own process), next to DPDK's own net_vhost back end
+ * used the same way (bench_vhost_dpdk() below): front end -> back end (testpmd txonly; the back
+ * end in sink mode) and back end -> front end (the back end in gen mode; testpmd rxonly).
  *
  * Fixed-count mode (--case NAME --ops N): set-up and warm-up, then exactly N packets (rounded up
  * to bursts) with no clock reads, for callgrind instruction counts per packet.
@@ -72,8 +77,8 @@
 #define TXQ	  1
 #define TARGET	  0.98
 
-enum cfg { C_OFF, C_STRICT, C_LAZY, NCFG };
-static const char *const cfg_name[NCFG] = {"off", "strict", "lazy"};
+enum cfg { C_OFF, C_STRICT, C_LAZY, C_GEN, NCFG };
+static const char *const cfg_name[NCFG] = {"off", "strict", "lazy", "gen"};
 
 /* One guest (front end + its IOMMU) and its back end. */
 struct env {
@@ -199,7 +204,8 @@ static void env_init(struct env *e, enum cfg c)
 	e->cfg = c;
 	e->iommu = c != C_OFF;
 	dg_vhost_config_init(&vc);
-	vc.mode = DG_VHOST_LOOP;
+	vc.mode = c == C_GEN ? DG_VHOST_GEN : DG_VHOST_LOOP;
+	vc.gen_frame_bytes = FRAME;
 	e->v = dg_vhost_create(&vc);
 	e->memfd = memfd_create("pvp-guest", MFD_CLOEXEC);
 	if (!e->v || e->memfd < 0 || ftruncate(e->memfd, MEM_SIZE))
@@ -212,7 +218,7 @@ static void env_init(struct env *e, enum cfg c)
 		struct dg_dma_dev_config ddc;
 
 		dg_dma_dev_config_init(&ddc);
-		ddc.policy = c == C_STRICT ? DG_DMA_STRICT : DG_DMA_LAZY;
+		ddc.policy = c == C_LAZY ? DG_DMA_LAZY : DG_DMA_STRICT;
 		e->gmmu = dg_iommu_create(NULL);
 		e->dma = e->gmmu ? dg_dma_create(e->gmmu, &dc) : NULL;
 		e->gdev = e->gmmu ? dg_device_create(e->gmmu, 1) : NULL;
@@ -273,7 +279,9 @@ static void env_init(struct env *e, enum cfg c)
 		for (unsigned int k = 6; k < FRAME; k++)
 			b[HDR + k] = (uint8_t)k;
 	}
-	/* The receive ring starts full. */
+	/* The receive ring starts full (gen: empty, each burst posts its buffers). */
+	if (c == C_GEN)
+		return;
 	for (uint16_t i = 0; i < QSIZE; i++)
 		memcpy(gp(e, RING(RXQ) + 0x1000) + 4 + 2 * i, &i, 2);
 	e->avail[RXQ] = QSIZE;
@@ -365,12 +373,48 @@ static unsigned int burst(struct env *e)
 	}
 }
 
+/* gen: post BURST receive buffers, run the back end, check what it wrote. Returns packets. */
+static unsigned int burst_gen(struct env *e)
+{
+	uint8_t *rx_avail = gp(e, RING(RXQ) + 0x1000);
+	unsigned int got = 0, work = 0;
+	uint32_t id, len;
+
+	for (unsigned int k = 0; k < BURST; k++) {
+		uint16_t slot = (uint16_t)(e->avail[RXQ] % QSIZE);
+
+		memcpy(rx_avail + 4 + 2 * slot, &slot, 2);
+		e->avail[RXQ]++;
+	}
+	/* Release pairs with the back end's acquire of the avail index. */
+	__atomic_store_n((uint16_t *)(void *)(rx_avail + 2), e->avail[RXQ], __ATOMIC_RELEASE);
+	for (int tries = 0;; tries++) {
+		dg_vhost_poll(e->v, &work);
+		while (used_next(e, RXQ, &id, &len)) {
+			const uint8_t *p = gp(e, BUF(QSIZE + id)) + HDR + DG_VHOST_GEN_SEQ_OFFSET;
+			uint64_t seq = 0;
+
+			if (id >= QSIZE || len != HDR + FRAME)
+				die("bad receive element", EPROTO);
+			for (int i = 0; i < 8; i++)
+				seq = seq << 8 | p[i];
+			if (seq != e->rx_seq++)
+				die("generated frame out of order or corrupted", EPROTO);
+			got++;
+		}
+		if (got == BURST)
+			return got;
+		if (!(e->iommu && answer_misses(e)) && !work && tries > 4)
+			die("the back end stopped generating", EIO);
+	}
+}
+
 static uint64_t run(struct env *e, uint64_t bursts)
 {
 	uint64_t n = 0;
 
 	for (uint64_t i = 0; i < bursts; i++)
-		n += burst(e);
+		n += e->cfg == C_GEN ? burst_gen(e) : burst(e);
 	return n;
 }
 
@@ -516,8 +560,12 @@ static void *vhost_server(void *arg)
 	return NULL;
 }
 
-static void add_dpdk_result(struct bench_report *rep, const char *back_end, const double *mpps,
-			    unsigned int n, double net_vhost_mpps)
+/* The two directions measured against DPDK. */
+enum dpdk_dir { FE_BE, BE_FE, NDIR };
+static const char *const dir_name[NDIR] = {"fe-be", "be-fe"};
+
+static void add_dpdk_result(struct bench_report *rep, enum dpdk_dir d, const char *back_end,
+			    const double *mpps, unsigned int n, double net_vhost_mpps)
 {
 	struct bench_summary sum;
 	double sorted[8];
@@ -529,10 +577,10 @@ static void add_dpdk_result(struct bench_report *rep, const char *back_end, cons
 		json_array_append_new(arr, json_real(mpps[i]));
 	}
 	bench_summarize(sorted, n, &sum);
-	snprintf(name, sizeof(name), "dpdk-fe-be/%s", back_end);
+	snprintf(name, sizeof(name), "dpdk-%s/%s", dir_name[d], back_end);
 	j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:f}", "case", name, "back_end", back_end,
-		      "front_end", "virtio_user", "direction", "fe-be", "frame_bytes", (int)FRAME,
-		      "seconds", DPDK_WINDOW_S, "mpps", sum.median);
+		      "front_end", "virtio_user", "direction", dir_name[d], "frame_bytes",
+		      (int)FRAME, "seconds", DPDK_WINDOW_S, "mpps", sum.median);
 	json_object_set_new(j, "windows", arr);
 	json_object_set_new(j, "vs_net_vhost",
 			    net_vhost_mpps > 0 ? json_real(sum.median / net_vhost_mpps) :
@@ -540,8 +588,35 @@ static void add_dpdk_result(struct bench_report *rep, const char *back_end, cons
 	bench_report_add(rep, j);
 }
 
-/* dmaguard's back end (sink mode, in this process) fed by testpmd: Mpps, 0 if it did not run. */
-static double dpdk_ours(const char *exe, const char *dir, unsigned int k)
+/*
+ * Wait for testpmd's @log to show the warm-up and a window of Rx-pps figures while @a (and @b,
+ * if > 0) live; their mean in Mpps, 0 if there were none.
+ */
+static double testpmd_window_mpps(const char *log, pid_t a, pid_t b)
+{
+	double pps[DPDK_WINDOW_S];
+	unsigned int n = 0;
+	struct bench_summary sum;
+
+	/* testpmd's start-up (256 MiB zeroed) takes seconds on a loaded machine. */
+	for (int i = 0; i < 300 && alive(a) && (b <= 0 || alive(b)); i++) {
+		n = testpmd_rx_pps(log, (DPDK_WARMUP_MS + 999) / 1000, pps, DPDK_WINDOW_S);
+		if (n == DPDK_WINDOW_S)
+			break;
+		usleep(100000);
+	}
+	if (!n)
+		return 0;
+	bench_summarize(pps, n, &sum);
+	return sum.mean / 1e6; /* over the window, as dmaguard's counter delta */
+}
+
+/*
+ * dmaguard's back end (in this process) and testpmd's virtio_user front end: Mpps, 0 if it did
+ * not run. fe-be: sink mode, testpmd txonly, the back end's receive counter over the window.
+ * be-fe: gen mode, testpmd rxonly, the front end's Rx-pps (as for net_vhost).
+ */
+static double dpdk_ours(const char *exe, const char *dir, enum dpdk_dir d, unsigned int k)
 {
 	char sock[96], log[96], vdev[160], pfx[48];
 	struct dg_vhost_config vc;
@@ -550,11 +625,13 @@ static double dpdk_ours(const char *exe, const char *dir, unsigned int k)
 	pthread_t thr;
 	dg_vhost *v;
 	pid_t fe;
+	bool ok;
 
-	snprintf(sock, sizeof(sock), "%s/dmaguard%u.sock", dir, k);
-	snprintf(log, sizeof(log), "%s/fe-dmaguard%u.log", dir, k);
+	snprintf(sock, sizeof(sock), "%s/dmaguard-%s%u.sock", dir, dir_name[d], k);
+	snprintf(log, sizeof(log), "%s/fe-dmaguard-%s%u.log", dir, dir_name[d], k);
 	dg_vhost_config_init(&vc);
-	vc.mode = DG_VHOST_SINK;
+	vc.mode = d == FE_BE ? DG_VHOST_SINK : DG_VHOST_GEN;
+	vc.gen_frame_bytes = FRAME;
 	vc.socket_path = sock;
 	vc.once = true;
 	v = dg_vhost_create(&vc);
@@ -565,73 +642,79 @@ static double dpdk_ours(const char *exe, const char *dir, unsigned int k)
 	snprintf(vdev, sizeof(vdev), "--vdev=net_virtio_user0,path=%s,queues=1,queue_size=256",
 		 sock);
 	snprintf(pfx, sizeof(pfx), "dg-fe1-%d", (int)getpid());
-	fe = testpmd_start(exe, pfx, vdev, "txonly", 1, log);
-	/* testpmd's start-up (256 MiB zeroed) takes seconds on a loaded machine. */
-	for (int i = 0; i < 2000 && alive(fe); i++) {
+	fe = testpmd_start(exe, pfx, vdev, d == FE_BE ? "txonly" : "rxonly", 1, log);
+	if (d == BE_FE) {
+		mpps = testpmd_window_mpps(log, fe, 0);
+		ok = alive(fe);
+	} else {
+		/* testpmd's start-up (256 MiB zeroed) takes seconds on a loaded machine. */
+		for (int i = 0; i < 2000 && alive(fe); i++) {
+			dg_vhost_get_stats(v, &a);
+			if (a.queue[TXQ].packets)
+				break;
+			usleep(10000);
+		}
+		usleep(DPDK_WARMUP_MS * 1000);
 		dg_vhost_get_stats(v, &a);
-		if (a.queue[TXQ].packets)
-			break;
-		usleep(10000);
+		uint64_t t0 = bench_now_ns();
+		sleep(DPDK_WINDOW_S);
+		dg_vhost_get_stats(v, &z);
+		uint64_t t1 = bench_now_ns();
+		ok = alive(fe);
+		if (z.queue[TXQ].packets > a.queue[TXQ].packets)
+			mpps = (double)(z.queue[TXQ].packets - a.queue[TXQ].packets) * 1000.0 /
+			       (double)(t1 - t0);
 	}
-	usleep(DPDK_WARMUP_MS * 1000);
-	dg_vhost_get_stats(v, &a);
-	uint64_t t0 = bench_now_ns();
-	sleep(DPDK_WINDOW_S);
-	dg_vhost_get_stats(v, &z);
-	uint64_t t1 = bench_now_ns();
-	bool ok = alive(fe);
 	testpmd_stop(fe);
 	dg_vhost_stop(v);
 	pthread_join(thr, NULL);
+	dg_vhost_get_stats(v, &z);
 	dg_vhost_destroy(v);
-	if (ok && z.queue[TXQ].packets > a.queue[TXQ].packets)
-		mpps = (double)(z.queue[TXQ].packets - a.queue[TXQ].packets) * 1000.0 /
-		       (double)(t1 - t0);
-	else
-		printf("  dmaguard: testpmd did not run or sent nothing (see %s)\n", log);
-	if (mpps > 0)
+	if (!ok || !(mpps > 0)) {
+		printf("  dmaguard %s: testpmd did not run or moved nothing (see %s)\n",
+		       dir_name[d], log);
+		mpps = 0;
+	} else if (z.outside_memtable || z.ring_errors) {
+		printf("  dmaguard %s: outside_memtable %llu, ring_errors %llu\n", dir_name[d],
+		       (unsigned long long)z.outside_memtable, (unsigned long long)z.ring_errors);
+		mpps = 0;
+	} else {
 		unlink(log);
+	}
 	return mpps;
 }
 
-/* DPDK's pair: net_vhost (testpmd rxonly) <- virtio_user (testpmd txonly); its Rx-pps. */
-static double dpdk_theirs(const char *exe, const char *dir, unsigned int k)
+/*
+ * DPDK's pair, testpmd's net_vhost back end and virtio_user front end: fe-be, net_vhost
+ * rxonly <- virtio_user txonly, net_vhost's Rx-pps; be-fe, net_vhost txonly -> virtio_user
+ * rxonly, virtio_user's Rx-pps.
+ */
+static double dpdk_theirs(const char *exe, const char *dir, enum dpdk_dir d, unsigned int k)
 {
 	char sock[96], log[96], blog[96], vdev[160], pfx[48];
-	double mpps = 0;
+	double mpps;
 	pid_t be, fe;
 
-	snprintf(sock, sizeof(sock), "%s/net_vhost%u.sock", dir, k);
-	snprintf(blog, sizeof(blog), "%s/be-net_vhost%u.log", dir, k);
-	snprintf(log, sizeof(log), "%s/fe-net_vhost%u.log", dir, k);
+	snprintf(sock, sizeof(sock), "%s/net_vhost-%s%u.sock", dir, dir_name[d], k);
+	snprintf(blog, sizeof(blog), "%s/be-net_vhost-%s%u.log", dir, dir_name[d], k);
+	snprintf(log, sizeof(log), "%s/fe-net_vhost-%s%u.log", dir, dir_name[d], k);
 	snprintf(vdev, sizeof(vdev), "--vdev=net_vhost0,iface=%s,queues=1", sock);
 	snprintf(pfx, sizeof(pfx), "dg-be-%d", (int)getpid());
-	be = testpmd_start(exe, pfx, vdev, "rxonly", 0, blog);
+	be = testpmd_start(exe, pfx, vdev, d == FE_BE ? "rxonly" : "txonly", 0, blog);
 	for (int i = 0; i < 2000 && access(sock, F_OK) && alive(be); i++)
 		usleep(10000);
 	snprintf(vdev, sizeof(vdev), "--vdev=net_virtio_user0,path=%s,queues=1,queue_size=256",
 		 sock);
 	snprintf(pfx, sizeof(pfx), "dg-fe2-%d", (int)getpid());
-	fe = testpmd_start(exe, pfx, vdev, "txonly", 1, log);
+	fe = testpmd_start(exe, pfx, vdev, d == FE_BE ? "txonly" : "rxonly", 1, log);
 	/* One Rx-pps line per second: wait for the warm-up second and the window's. */
-	double pps[DPDK_WINDOW_S];
-	unsigned int n = 0;
-	for (int i = 0; i < 300 && alive(fe) && alive(be); i++) {
-		n = testpmd_rx_pps(blog, (DPDK_WARMUP_MS + 999) / 1000, pps, DPDK_WINDOW_S);
-		if (n == DPDK_WINDOW_S)
-			break;
-		usleep(100000);
-	}
+	mpps = testpmd_window_mpps(d == FE_BE ? blog : log, fe, be);
 	testpmd_stop(fe);
 	testpmd_stop(be);
-	if (n) {
-		struct bench_summary sum;
-
-		bench_summarize(pps, n, &sum);
-		mpps = sum.mean / 1e6; /* over the window, as dmaguard's counter delta */
-	}
 	if (!(mpps > 0)) {
-		printf("  net_vhost: testpmd did not run or received nothing (see %s)\n", blog);
+		printf("  net_vhost %s: testpmd did not run or moved nothing (see %s)\n",
+		       dir_name[d], d == FE_BE ? blog : log);
+		mpps = 0;
 	} else {
 		unlink(blog);
 		unlink(log);
@@ -641,18 +724,24 @@ static double dpdk_theirs(const char *exe, const char *dir, unsigned int k)
 }
 
 /*
- * The back end's receive rate driven by DPDK's virtio_user front end (testpmd txonly, 64 B),
- * next to DPDK's net_vhost back end driven the same way (testpmd rxonly, its own Rx-pps),
- * alternating DPDK_PAIRS times so that the load of a shared machine falls on both alike. Two
- * cores: the receiving back end and the front end's forwarding lcore get one each.
+ * Both directions against DPDK, each back end with DPDK's virtio_user front end (testpmd,
+ * 64 B, its own process): fe-be, the front end transmits (txonly) and the back end receives
+ * (dmaguard in sink mode; net_vhost in testpmd rxonly); be-fe, the back end transmits
+ * (dmaguard in gen mode; net_vhost in testpmd txonly) and the front end receives (rxonly, its
+ * Rx-pps). Windows alternate between the two back ends and the two directions, DPDK_PAIRS
+ * times, so that the load of a shared machine falls on all alike. Two cores: the back end and
+ * the front end's forwarding lcore get one each.
  */
 static void bench_vhost_dpdk(struct bench_report *rep)
 {
+	static const char *const what[NDIR][2] = {
+		{"dmaguard vhost (sink)", "DPDK net_vhost (rxonly)"},
+		{"dmaguard vhost (gen)", "DPDK net_vhost (txonly)"},
+	};
 	const char *exe = testpmd_path();
 	char dir[] = "/tmp/dg-pvp-dpdk-XXXXXX";
-	double ours[DPDK_PAIRS], theirs[DPDK_PAIRS], so[DPDK_PAIRS], st[DPDK_PAIRS];
-	unsigned int no = 0, nt = 0;
-	struct bench_summary mo = {0}, mt = {0};
+	double ours[NDIR][DPDK_PAIRS], theirs[NDIR][DPDK_PAIRS], so[DPDK_PAIRS], st[DPDK_PAIRS];
+	unsigned int no[NDIR] = {0}, nt[NDIR] = {0};
 
 	if (!exe) {
 		printf("\nDPDK comparison skipped: dpdk-testpmd not installed (package dpdk-dev)\n");
@@ -660,34 +749,45 @@ static void bench_vhost_dpdk(struct bench_report *rep)
 	}
 	if (!mkdtemp(dir))
 		die("mkdtemp", errno);
-	printf("\nDPDK's virtio_user front end (testpmd txonly, 64 B) -> back end, %u x %d s "
-	       "windows, alternating:\n",
+	/* dmaguard's threads (made from this one) on CPU 0, as net_vhost's forwarding lcore. */
+	bench_pin_cpu(0);
+	printf("\nDPDK's virtio_user front end (testpmd, 64 B) and each back end, both directions, "
+	       "%u x %d s windows, alternating:\n",
 	       DPDK_PAIRS, DPDK_WINDOW_S);
 	for (unsigned int k = 0; k < DPDK_PAIRS; k++) {
-		double a = dpdk_ours(exe, dir, k), b = dpdk_theirs(exe, dir, k);
+		for (unsigned int d = 0; d < NDIR; d++) {
+			double a = dpdk_ours(exe, dir, d, k), b = dpdk_theirs(exe, dir, d, k);
 
-		printf("  window %u: dmaguard %.3f Mpps, net_vhost %.3f Mpps\n", k + 1, a, b);
-		if (a > 0)
-			ours[no] = so[no] = a, no++;
-		if (b > 0)
-			theirs[nt] = st[nt] = b, nt++;
+			printf("  window %u %s: dmaguard %.3f Mpps, net_vhost %.3f Mpps\n", k + 1,
+			       dir_name[d], a, b);
+			if (a > 0)
+				ours[d][no[d]++] = a;
+			if (b > 0)
+				theirs[d][nt[d]++] = b;
+		}
 	}
 	rmdir(dir); /* fails, keeping the logs, when something did not run */
-	if (no)
-		bench_summarize(so, no, &mo);
-	if (nt)
-		bench_summarize(st, nt, &mt);
-	if (no)
-		add_dpdk_result(rep, "dmaguard", ours, no, mt.median);
-	if (nt)
-		add_dpdk_result(rep, "net_vhost", theirs, nt, 0);
-	printf("  %-24s %8.3f Mpps (median)\n  %-24s %8.3f Mpps (median)\n",
-	       "dmaguard vhost (sink)", mo.median, "DPDK net_vhost (rxonly)", mt.median);
-	if (no && nt) {
-		printf("  dmaguard / net_vhost: %.3f (target >= 1: %s)\n", mo.median / mt.median,
-		       mo.median >= mt.median ? "met" : "NOT met");
-		printf("RESULT suite=vhost-pvp case=dpdk-fe-be mpps=%.3f net_vhost_mpps=%.3f\n",
-		       mo.median, mt.median);
+	for (unsigned int d = 0; d < NDIR; d++) {
+		struct bench_summary mo = {0}, mt = {0};
+
+		memcpy(so, ours[d], sizeof(so));
+		memcpy(st, theirs[d], sizeof(st));
+		if (no[d])
+			bench_summarize(so, no[d], &mo);
+		if (nt[d])
+			bench_summarize(st, nt[d], &mt);
+		if (no[d])
+			add_dpdk_result(rep, d, "dmaguard", ours[d], no[d], mt.median);
+		if (nt[d])
+			add_dpdk_result(rep, d, "net_vhost", theirs[d], nt[d], 0);
+		printf("  %s:\n    %-24s %8.3f Mpps (median)\n    %-24s %8.3f Mpps (median)\n",
+		       dir_name[d], what[d][0], mo.median, what[d][1], mt.median);
+		if (no[d] && nt[d]) {
+			printf("    dmaguard / net_vhost: %.3f (target >= 1: %s)\n",
+			       mo.median / mt.median, mo.median >= mt.median ? "met" : "NOT met");
+			printf("RESULT suite=vhost-pvp case=dpdk-%s mpps=%.3f net_vhost_mpps=%.3f\n",
+			       dir_name[d], mo.median, mt.median);
+		}
 	}
 }
 
@@ -697,17 +797,22 @@ static json_t *result_json(const struct result *r)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s, s:i, s:i, s:I, s:f}", "case", r->name, "iommu",
 			      r->cfg == C_OFF ? "off" : "on", "guest_policy",
-			      r->cfg == C_OFF ? "none" : cfg_name[r->cfg], "frame_bytes",
-			      (int)FRAME, "burst", (int)BURST, "packets", (json_int_t)r->packets,
-			      "mpps", r->mpps);
+			      r->cfg == C_OFF  ? "none" :
+			      r->cfg == C_LAZY ? "lazy" :
+						 "strict",
+			      "frame_bytes", (int)FRAME, "burst", (int)BURST, "packets",
+			      (json_int_t)r->packets, "mpps", r->mpps);
 
 	json_object_set_new(j, "ns_per_packet",
 			    json_pack("{s:f, s:f, s:f, s:f, s:i}", "median", r->ns.median, "min",
 				      r->ns.min, "max", r->ns.max, "spread", r->ns.spread, "rounds",
 				      (int)r->ns.n));
-	json_object_set_new(j, "vs_off", r->cfg == C_OFF ? json_null() : json_real(r->vs_off));
-	json_object_set_new(j, "vs_off_best",
-			    r->cfg == C_OFF ? json_null() : json_real(r->vs_off_best));
+	bool no_ratio = r->cfg == C_OFF || r->cfg == C_GEN; /* gen: not the same work as off */
+
+	json_object_set_new(j, "back_end_mode", json_string(r->cfg == C_GEN ? "gen" : "loop"));
+	json_object_set_new(j, "direction", json_string(r->cfg == C_GEN ? "be-fe" : "fe-be-fe"));
+	json_object_set_new(j, "vs_off", no_ratio ? json_null() : json_real(r->vs_off));
+	json_object_set_new(j, "vs_off_best", no_ratio ? json_null() : json_real(r->vs_off_best));
 	json_object_set_new(j, "backend",
 			    json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "iotlb_misses",
 				      (json_int_t)r->d.iotlb_misses, "iotlb_updates",
@@ -851,7 +956,7 @@ static int bench_vhost_pvp_main(int argc, char **argv)
 	for (int c = 0; c < NCFG; c++) {
 		if (!want[c])
 			continue;
-		if (c != C_OFF && want[C_OFF] && res[C_OFF].mpps > 0) {
+		if (c != C_OFF && c != C_GEN && want[C_OFF] && res[C_OFF].mpps > 0) {
 			res[c].vs_off = res[c].mpps / res[C_OFF].mpps;
 			res[c].vs_off_best = res[C_OFF].ns.min / res[c].ns.min;
 		}

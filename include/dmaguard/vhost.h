@@ -23,6 +23,11 @@
  *                 is returned untouched; everything else is counted and dropped.
  *  DG_VHOST_SINK  counts and drops every transmitted frame.
  *  DG_VHOST_LOOP  returns every transmitted frame on the receive queue, unchanged.
+ *  DG_VHOST_GEN   a traffic generator: fills every receive buffer the driver posts with a
+ *                 frame of cfg->gen_frame_bytes (an Ethernet broadcast carrying an IPv4/UDP
+ *                 datagram from cfg->ipv4 and cfg->mac to port 9, whose payload starts with a
+ *                 64-bit big-endian sequence number at DG_VHOST_GEN_SEQ_OFFSET: 0, 1, 2, ... per
+ *                 front end); transmitted frames are counted and dropped as in sink mode.
  *
  * Bad input from the front end (malformed messages, bad memory tables, rings or descriptors
  * outside the memory table, IOTLB ranges that wrap) is logged, counted in struct
@@ -46,7 +51,15 @@ enum dg_vhost_mode {
 	DG_VHOST_ECHO = 1,
 	DG_VHOST_SINK,
 	DG_VHOST_LOOP,
+	DG_VHOST_GEN,
 };
+
+/* Generator mode: frame sizes accepted (without the virtio-net header) and the default. */
+#define DG_VHOST_GEN_MIN_BYTES 60
+#define DG_VHOST_GEN_MAX_BYTES 9216
+#define DG_VHOST_GEN_DEFAULT   64
+/* Offset in a generated frame of its sequence number (after Ethernet, IPv4 and UDP headers). */
+#define DG_VHOST_GEN_SEQ_OFFSET 42
 
 struct dg_vhost_stats;
 
@@ -58,6 +71,8 @@ struct dg_vhost_config {
 	bool once;	/* dg_vhost_run() returns after the first front end disconnects */
 	bool iommu;	/* offer VIRTIO_F_IOMMU_PLATFORM (default true via dg_vhost_config_init) */
 	int verbose;	/* 0: errors only, 1: connections and negotiation, 2: every message */
+	uint32_t gen_frame_bytes; /* gen: frame size, DG_VHOST_GEN_MIN_BYTES..MAX_BYTES (the
+				     virtio-net header not included); 0 = DG_VHOST_GEN_DEFAULT */
 	/*
 	 * Called by dg_vhost_run() in its own thread after each front end disconnects and when
 	 * dg_vhost_report() was called; may be NULL. Must not call back into the back end.
@@ -70,7 +85,8 @@ struct dg_vhost_config {
 struct dg_vhost_queue_stats {
 	uint64_t packets; /* frames moved through the queue */
 	uint64_t bytes;	  /* their bytes, virtio-net header excluded */
-	uint64_t dropped; /* frames dropped (rx: no buffer or too small; tx: too big) */
+	uint64_t dropped; /* frames dropped (rx: no buffer or too small; tx: too big); gen: receive
+			     buffers too small for a frame (returned empty) */
 	uint64_t kicks;	  /* notifications received from the driver */
 	uint64_t calls;	  /* notifications sent to the driver */
 };
@@ -95,11 +111,12 @@ struct dg_vhost_stats {
 	struct dg_vhost_queue_stats queue[2];
 };
 
-/* Fill @cfg with defaults: echo mode, 10.0.0.1, IOMMU offered, errors only. */
+/* Fill @cfg with defaults: echo mode, 10.0.0.1, IOMMU offered, errors only, 64-byte frames. */
 DG_EXPORT void dg_vhost_config_init(struct dg_vhost_config *cfg);
 
 /*
- * Create a back end. Returns NULL with errno EINVAL (bad mode), ENOMEM, or an errno of
+ * Create a back end. Returns NULL with errno EINVAL (bad mode; gen mode with a frame size
+ * outside DG_VHOST_GEN_MIN_BYTES..DG_VHOST_GEN_MAX_BYTES), ENOMEM, or an errno of
  * eventfd()/epoll_create1(). @cfg is copied (socket_path too).
  */
 DG_EXPORT dg_vhost *dg_vhost_create(const struct dg_vhost_config *cfg);

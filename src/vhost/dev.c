@@ -210,6 +210,7 @@ void dg_vhost_config_init(struct dg_vhost_config *cfg)
 	cfg->mode = DG_VHOST_ECHO;
 	cfg->ipv4 = 0x0a000001;
 	cfg->iommu = true;
+	cfg->gen_frame_bytes = DG_VHOST_GEN_DEFAULT;
 }
 
 static void close_fd(int *fd)
@@ -224,7 +225,12 @@ dg_vhost *dg_vhost_create(const struct dg_vhost_config *cfg)
 	static const uint8_t zero[6], def_mac[6] = {0x02, 0, 0, 0, 0, 0x01};
 	struct dg_vhost *v;
 
-	if (!cfg || cfg->mode < DG_VHOST_ECHO || cfg->mode > DG_VHOST_LOOP) {
+	uint32_t gen_len = cfg && cfg->gen_frame_bytes ? cfg->gen_frame_bytes :
+							 DG_VHOST_GEN_DEFAULT;
+
+	if (!cfg || cfg->mode < DG_VHOST_ECHO || cfg->mode > DG_VHOST_GEN ||
+	    (cfg->mode == DG_VHOST_GEN &&
+	     (gen_len < DG_VHOST_GEN_MIN_BYTES || gen_len > DG_VHOST_GEN_MAX_BYTES))) {
 		errno = EINVAL;
 		return NULL;
 	}
@@ -248,6 +254,15 @@ dg_vhost *dg_vhost_create(const struct dg_vhost_config *cfg)
 	if (!v->frames || !v->txbuf || vhost_iotlb_init(&v->iotlb, 0)) {
 		errno = ENOMEM;
 		goto fail;
+	}
+	if (cfg->mode == DG_VHOST_GEN) {
+		v->gen_len = gen_len;
+		v->gen_tmpl = malloc(sizeof(struct virtio_net_hdr_v1) + gen_len);
+		if (!v->gen_tmpl) {
+			errno = ENOMEM;
+			goto fail;
+		}
+		vhost_net_gen_template(v->gen_tmpl, gen_len, cfg->ipv4, v->mac);
 	}
 	int rc = vhost_engine_init(&v->engine, v->agent, VHOST_NR_VQ);
 	if (rc) {
@@ -316,6 +331,7 @@ void dg_vhost_destroy(dg_vhost *v)
 	pthread_cond_destroy(&v->sync.cond);
 	free(v->frames);
 	free(v->txbuf);
+	free(v->gen_tmpl);
 	free(v->socket_path);
 	free(v);
 }
@@ -635,7 +651,7 @@ static int dispatch(struct msg_ctx *c)
 		if (st.num > 0xffff)
 			return refuse(c, -EINVAL, "vring base past 16 bits");
 		vhost_sync_pause(v);
-		q->last_avail = q->used_idx = (uint16_t)st.num;
+		q->last_avail = q->used_idx = q->avail_idx = (uint16_t)st.num;
 		q->broken = false;
 		vhost_sync_resume(v);
 		break;

@@ -45,6 +45,7 @@
 #define VHOST_MISS_RESEND_NS   100000000ull /* a miss unanswered this long is sent again */
 #define VHOST_MISS_SENDFAIL_NS 1000000ull   /* a MISS that could not be sent: try again after */
 #define VHOST_IDLE_MS	       100	    /* the data path's longest sleep */
+#define VHOST_SPIN_NS	       50000ull	    /* polling goes on this long after the last work */
 
 struct vhost_counters {
 	_Atomic uint64_t connections, messages, bad_messages;
@@ -111,7 +112,10 @@ struct dg_vhost {
 	unsigned int nmiss;
 	struct vhost_frame *frames; /* VHOST_FRAMEQ frames waiting for receive buffers */
 	unsigned int fq_head, fq_len;
-	uint8_t *txbuf; /* VHOST_FRAME_MAX + header */
+	uint8_t *txbuf;	   /* VHOST_FRAME_MAX + header */
+	uint8_t *gen_tmpl; /* gen mode: virtio-net header + frame with sequence number 0 */
+	uint32_t gen_len;  /* gen mode: frame bytes (header excluded) */
+	uint64_t gen_seq;  /* gen mode: sequence number of the next frame (per front end) */
 
 	struct vhost_sync sync;
 	struct vhost_counters st;
@@ -150,6 +154,10 @@ void vhost_dp_kicks(struct dg_vhost *v, bool on, bool *pending);
 int vhost_dp_idle_timeout_ms(const struct dg_vhost *v);
 /* Forget data-path state tied to the front end (queued frames, pending misses). */
 void vhost_dp_reset(struct dg_vhost *v);
+
+/* Generator mode: write the virtio-net header and a @len-byte frame with sequence number 0
+ * from @ip and @mac into @out (HDR + @len bytes). Pure function. */
+void vhost_net_gen_template(uint8_t *out, uint32_t len, uint32_t ip, const uint8_t mac[6]);
 
 /* Echo mode: the reply to @in (ARP or ICMP echo for @ip), or 0 if none. Pure function. */
 size_t vhost_net_echo(const uint8_t *in, size_t len, uint32_t ip, const uint8_t mac[6],

@@ -9,6 +9,16 @@
  * driver posts receive buffers. Used entries are published once per burst and the driver is
  * notified once per burst.
  *
+ * Generator mode (do_gen): the receive queue is the only producer. Each posted receive buffer
+ * gets the template built at creation (virtio-net header + Ethernet/IPv4/UDP frame, its IPv4
+ * checksum computed once: the identification field stays 0 with DF set, so only the payload's
+ * sequence number changes from frame to frame) and the frame's 8-byte sequence number, through
+ * the same vhost_vq_pop() translation (per-queue IOTLB, memory-table check) as every other
+ * access; one copy per frame when the buffer's first writable segment holds it whole (the
+ * common case), vhost_segs_write() otherwise. Used entries, counters and the interrupt are
+ * once per burst as elsewhere. A buffer too small for the frame is returned empty and counted
+ * in dropped, without using a sequence number, so the driver sees 0, 1, 2, ... with no gap.
+ *
  * IOTLB misses: a chain or a ring that needs a translation the IOTLB does not hold is left
  * where it is (nothing consumed), a MISS is sent on the back-end channel unless the same page
  * with the same access is already pending (de-duplicated for VHOST_MISS_RESEND_NS), and the
@@ -135,6 +145,33 @@ size_t vhost_net_echo(const uint8_t *in, size_t len, uint32_t ip, const uint8_t 
 	return 14 + tot;
 }
 
+/* ---- generator mode ---- */
+
+void vhost_net_gen_template(uint8_t *out, uint32_t len, uint32_t ip, const uint8_t mac[6])
+{
+	uint8_t *fr = out + HDR_LEN, *iph = fr + 14, *udp = iph + 20;
+	struct virtio_net_hdr_v1 h = {.num_buffers = 1};
+
+	memcpy(out, &h, HDR_LEN);
+	memset(fr, 0, len);
+	memset(fr, 0xff, 6); /* broadcast: every driver takes it */
+	memcpy(fr + 6, mac, 6);
+	put16(fr + 12, 0x0800);
+	iph[0] = 0x45;
+	put16(iph + 2, (uint16_t)(len - 14));
+	put16(iph + 6, 0x4000); /* DF, identification 0: the checksum is the same for all */
+	iph[8] = 64;
+	iph[9] = 17; /* UDP */
+	put16(iph + 12, (uint16_t)(ip >> 16));
+	put16(iph + 14, (uint16_t)ip);
+	memset(iph + 16, 0xff, 4); /* 255.255.255.255 */
+	put16(iph + 10, (uint16_t)~csum_add(0, iph, 20));
+	put16(udp, 9); /* discard */
+	put16(udp + 2, 9);
+	put16(udp + 4, (uint16_t)(len - 34));
+	/* UDP checksum 0: none (IPv4); the sequence number at DG_VHOST_GEN_SEQ_OFFSET is 0. */
+}
+
 /* ---- IOTLB misses and access failures, on the back-end channel ---- */
 
 static int backend_send(struct dg_vhost *v, uint64_t iova, unsigned int perm, uint8_t type)
@@ -239,6 +276,7 @@ void vhost_dp_reset(struct dg_vhost *v)
 {
 	v->nmiss = 0;
 	v->fq_head = v->fq_len = 0;
+	v->gen_seq = 0;
 }
 
 /* Invalidation number @k's range, or false when its record was overwritten meanwhile. */
@@ -396,7 +434,7 @@ static unsigned int do_rx(struct dg_vhost *v)
 	struct vhost_as as = vhost_dev_as(v);
 	struct vhost_chain ch;
 	struct vhost_fault f;
-	unsigned int done = 0;
+	unsigned int done = 0, sent = 0;
 	uint64_t bytes = 0;
 
 	while (v->fq_len && done < VHOST_BURST) {
@@ -432,16 +470,86 @@ static unsigned int do_rx(struct dg_vhost *v)
 			vhost_segs_write(ws, nw, HDR_LEN, fr->data, fr->len);
 			vhost_vq_push(q, ch.head, (uint32_t)(HDR_LEN + fr->len));
 			bytes += fr->len;
-			vhost_count(&v->st.q[VHOST_RXQ].packets, 1);
+			sent++;
 		}
 		v->fq_head = (v->fq_head + 1) % VHOST_FRAMEQ;
 		v->fq_len--;
 		done++;
 	}
-	if (bytes)
+	if (sent) { /* once per burst: an atomic add per frame costs more than the rest */
+		vhost_count(&v->st.q[VHOST_RXQ].packets, sent);
 		vhost_count(&v->st.q[VHOST_RXQ].bytes, bytes);
+	}
 	if (done)
 		vhost_log(v, 3, "vring 0: %u chains, %u frames wait", done, v->fq_len);
+	notify(v, VHOST_RXQ);
+	return done;
+}
+
+static void put_seq(uint8_t *p, uint64_t seq)
+{
+	for (int i = 7; i >= 0; i--, seq >>= 8)
+		p[i] = (uint8_t)seq;
+}
+
+static unsigned int do_gen(struct dg_vhost *v)
+{
+	struct vhost_vq *q = &v->vq[VHOST_RXQ];
+	struct vhost_as as = vhost_dev_as(v);
+	const size_t n = HDR_LEN + v->gen_len, seq_off = HDR_LEN + DG_VHOST_GEN_SEQ_OFFSET;
+	struct vhost_chain ch;
+	struct vhost_fault f;
+	unsigned int done = 0, sent = 0, dropped = 0;
+
+	while (done < VHOST_BURST) {
+		int rc = vhost_vq_pop(q, &as, &ch, &f);
+
+		if (rc == 0)
+			break; /* no buffer posted */
+		if (rc == -EAGAIN) {
+			miss(v, q, &f);
+			break;
+		}
+		if (rc == -EACCES) {
+			access_fail(v, &f);
+			vhost_vq_push(q, ch.head, 0);
+			done++;
+			continue;
+		}
+		if (rc < 0) {
+			ring_error(v, VHOST_RXQ, rc);
+			break;
+		}
+		const struct vhost_seg *ws = ch.seg + ch.nread;
+		unsigned int nw = ch.nseg - ch.nread;
+
+		if (ch.write_len < n) {
+			vhost_vq_push(q, ch.head, 0);
+			dropped++;
+		} else if (ws[0].len >= n) {
+			memcpy(ws[0].host, v->gen_tmpl, n);
+			put_seq(ws[0].host + seq_off, v->gen_seq++);
+			vhost_vq_push(q, ch.head, (uint32_t)n);
+			sent++;
+		} else {
+			uint8_t seq[8];
+
+			put_seq(seq, v->gen_seq++);
+			vhost_segs_write(ws, nw, 0, v->gen_tmpl, n);
+			vhost_segs_write(ws, nw, seq_off, seq, sizeof(seq));
+			vhost_vq_push(q, ch.head, (uint32_t)n);
+			sent++;
+		}
+		done++;
+	}
+	if (sent) {
+		vhost_count(&v->st.q[VHOST_RXQ].packets, sent);
+		vhost_count(&v->st.q[VHOST_RXQ].bytes, (uint64_t)sent * v->gen_len);
+	}
+	if (dropped)
+		vhost_count(&v->st.q[VHOST_RXQ].dropped, dropped);
+	if (done)
+		vhost_log(v, 3, "vring 0: %u chains generated", done);
 	notify(v, VHOST_RXQ);
 	return done;
 }
@@ -454,6 +562,7 @@ static void handle_frame(struct dg_vhost *v, const uint8_t *frame, size_t len)
 
 	switch (v->cfg.mode) {
 	case DG_VHOST_SINK:
+	case DG_VHOST_GEN:
 		return;
 	case DG_VHOST_LOOP:
 		enqueue_frame(v, frame, len);
@@ -478,7 +587,7 @@ static unsigned int do_tx(struct dg_vhost *v)
 	struct vhost_as as = vhost_dev_as(v);
 	struct vhost_chain ch;
 	struct vhost_fault f;
-	unsigned int done = 0;
+	unsigned int done = 0, got = 0;
 	uint64_t bytes = 0;
 
 	while (done < VHOST_BURST) {
@@ -509,14 +618,16 @@ static unsigned int do_tx(struct dg_vhost *v)
 
 			vhost_segs_read(ch.seg, ch.nread, HDR_LEN, v->txbuf, len);
 			bytes += len;
-			vhost_count(&v->st.q[VHOST_TXQ].packets, 1);
+			got++;
 			handle_frame(v, v->txbuf, len);
 		}
 		vhost_vq_push(q, ch.head, 0);
 		done++;
 	}
-	if (bytes)
+	if (got) { /* once per burst, as in do_rx() */
+		vhost_count(&v->st.q[VHOST_TXQ].packets, got);
 		vhost_count(&v->st.q[VHOST_TXQ].bytes, bytes);
+	}
 	if (done)
 		vhost_log(v, 3, "vring 1: %u chains", done);
 	notify(v, VHOST_TXQ);
@@ -529,8 +640,12 @@ unsigned int vhost_dp_poll(struct dg_vhost *v)
 
 	if (queue_ready(v, VHOST_TXQ))
 		work += do_tx(v);
-	if (v->fq_len && queue_ready(v, VHOST_RXQ))
+	if (v->cfg.mode == DG_VHOST_GEN) {
+		if (queue_ready(v, VHOST_RXQ))
+			work += do_gen(v);
+	} else if (v->fq_len && queue_ready(v, VHOST_RXQ)) {
 		work += do_rx(v);
+	}
 	/* Frames delivered may have made room for more transmitted ones. */
 	if (work && queue_ready(v, VHOST_TXQ))
 		work += do_tx(v);
@@ -557,7 +672,8 @@ void vhost_dp_kicks(struct dg_vhost *v, bool on, bool *pending)
 		}
 		if (!on)
 			vhost_vq_kicks_off(q);
-		else if (vhost_vq_kicks_on(q) && !q->retry_ns && (i == VHOST_TXQ || v->fq_len))
+		else if (vhost_vq_kicks_on(q) && !q->retry_ns &&
+			 (i == VHOST_TXQ || v->fq_len || v->cfg.mode == DG_VHOST_GEN))
 			*pending = true; /* work arrived while kicks were off */
 	}
 }

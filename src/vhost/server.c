@@ -5,7 +5,11 @@
  * The calling thread is the control thread: it accepts one front end at a time, reads each
  * message (header with its SCM_RIGHTS fds, then the payload), hands it to
  * dg_vhost_handle_message() and writes the reply. A second thread runs the data path: it polls
- * the queues while there is work and otherwise sleeps in epoll_wait() on the kick eventfds and
+ * the queues while there is work, goes on polling for VHOST_SPIN_NS after the last work it found
+ * (a driver that refills its ring a few microseconds later then finds the back end still
+ * polling with kicks off, instead of paying a kick, an eventfd write, and the back end a
+ * wake-up: DPDK's back end polls without ever sleeping, Linux vhost-net's busyloop_timeout does
+ * the same as here), and otherwise sleeps in epoll_wait() on the kick eventfds and
  * its wake eventfd, its queues' agents offline (see dev.h) so that an invalidation never waits
  * for a sleeping thread. Its sleep ends at the latest when a queue waiting for the answer to a miss must ask
  * again (net.c), whatever the kicks do meanwhile, and after VHOST_IDLE_MS otherwise.
@@ -15,6 +19,8 @@
  * the server waits for the next one in the same process.
  */
 #include "vhost/dev.h"
+
+#include "base/clock.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -31,6 +37,8 @@ static void *worker_main(void *arg)
 {
 	struct dg_vhost *v = arg;
 
+	uint64_t spin_until = 0; /* 0: work was found by the last pass */
+
 	vhost_agents_online(v->agent, VHOST_NR_VQ);
 	/* Acquire pairs with the release store in stop_worker(). */
 	while (!atomic_load_explicit(&v->sync.stop, memory_order_acquire)) {
@@ -42,8 +50,18 @@ static void *worker_main(void *arg)
 		vhost_dp_quiescent(v);
 		if (vhost_dp_poll(v)) {
 			vhost_dp_kicks(v, false, NULL); /* polling: the driver need not kick */
+			spin_until = 0;
 			continue;
 		}
+		/* Nothing now: keep polling (kicks still off) for VHOST_SPIN_NS before sleeping. */
+		uint64_t now = dg_now_ns();
+		if (!spin_until)
+			spin_until = now + VHOST_SPIN_NS;
+		if (now < spin_until) {
+			dg_cpu_relax();
+			continue;
+		}
+		spin_until = 0;
 		vhost_dp_kicks(v, true, &pending);
 		if (pending)
 			continue;

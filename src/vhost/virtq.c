@@ -133,7 +133,7 @@ void vhost_vq_init(struct vhost_vq *vq)
 	vq->started = false;
 	vq->indirect = false;
 	vq->kick_fd = vq->call_fd = vq->err_fd = -1;
-	vq->last_avail = vq->used_idx = 0;
+	vq->last_avail = vq->used_idx = vq->avail_idx = 0;
 	vq->broken = false;
 	atomic_store_explicit(&vq->ring_stale, false, memory_order_relaxed);
 	vq->rings_ok = false;
@@ -185,6 +185,7 @@ int vhost_vq_map_rings(struct vhost_vq *vq, const struct vhost_as *as, struct vh
 	vq->avail = a;
 	vq->used = u;
 	vq->rings_ok = true;
+	vq->avail_idx = vq->last_avail; /* new rings: read their avail index afresh */
 	return 0;
 }
 
@@ -194,7 +195,10 @@ int vhost_vq_avail(struct vhost_vq *vq)
 	uint16_t idx = atomic_load_explicit(u16_at(vq->avail, 2), memory_order_acquire);
 	uint16_t n = (uint16_t)(idx - vq->last_avail);
 
-	return n > vq->num ? -EIO : (int)n;
+	if (n > vq->num)
+		return -EIO;
+	vq->avail_idx = idx;
+	return (int)n;
 }
 
 static void read_desc(struct vring_desc *d, const struct vring_desc *src)
@@ -214,10 +218,13 @@ static int consume_on_eacces(struct vhost_vq *vq, int rc)
 int vhost_vq_pop(struct vhost_vq *vq, const struct vhost_as *as, struct vhost_chain *ch,
 		 struct vhost_fault *fault)
 {
-	int avail = vhost_vq_avail(vq);
+	if (vq->avail_idx == vq->last_avail) {
+		/* What was read last time is consumed: read the index again. */
+		int avail = vhost_vq_avail(vq);
 
-	if (avail <= 0)
-		return avail == 0 ? 0 : -EIO;
+		if (avail <= 0)
+			return avail == 0 ? 0 : -EIO;
+	}
 
 	uint16_t head =
 		atomic_load_explicit(u16_at(vq->avail, 4 + 2ull * (vq->last_avail & (vq->num - 1))),

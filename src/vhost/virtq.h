@@ -91,7 +91,12 @@ struct vhost_vq {
 	int err_fd;
 	uint16_t last_avail; /* next avail entry to consume (data path while running) */
 	uint16_t used_idx;   /* next used entry to fill (data path while running) */
-	bool broken;	     /* ring error seen: no more processing until reset (data path) */
+	/* The driver's avail index as last read (data path; set to last_avail with it): entries
+	   up to it are consumed before the index is read again, once per burst rather than per
+	   chain, so the cache line the driver writes as it refills is not pulled back and forth
+	   for every chain. Invariant: avail_idx - last_avail <= num (16-bit arithmetic). */
+	uint16_t avail_idx;
+	bool broken; /* ring error seen: no more processing until reset (data path) */
 	/* Set by the control thread when an invalidation overlaps a ring, before it bumps the
 	 * invalidation generation (seq_cst RMW); taken by the data path after its seq_cst load of
 	 * the generation (net.c, vhost_dp_quiescent), which orders it: relaxed accesses here. */
@@ -120,7 +125,8 @@ void vhost_vq_init(struct vhost_vq *vq);
  */
 int vhost_vq_map_rings(struct vhost_vq *vq, const struct vhost_as *as, struct vhost_fault *fault);
 
-/* Entries the driver made available and the device has not consumed; -EIO if impossible. */
+/* Entries the driver made available and the device has not consumed, reading the avail index
+ * now (and remembering it in avail_idx); -EIO if impossible. */
 int vhost_vq_avail(struct vhost_vq *vq);
 
 /*

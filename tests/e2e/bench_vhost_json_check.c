@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * tests/e2e/bench_vhost_json_check.c - check the JSON report of dmaguard bench vhost-pvp
- * (docs/bench-json.md): the three in-process cases present with sane numbers, no IOTLB miss
+ * (docs/bench-json.md): the four in-process cases present with sane numbers, no IOTLB miss
  * and no access outside the memory table during the measurement (everything was cached after
- * the warm-up), and, when present, well-formed DPDK results. No timing is asserted.
+ * the warm-up), and, when present, well-formed DPDK results (case dpdk-DIRECTION/BACK_END,
+ * direction fe-be or be-fe, back end dmaguard or net_vhost, positive windows, vs_net_vhost
+ * only for dmaguard). No timing is asserted.
  *
  *   bench_vhost_json_check FILE
  */
@@ -49,7 +51,7 @@ static const char *str(json_t *o, const char *key)
 
 int main(int argc, char **argv)
 {
-	static const char *const cases[] = {"off", "strict", "lazy", NULL};
+	static const char *const cases[] = {"off", "strict", "lazy", "gen", NULL};
 	json_error_t err;
 	json_t *root, *results, *r;
 	size_t i;
@@ -69,7 +71,7 @@ int main(int argc, char **argv)
 		return fail("no results array", NULL);
 	for (const char *const *c = cases; *c; c++) {
 		json_t *ns, *be;
-		bool off = !strcmp(*c, "off");
+		bool off = !strcmp(*c, "off"), gen = !strcmp(*c, "gen");
 
 		r = find(results, *c);
 		if (!r) {
@@ -85,11 +87,16 @@ int main(int argc, char **argv)
 		if (num(r, "frame_bytes") != 64 || !(num(r, "burst") >= 1))
 			bad |= fail("bad frame_bytes/burst", *c);
 		if (strcmp(str(r, "iommu"), off ? "off" : "on") ||
-		    strcmp(str(r, "guest_policy"), off ? "none" : *c))
+		    strcmp(str(r, "guest_policy"), off ? "none" :
+						   gen ? "strict" :
+							 *c))
 			bad |= fail("bad iommu/guest_policy", *c);
-		if (off ? !json_is_null(json_object_get(r, "vs_off")) ||
-				    !json_is_null(json_object_get(r, "vs_off_best")) :
-			  !(num(r, "vs_off") > 0) || !(num(r, "vs_off_best") > 0))
+		if (strcmp(str(r, "back_end_mode"), gen ? "gen" : "loop") ||
+		    strcmp(str(r, "direction"), gen ? "be-fe" : "fe-be-fe"))
+			bad |= fail("bad back_end_mode/direction", *c);
+		if (off || gen ? !json_is_null(json_object_get(r, "vs_off")) ||
+					 !json_is_null(json_object_get(r, "vs_off_best")) :
+				 !(num(r, "vs_off") > 0) || !(num(r, "vs_off_best") > 0))
 			bad |= fail("bad vs_off/vs_off_best", *c);
 		if (!json_is_object(be) || num(be, "iotlb_misses") != 0 ||
 		    num(be, "outside_memtable") != 0 || num(be, "iotlb_cache_fills") != 0 ||
@@ -103,9 +110,29 @@ int main(int argc, char **argv)
 
 		if (strncmp(c, "dpdk-", 5))
 			continue;
-		if (!(num(r, "mpps") > 0) || !strlen(str(r, "back_end")) ||
-		    !strlen(str(r, "direction")) || !json_is_array(json_object_get(r, "windows")))
+		const char *d = str(r, "direction"), *b = str(r, "back_end");
+		json_t *w = json_object_get(r, "windows"), *x,
+		       *vs = json_object_get(r, "vs_net_vhost");
+		bool ours = !strcmp(b, "dmaguard");
+		char want[64];
+		size_t k;
+
+		snprintf(want, sizeof(want), "dpdk-%s/%s", d, b);
+		if (!(num(r, "mpps") > 0) || (strcmp(b, "dmaguard") && strcmp(b, "net_vhost")) ||
+		    (strcmp(d, "fe-be") && strcmp(d, "be-fe")) || strcmp(c, want) ||
+		    strcmp(str(r, "front_end"), "virtio_user") || num(r, "frame_bytes") != 64 ||
+		    !(num(r, "seconds") > 0))
 			bad |= fail("bad DPDK result", c);
+		if (!json_is_array(w) || json_array_size(w) < 1 || json_array_size(w) > 8)
+			bad |= fail("bad DPDK windows", c);
+		json_array_foreach(w, k, x)
+		{
+			if (!(json_is_number(x) && json_number_value(x) > 0))
+				bad |= fail("bad DPDK window", c);
+		}
+		if (ours ? !json_is_null(vs) && !(json_is_number(vs) && json_number_value(vs) > 0) :
+			   !json_is_null(vs))
+			bad |= fail("bad vs_net_vhost", c);
 	}
 	json_decref(root);
 	return bad;

@@ -11,10 +11,12 @@ fail=0
 "$exe" bench vhost-pvp --duration 0.1 --rounds 3 --quick --json "$out" >/dev/null ||
 	{ echo "FAIL: vhost-pvp quick run"; fail=1; }
 "$check" "$out" || fail=1
-[ "$("$exe" bench vhost-pvp --list | tr '\n' ' ')" = "off strict lazy " ] ||
+[ "$("$exe" bench vhost-pvp --list | tr '\n' ' ')" = "off strict lazy gen " ] ||
 	{ echo "FAIL: vhost-pvp --list"; fail=1; }
 "$exe" bench vhost-pvp --case strict --ops 1000 | grep -q 'case=strict ops=1024 fixed_count=1' ||
 	{ echo "FAIL: vhost-pvp fixed-count mode"; fail=1; }
+"$exe" bench vhost-pvp --case gen --ops 100 | grep -q 'case=gen ops=128 fixed_count=1' ||
+	{ echo "FAIL: vhost-pvp fixed-count mode (gen)"; fail=1; }
 for bad in "--case no-such-case" "--bogus"; do
 	# shellcheck disable=SC2086
 	"$exe" bench vhost-pvp $bad >/dev/null 2>&1

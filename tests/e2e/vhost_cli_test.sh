@@ -22,9 +22,15 @@ expect 2 "$exe" vhost --socket "$tmp/s" --mode bogus
 expect 2 "$exe" vhost --socket "$tmp/s" --ip 10.0.0
 expect 2 "$exe" vhost --socket "$tmp/s" --mac 02:00
 expect 2 "$exe" vhost --socket "$tmp/s" extra
+expect 2 "$exe" vhost --socket "$tmp/s" --mode gen --frame-bytes 59
+expect 2 "$exe" vhost --socket "$tmp/s" --mode gen --frame-bytes 9217
+expect 2 "$exe" vhost --socket "$tmp/s" --mode gen --frame-bytes 64x
+expect 2 "$exe" vhost --socket "$tmp/s" --mode sink --frame-bytes 128
+"$exe" vhost --help | grep -q -- '--mode MODE.*echo' || { echo "FAIL: help"; fail=1; }
+"$exe" vhost --help | grep -q 'gen (fill every receive buffer' || { echo "FAIL: help: gen"; fail=1; }
 expect 1 "$exe" vhost --socket "$tmp/no/such/dir/s"
 
-"$exe" vhost --socket "$tmp/s" --mode loop --stats-json "$tmp/stats.json" 2>"$tmp/log" &
+"$exe" vhost --socket "$tmp/s" --mode gen --frame-bytes 128 --stats-json "$tmp/stats.json" 2>"$tmp/log" &
 pid=$!
 (sleep 30 && kill -KILL $pid) >/dev/null 2>&1 & # bound the run: never hangs
 watchdog=$!

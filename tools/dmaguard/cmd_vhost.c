@@ -2,8 +2,8 @@
 /*
  * tools/dmaguard/cmd_vhost.c - "dmaguard vhost": run the vhost-user net back end.
  *
- *   dmaguard vhost --socket PATH [--mode echo|sink|loop] [--ip A.B.C.D] [--mac XX:..:XX]
- *                  [--once] [--no-iommu] [--stats-json FILE] [-v]...
+ *   dmaguard vhost --socket PATH [--mode echo|sink|loop|gen] [--frame-bytes N] [--ip A.B.C.D]
+ *                  [--mac XX:..:XX] [--once] [--no-iommu] [--stats-json FILE] [-v]...
  *
  * Counters are printed on stderr after every front end disconnects, on SIGUSR1 and at exit;
  * with --stats-json they are also written to FILE (replaced atomically) at the same moments,
@@ -83,14 +83,20 @@ static void usage(FILE *out)
 		"with a device IOTLB.\n\n"
 		"  --socket PATH        unix socket to listen on (server mode)\n"
 		"  --mode MODE          echo (answer ARP and ICMP echo for --ip), sink (drop),\n"
-		"                       loop (return every frame); default echo\n"
-		"  --ip A.B.C.D         address answered in echo mode (default 10.0.0.1)\n"
-		"  --mac XX:XX:XX:XX:XX:XX  MAC answered with (default 02:00:00:00:00:01)\n"
+		"                       loop (return every frame), gen (fill every receive buffer\n"
+		"                       with a UDP frame carrying a sequence number; transmitted\n"
+		"                       frames are dropped); default echo\n"
+		"  --frame-bytes N      gen: frame size, %d..%d, virtio-net header excluded\n"
+		"                       (default %d)\n"
+		"  --ip A.B.C.D         address answered in echo mode, source in gen mode\n"
+		"                       (default 10.0.0.1)\n"
+		"  --mac XX:XX:XX:XX:XX:XX  MAC answered with / sent from (default 02:00:00:00:00:01)\n"
 		"  --once               exit after the first front end disconnects\n"
 		"  --no-iommu           do not offer VIRTIO_F_IOMMU_PLATFORM\n"
 		"  --stats-json FILE    write the counters as JSON at each disconnect, on SIGUSR1\n"
 		"                       and at exit\n"
-		"  -v, --verbose        more logging (twice: every message, timed; three times: every burst)\n");
+		"  -v, --verbose        more logging (twice: every message, timed; three times: every burst)\n",
+		DG_VHOST_GEN_MIN_BYTES, DG_VHOST_GEN_MAX_BYTES, DG_VHOST_GEN_DEFAULT);
 }
 
 static int parse_mac(const char *s, uint8_t mac[6])
@@ -113,6 +119,7 @@ static int cmd_vhost(int argc, char **argv)
 	static const struct option opts[] = {
 		{"socket", required_argument, NULL, 's'},
 		{"mode", required_argument, NULL, 'm'},
+		{"frame-bytes", required_argument, NULL, 'f'},
 		{"ip", required_argument, NULL, 'i'},
 		{"mac", required_argument, NULL, 'a'},
 		{"once", no_argument, NULL, 'o'},
@@ -124,6 +131,7 @@ static int cmd_vhost(int argc, char **argv)
 	};
 	struct dg_vhost_config cfg;
 	struct in_addr ip;
+	bool frame_set = false;
 	int c, rc;
 
 	dg_vhost_config_init(&cfg);
@@ -140,11 +148,29 @@ static int cmd_vhost(int argc, char **argv)
 				cfg.mode = DG_VHOST_SINK;
 			else if (!strcmp(optarg, "loop"))
 				cfg.mode = DG_VHOST_LOOP;
+			else if (!strcmp(optarg, "gen"))
+				cfg.mode = DG_VHOST_GEN;
 			else {
 				fprintf(stderr, "dmaguard vhost: unknown mode '%s'\n", optarg);
 				return 2;
 			}
 			break;
+		case 'f': {
+			char *end;
+			unsigned long n;
+
+			errno = 0;
+			n = strtoul(optarg, &end, 10);
+			if (errno || end == optarg || *end || n < DG_VHOST_GEN_MIN_BYTES ||
+			    n > DG_VHOST_GEN_MAX_BYTES) {
+				fprintf(stderr, "dmaguard vhost: --frame-bytes '%s': want %d..%d\n",
+					optarg, DG_VHOST_GEN_MIN_BYTES, DG_VHOST_GEN_MAX_BYTES);
+				return 2;
+			}
+			cfg.gen_frame_bytes = (uint32_t)n;
+			frame_set = true;
+			break;
+		}
 		case 'i':
 			if (inet_pton(AF_INET, optarg, &ip) != 1) {
 				fprintf(stderr, "dmaguard vhost: bad address '%s'\n", optarg);
@@ -180,6 +206,10 @@ static int cmd_vhost(int argc, char **argv)
 	}
 	if (optind != argc || !cfg.socket_path) {
 		usage(stderr);
+		return 2;
+	}
+	if (frame_set && cfg.mode != DG_VHOST_GEN) {
+		fprintf(stderr, "dmaguard vhost: --frame-bytes needs --mode gen\n");
 		return 2;
 	}
 	cfg.on_report = on_report;

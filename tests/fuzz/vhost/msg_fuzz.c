@@ -7,8 +7,9 @@
  *  mode bit 0: IOMMU offered/negotiated by the fake front end; bit 1: start with a valid
  *  session (negotiation, memory table, both rings, the whole region granted when the IOMMU is
  *  on), so mutations reach the IOTLB and ring code; bit 2: the bytes after the last record
- *  are copied over the transmit ring (descriptors and avail ring), so the chain walker sees
- *  arbitrary rings.
+ *  are copied over the transmit ring (descriptors and avail ring; the receive ring in gen
+ *  mode), so the chain walker sees arbitrary rings; bits 4-5: the back end's mode, 1 loop,
+ *  2 gen, else echo.
  *  record fds: bits 0-2 = how many dups of the guest memory fd to attach, bit 3 = attach a
  *  pipe (not mappable) as well.
  * Checked: no crash or sanitizer report, every fd handed over is closed or kept (the harness
@@ -46,8 +47,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (size < 1)
 		return 0;
 	uint8_t mode = data[0];
+	bool gen = (mode & 0x30) == 0x20;
+	uint32_t ring = gen ? 0 : 1; /* the ring bit 2 overwrites: the one the mode consumes */
 
-	if (fe_init(&f, (mode & 0x30) == 0x10 ? DG_VHOST_LOOP : DG_VHOST_ECHO, mode & 1)) {
+	enum dg_vhost_mode m = (mode & 0x30) == 0x10 ? DG_VHOST_LOOP : DG_VHOST_ECHO;
+
+	if (gen)
+		m = DG_VHOST_GEN;
+	if (fe_init(&f, m, mode & 1)) {
 		fe_fini(&f);
 		return 0;
 	}
@@ -86,9 +93,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		if (n > 0x1000 + 4 + 2 * FE_QSIZE)
 			n = 0x1000 + 4 + 2 * FE_QSIZE;
-		memcpy(fe_ptr(&f, FE_RING(1)), data + off, n < 0x1000 ? n : 0x1000);
+		memcpy(fe_ptr(&f, FE_RING(ring)), data + off, n < 0x1000 ? n : 0x1000);
 		if (n > 0x1000)
-			memcpy(fe_ptr(&f, FE_RING(1) + 0x1000), data + off + 0x1000, n - 0x1000);
+			memcpy(fe_ptr(&f, FE_RING(ring) + 0x1000), data + off + 0x1000, n - 0x1000);
 		for (int i = 0; i < 3; i++)
 			(void)dg_vhost_poll(f.v, NULL);
 	}

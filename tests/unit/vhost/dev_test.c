@@ -5,7 +5,8 @@
  * path with and without the IOMMU, IOTLB misses on the back-end channel and their
  * de-duplication, invalidations (per-queue caches emptied, rings re-translated only when a ring
  * is hit), access failures, descriptor-chain attacks (loops, chains longer than the ring, bad
- * indirect tables, bad heads, rings outside the memory table), reset and a new front end.
+ * indirect tables, bad heads, rings outside the memory table), reset and a new front end;
+ * generator mode (frames in order, valid headers, nothing written outside the posted buffers).
  * Every test ends with the memory-table defence counter at 0.
  */
 #include <setjmp.h>
@@ -717,6 +718,190 @@ static void test_reset_reconnect(void **state)
 	finish(&f);
 }
 
+/* ---- generator mode ---- */
+
+#define GEN_CANARY 0xa5
+
+/* Receive buffer slot @slot's bytes (4 KiB each, from FE_BUF(256)). */
+static uint8_t *rxbuf(struct fe *f, unsigned int slot)
+{
+	return fe_ptr(f, FE_BUF(256 + slot));
+}
+
+static bool all_canary(const uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != GEN_CANARY)
+			return false;
+	return true;
+}
+
+/* @b holds the virtio-net header and generated frame number @seq of @len bytes. */
+static void check_gen_frame(const uint8_t *b, uint32_t len, uint64_t seq)
+{
+	static const uint8_t bcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+	static const uint8_t mac[6] = {0x02, 0, 0, 0, 0, 0x01};
+	const uint8_t *fr = b + FE_HDR, *ip = fr + 14, *udp = ip + 20;
+	struct virtio_net_hdr_v1 h;
+	uint64_t got = 0;
+
+	memcpy(&h, b, sizeof(h));
+	assert_int_equal(h.num_buffers, 1);
+	assert_int_equal(h.flags, 0);
+	assert_memory_equal(fr, bcast, 6);
+	assert_memory_equal(fr + 6, mac, 6);
+	assert_int_equal(fr[12] << 8 | fr[13], 0x0800);
+	assert_int_equal(ip[0], 0x45);
+	assert_int_equal(ip[2] << 8 | ip[3], len - 14);
+	assert_int_equal(ip[9], 17);
+	assert_int_equal(fe_csum(ip, 20), 0); /* valid IPv4 header checksum */
+	assert_memory_equal(ip + 12, "\x0a\x00\x00\x01", 4);
+	assert_int_equal(udp[2] << 8 | udp[3], 9);
+	assert_int_equal(udp[4] << 8 | udp[5], len - 34);
+	for (int i = 0; i < 8; i++)
+		got = got << 8 | fr[DG_VHOST_GEN_SEQ_OFFSET + i];
+	assert_int_equal(got, seq);
+	for (uint32_t i = DG_VHOST_GEN_SEQ_OFFSET + 8; i < len; i++)
+		assert_int_equal(fr[i], 0);
+}
+
+static void test_gen(void **state)
+{
+	(void)state;
+	struct dg_vhost_config cfg;
+	uint32_t id, len;
+	struct vu_iotlb m;
+	uint64_t seq = 0;
+	struct fe f;
+
+	dg_vhost_config_init(&cfg);
+	cfg.mode = DG_VHOST_GEN;
+	cfg.gen_frame_bytes = DG_VHOST_GEN_MIN_BYTES - 1;
+	errno = 0;
+	assert_null(dg_vhost_create(&cfg));
+	assert_int_equal(errno, EINVAL);
+	cfg.gen_frame_bytes = DG_VHOST_GEN_MAX_BYTES + 1;
+	assert_null(dg_vhost_create(&cfg));
+	assert_int_equal(errno, EINVAL);
+	cfg.gen_frame_bytes = 0; /* the default */
+	assert_int_equal(fe_init_cfg(&f, &cfg, true), 0);
+	assert_int_equal(fe_start(&f), 0);
+	memset(rxbuf(&f, 0), GEN_CANARY, 256 * 0x1000);
+	/* Rings granted, buffers not yet: a MISS for write, nothing written, nothing used. */
+	assert_int_equal(fe_map(&f, FE_GPA_BASE, 0x40000, VU_ACCESS_RW), 0);
+	for (uint16_t i = 0; i < 3; i++)
+		fe_rx_post(&f, i);
+	poll_n(&f, 2);
+	assert_true(fe_backend_msg(&f, &m));
+	assert_int_equal(m.type, VU_IOTLB_MISS);
+	assert_int_equal(m.iova, fe_addr(&f, FE_BUF(256)));
+	assert_int_equal(m.perm, VU_ACCESS_WO);
+	assert_false(fe_used(&f, 0, &id, &len));
+	assert_true(all_canary(rxbuf(&f, 0), 3 * 0x1000));
+	/* Granted: the three buffers get frames 0, 1, 2, and nothing past the frame. */
+	assert_int_equal(fe_map(&f, FE_BUF(256), 256 * 0x1000, VU_ACCESS_RW), 0);
+	poll_n(&f, 2);
+	for (uint16_t i = 0; i < 3; i++) {
+		assert_true(fe_used(&f, 0, &id, &len));
+		assert_int_equal(id, i);
+		assert_int_equal(len, FE_HDR + 64);
+		check_gen_frame(rxbuf(&f, i), 64, seq++);
+		assert_true(all_canary(rxbuf(&f, i) + FE_HDR + 64, 0x1000 - FE_HDR - 64));
+	}
+	assert_false(fe_used(&f, 0, &id, &len));
+
+	/* A buffer granted read-only: ACCESS_FAIL, returned empty, untouched, no number used. */
+	assert_int_equal(fe_iotlb(&f, VU_IOTLB_INVALIDATE, fe_addr(&f, FE_BUF(259)), 0x1000, 0, 0),
+			 0);
+	assert_int_equal(fe_map(&f, FE_BUF(259), 0x1000, VU_ACCESS_RO), 0);
+	fe_rx_post(&f, 3);
+	poll_n(&f, 2);
+	assert_true(fe_used(&f, 0, &id, &len));
+	assert_int_equal(id, 3);
+	assert_int_equal(len, 0);
+	assert_int_equal(stats(&f).iotlb_access_fails, 1);
+	assert_true(fe_backend_msg(&f, &m));
+	assert_int_equal(m.type, VU_IOTLB_ACCESS_FAIL);
+	assert_true(all_canary(rxbuf(&f, 3), 0x1000));
+
+	/* A chain of 20 + 2048 bytes: the frame is split over both, the rest untouched. */
+	fe_set_desc(&f, 0, 4, FE_BUF(260), 20, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, 5);
+	fe_set_desc(&f, 0, 5, FE_BUF(261), 2048, VRING_DESC_F_WRITE, 0);
+	fe_avail(&f, 0, 4);
+	/* Too small (header + 50 bytes): returned empty, untouched, dropped, no number used. */
+	fe_set_desc(&f, 0, 6, FE_BUF(262), FE_HDR + 50, VRING_DESC_F_WRITE, 0);
+	fe_avail(&f, 0, 6);
+	poll_n(&f, 2);
+	assert_true(fe_used(&f, 0, &id, &len));
+	assert_int_equal(id, 4);
+	assert_int_equal(len, FE_HDR + 64);
+	uint8_t joined[FE_HDR + 64];
+	memcpy(joined, rxbuf(&f, 4), 20);
+	memcpy(joined + 20, rxbuf(&f, 5), sizeof(joined) - 20);
+	check_gen_frame(joined, 64, seq++);
+	assert_true(all_canary(rxbuf(&f, 4) + 20, 0x1000 - 20));
+	assert_true(all_canary(rxbuf(&f, 5) + sizeof(joined) - 20, 0x1000 - sizeof(joined) + 20));
+	assert_true(fe_used(&f, 0, &id, &len));
+	assert_int_equal(id, 6);
+	assert_int_equal(len, 0);
+	assert_true(all_canary(rxbuf(&f, 6), 0x1000));
+	assert_int_equal(stats(&f).queue[0].dropped, 1);
+
+	/* 600 more in rounds of 200 (the avail and used indexes wrap the 256-entry ring): in
+	 * order, no gap, each within its frame. */
+	for (int round = 0; round < 3; round++) {
+		memset(rxbuf(&f, 8), GEN_CANARY, 200 * 0x1000);
+		for (uint16_t i = 8; i < 208; i++)
+			fe_rx_post(&f, i);
+		poll_n(&f, 5); /* 64 per burst */
+		for (uint16_t i = 8; i < 208; i++) {
+			assert_true(fe_used(&f, 0, &id, &len));
+			assert_int_equal(id, i);
+			assert_int_equal(len, FE_HDR + 64);
+			check_gen_frame(rxbuf(&f, i), 64, seq++);
+			assert_true(all_canary(rxbuf(&f, i) + FE_HDR + 64, 0x1000 - FE_HDR - 64));
+		}
+		assert_false(fe_used(&f, 0, &id, &len));
+	}
+	/* Transmitted frames are counted and dropped (sink). */
+	uint8_t fr[100] = {0};
+	assert_int_equal(fe_map(&f, FE_BUF(0), 0x1000, VU_ACCESS_RO), 0);
+	fe_tx(&f, 0, fr, sizeof(fr));
+	poll_n(&f, 2);
+	assert_false(fe_used(&f, 0, &id, &len));
+	assert_int_equal(stats(&f).queue[1].packets, 1);
+	assert_int_equal(stats(&f).queue[0].packets, seq);
+	assert_int_equal(stats(&f).queue[0].bytes, seq * 64);
+	assert_int_equal(stats(&f).iotlb_access_fails, 1);
+
+	/* A new front end starts again at 0. */
+	dg_vhost_reset(f.v);
+	assert_int_equal(fe_start(&f), 0);
+	assert_int_equal(fe_map(&f, FE_GPA_BASE, FE_MEM_SIZE, VU_ACCESS_RW), 0);
+	fe_rx_post(&f, 0);
+	poll_n(&f, 2);
+	assert_true(fe_used(&f, 0, &id, &len));
+	check_gen_frame(rxbuf(&f, 0), 64, 0);
+	finish(&f);
+
+	/* No IOMMU, 1500-byte frames. */
+	cfg.gen_frame_bytes = 1500;
+	assert_int_equal(fe_init_cfg(&f, &cfg, false), 0);
+	assert_int_equal(fe_start(&f), 0);
+	memset(rxbuf(&f, 0), GEN_CANARY, 2 * 0x1000);
+	fe_rx_post(&f, 0);
+	fe_rx_post(&f, 1);
+	poll_n(&f, 2);
+	for (uint16_t i = 0; i < 2; i++) {
+		assert_true(fe_used(&f, 0, &id, &len));
+		assert_int_equal(len, FE_HDR + 1500);
+		check_gen_frame(rxbuf(&f, i), 1500, i);
+		assert_true(all_canary(rxbuf(&f, i) + FE_HDR + 1500, 0x1000 - FE_HDR - 1500));
+	}
+	assert_int_equal(stats(&f).queue[0].bytes, 3000);
+	finish(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -725,7 +910,7 @@ int main(void)
 		cmocka_unit_test(test_echo_iommu),	 cmocka_unit_test(test_miss_retry),
 		cmocka_unit_test(test_kick_suppression), cmocka_unit_test(test_access_fail),
 		cmocka_unit_test(test_sink_loop),	 cmocka_unit_test(test_ring_attacks),
-		cmocka_unit_test(test_reset_reconnect),
+		cmocka_unit_test(test_reset_reconnect),	 cmocka_unit_test(test_gen),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

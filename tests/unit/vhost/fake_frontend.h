@@ -179,14 +179,13 @@ static inline int fe_start(struct fe *f)
 	return 0;
 }
 
-static inline int fe_init(struct fe *f, enum dg_vhost_mode mode, bool iommu)
+/* A front end for a back end made from @cfg (copied; its verbose is forced quiet). */
+static inline int fe_init_cfg(struct fe *f, const struct dg_vhost_config *config, bool iommu)
 {
-	struct dg_vhost_config cfg;
+	struct dg_vhost_config cfg = *config;
 
 	memset(f, 0, sizeof(*f));
 	f->sock[0] = f->sock[1] = -1;
-	dg_vhost_config_init(&cfg);
-	cfg.mode = mode;
 	cfg.verbose = -1; /* tests feed bad input on purpose: keep the log quiet */
 	f->iommu = iommu;
 	f->v = dg_vhost_create(&cfg);
@@ -199,6 +198,15 @@ static inline int fe_init(struct fe *f, enum dg_vhost_mode mode, bool iommu)
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, f->sock))
 		return -errno;
 	return 0;
+}
+
+static inline int fe_init(struct fe *f, enum dg_vhost_mode mode, bool iommu)
+{
+	struct dg_vhost_config cfg;
+
+	dg_vhost_config_init(&cfg);
+	cfg.mode = mode;
+	return fe_init_cfg(f, &cfg, iommu);
 }
 
 static inline void fe_fini(struct fe *f)
