@@ -233,6 +233,14 @@ int wl_run_setup(struct wl_run *r)
 		return fail("threads", EINVAL);
 	dg_iommu_config_init(&ic);
 	ic.reference = r->cfg == WL_LINUX;
+	/*
+	 * A wait here completes when the device thread reaches its next quiescent point; on an
+	 * overloaded machine (sanitizer builds side by side) that thread can be off its CPU for
+	 * over the default second, which says nothing about the library. Timeouts are the
+	 * reliability tests' subject; a benchmark run that truly stops moving is caught by the
+	 * stuck-run watchdog (WL_STUCK_NS).
+	 */
+	ic.wait_timeout_ns = 10000000000ull;
 	r->mmu = dg_iommu_create(&ic);
 	if (!r->mmu)
 		return fail("dg_iommu_create", errno);
