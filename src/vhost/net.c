@@ -428,34 +428,53 @@ static void enqueue_frame(struct dg_vhost *v, const uint8_t *data, size_t len)
 	v->fq_len++;
 }
 
+/*
+ * The next chain of queue @qi for the data path: 1 = a chain to use, 0 = stop this burst (the
+ * ring is empty, a miss was asked for, or the ring is broken and stopped), -1 = a chain refused
+ * for an access outside what was granted, already returned empty to the driver (count it and
+ * go on).
+ */
+static int next_chain(struct dg_vhost *v, unsigned int qi, const struct vhost_as *as,
+		      struct vhost_chain *ch)
+{
+	struct vhost_vq *q = &v->vq[qi];
+	struct vhost_fault f;
+	int rc = vhost_vq_pop(q, as, ch, &f);
+
+	if (rc > 0)
+		return 1;
+	if (rc == 0)
+		return 0;
+	if (rc == -EAGAIN) {
+		miss(v, q, &f);
+		return 0;
+	}
+	if (rc == -EACCES) {
+		access_fail(v, &f);
+		vhost_vq_push(q, ch->head, 0);
+		return -1;
+	}
+	ring_error(v, qi, rc);
+	return 0;
+}
+
 static unsigned int do_rx(struct dg_vhost *v)
 {
 	struct vhost_vq *q = &v->vq[VHOST_RXQ];
 	struct vhost_as as = vhost_dev_as(v);
 	struct vhost_chain ch;
-	struct vhost_fault f;
 	unsigned int done = 0, sent = 0;
 	uint64_t bytes = 0;
 
 	while (v->fq_len && done < VHOST_BURST) {
 		struct vhost_frame *fr = &v->frames[v->fq_head];
-		int rc = vhost_vq_pop(q, &as, &ch, &f);
+		int rc = next_chain(v, VHOST_RXQ, &as, &ch);
 
 		if (rc == 0)
 			break; /* no buffer posted: the frame waits */
-		if (rc == -EAGAIN) {
-			miss(v, q, &f);
-			break;
-		}
-		if (rc == -EACCES) {
-			access_fail(v, &f);
-			vhost_vq_push(q, ch.head, 0);
+		if (rc < 0) {
 			done++;
 			continue;
-		}
-		if (rc < 0) {
-			ring_error(v, VHOST_RXQ, rc);
-			break;
 		}
 		const struct vhost_seg *ws = ch.seg + ch.nread;
 		unsigned int nw = ch.nseg - ch.nread;
@@ -498,27 +517,16 @@ static unsigned int do_gen(struct dg_vhost *v)
 	struct vhost_as as = vhost_dev_as(v);
 	const size_t n = HDR_LEN + v->gen_len, seq_off = HDR_LEN + DG_VHOST_GEN_SEQ_OFFSET;
 	struct vhost_chain ch;
-	struct vhost_fault f;
 	unsigned int done = 0, sent = 0, dropped = 0;
 
 	while (done < VHOST_BURST) {
-		int rc = vhost_vq_pop(q, &as, &ch, &f);
+		int rc = next_chain(v, VHOST_RXQ, &as, &ch);
 
 		if (rc == 0)
 			break; /* no buffer posted */
-		if (rc == -EAGAIN) {
-			miss(v, q, &f);
-			break;
-		}
-		if (rc == -EACCES) {
-			access_fail(v, &f);
-			vhost_vq_push(q, ch.head, 0);
+		if (rc < 0) {
 			done++;
 			continue;
-		}
-		if (rc < 0) {
-			ring_error(v, VHOST_RXQ, rc);
-			break;
 		}
 		const struct vhost_seg *ws = ch.seg + ch.nread;
 		unsigned int nw = ch.nseg - ch.nread;
@@ -586,30 +594,19 @@ static unsigned int do_tx(struct dg_vhost *v)
 	struct vhost_vq *q = &v->vq[VHOST_TXQ];
 	struct vhost_as as = vhost_dev_as(v);
 	struct vhost_chain ch;
-	struct vhost_fault f;
 	unsigned int done = 0, got = 0;
 	uint64_t bytes = 0;
 
 	while (done < VHOST_BURST) {
 		if (v->cfg.mode != DG_VHOST_SINK && v->fq_len == VHOST_FRAMEQ)
 			break; /* receive side full: leave frames in the ring (back-pressure) */
-		int rc = vhost_vq_pop(q, &as, &ch, &f);
+		int rc = next_chain(v, VHOST_TXQ, &as, &ch);
 
 		if (rc == 0)
 			break;
-		if (rc == -EAGAIN) {
-			miss(v, q, &f);
-			break;
-		}
-		if (rc == -EACCES) {
-			access_fail(v, &f);
-			vhost_vq_push(q, ch.head, 0);
+		if (rc < 0) {
 			done++;
 			continue;
-		}
-		if (rc < 0) {
-			ring_error(v, VHOST_TXQ, rc);
-			break;
 		}
 		if (ch.read_len < HDR_LEN || ch.read_len - HDR_LEN > VHOST_FRAME_MAX) {
 			vhost_count(&v->st.q[VHOST_TXQ].dropped, 1);
