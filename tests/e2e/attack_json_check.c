@@ -14,16 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fails;
-
-#define EXPECT(cond, ...)                                      \
-	do {                                                   \
-		if (!(cond)) {                                 \
-			fprintf(stderr, "FAIL: " __VA_ARGS__); \
-			fputc('\n', stderr);                   \
-			fails++;                               \
-		}                                              \
-	} while (0)
+#include "json_check.h"
 
 static const char *const policies[] = {"identity", "strict", "lazy",	 "window",
 				       "bounce",   "pool",   "linux-ref"};
@@ -40,13 +31,6 @@ static const char *const docs[] = {"all_memory", "direct_region", "pool_memory",
 
 #define N(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *str(json_t *o, const char *k)
-{
-	const char *s = json_string_value(json_object_get(o, k));
-
-	return s ? s : "";
-}
-
 static long long num(json_t *o, const char *k)
 {
 	return json_integer_value(json_object_get(o, k));
@@ -62,7 +46,8 @@ static int index_of(const char *const *names, size_t n, const char *s)
 
 static void check_result(json_t *r, int seen[N(policies)][N(attacks)])
 {
-	const char *pol = str(r, "policy"), *att = str(r, "attack"), *verdict = str(r, "verdict");
+	const char *pol = jc_str(r, "policy"), *att = jc_str(r, "attack"),
+		   *verdict = jc_str(r, "verdict");
 	int p = index_of(policies, N(policies), pol), a = index_of(attacks, N(attacks), att);
 	json_t *doc = json_object_get(r, "documented");
 	long long ndoc = 0;
@@ -133,8 +118,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "FAIL: %s: %s\n", argv[1], jerr.text);
 		return 1;
 	}
-	EXPECT(!strcmp(str(root, "suite"), "attack"), "suite");
-	EXPECT(!strcmp(str(root, "tool"), "dmaguard"), "tool");
+	EXPECT(!strcmp(jc_str(root, "suite"), "attack"), "suite");
+	EXPECT(!strcmp(jc_str(root, "tool"), "dmaguard"), "tool");
 	EXPECT(json_is_object(json_object_get(root, "machine")), "machine");
 	results = json_object_get(root, "results");
 	EXPECT(json_is_array(results), "results");

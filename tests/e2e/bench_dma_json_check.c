@@ -13,16 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int fails;
-
-#define EXPECT(cond, ...)                                      \
-	do {                                                   \
-		if (!(cond)) {                                 \
-			fprintf(stderr, "FAIL: " __VA_ARGS__); \
-			fputc('\n', stderr);                   \
-			fails++;                               \
-		}                                              \
-	} while (0)
+#include "json_check.h"
 
 static const char *const configs[] = {"identity",  "strict", "strict-2step", "lazy",	 "window",
 				      "window-4k", "bounce", "pool",	     "linux-ref"};

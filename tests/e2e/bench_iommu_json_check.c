@@ -11,32 +11,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "json_check.h"
+
 static int fail(const char *what, const char *c)
 {
 	fprintf(stderr, "bench_iommu_json_check: %s%s%s\n", what, c ? ": " : "", c ? c : "");
 	return 1;
-}
-
-static json_t *find(json_t *results, const char *name)
-{
-	size_t i;
-	json_t *r;
-
-	json_array_foreach(results, i, r)
-	{
-		const char *c = json_string_value(json_object_get(r, "case"));
-
-		if (c && !strcmp(c, name))
-			return r;
-	}
-	return NULL;
-}
-
-static double num(json_t *r, const char *key)
-{
-	json_t *v = json_object_get(r, key);
-
-	return json_is_number(v) ? json_number_value(v) : -1;
 }
 
 static const char *iotlb_cases[] = {
@@ -83,36 +63,36 @@ int main(int argc, char **argv)
 	if (!json_is_array(results))
 		return fail("no results array", NULL);
 	for (const char **c = cases; *c; c++) {
-		json_t *r = find(results, *c);
+		json_t *r = jc_find(results, *c);
 
 		if (!r) {
 			bad |= fail("missing case", *c);
 			continue;
 		}
-		if (!(num(r, "ns_per_op") > 0) || !(num(r, "ns_min") > 0) ||
-		    num(r, "ns_max") < num(r, "ns_min") || !(num(r, "ops") > 0) ||
-		    !(num(r, "rounds") >= 1))
+		if (!(jc_num(r, "ns_per_op") > 0) || !(jc_num(r, "ns_min") > 0) ||
+		    jc_num(r, "ns_max") < jc_num(r, "ns_min") || !(jc_num(r, "ops") > 0) ||
+		    !(jc_num(r, "rounds") >= 1))
 			bad |= fail("bad timing fields", *c);
 		if (iotlb) {
-			double h = num(r, "hit_rate");
+			double h = jc_num(r, "hit_rate");
 
 			/* Every case whose working set fits the IOTLB hits all the time. */
 			if (!strncmp(*c, "hit", 3) && h < 0.999)
 				bad |= fail("hit case below 100% hits", *c);
 			if (!strcmp(*c, "miss_walk") &&
-			    (h > 0.001 || num(r, "walk_cache_hit_rate") < 0.99))
+			    (h > 0.001 || jc_num(r, "walk_cache_hit_rate") < 0.99))
 				bad |= fail("miss_walk should miss and walk from the walk cache",
 					    *c);
 			if (!strcmp(*c, "ws_x16") && !(h > 0 && h < 0.2))
 				bad |= fail("ws_x16 hit rate", *c);
 		} else {
-			if (num(r, "wait_timeouts") != 0)
+			if (jc_num(r, "wait_timeouts") != 0)
 				bad |= fail("a wait timed out", *c);
-			if (!(num(r, "producers") >= 1) ||
+			if (!(jc_num(r, "producers") >= 1) ||
 			    !json_is_boolean(json_object_get(r, "reference_queue")))
 				bad |= fail("bad producers/reference_queue", *c);
 			if (strstr(*c, "wait") || strstr(*c, "unmap64"))
-				if (!(num(r, "waits") > 0))
+				if (!(jc_num(r, "waits") > 0))
 					bad |= fail("no waits counted", *c);
 		}
 	}

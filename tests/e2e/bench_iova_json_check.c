@@ -10,16 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int fails;
-
-#define EXPECT(cond, ...)                                      \
-	do {                                                   \
-		if (!(cond)) {                                 \
-			fprintf(stderr, "FAIL: " __VA_ARGS__); \
-			fputc('\n', stderr);                   \
-			fails++;                               \
-		}                                              \
-	} while (0)
+#include "json_check.h"
 
 int main(int argc, char **argv)
 {

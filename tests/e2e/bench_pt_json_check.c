@@ -11,16 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int fails;
-
-#define EXPECT(cond, ...)                                      \
-	do {                                                   \
-		if (!(cond)) {                                 \
-			fprintf(stderr, "FAIL: " __VA_ARGS__); \
-			fputc('\n', stderr);                   \
-			fails++;                               \
-		}                                              \
-	} while (0)
+#include "json_check.h"
 
 static const char *const cases[] = {
 	"vtd/4k-seq",	   "vtd/4k-rand",    "vtd/2m",	       "vtd/256x4k",	 "lpae-s1/4k-seq",
@@ -29,13 +20,6 @@ static const char *const cases[] = {
 };
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
-
-static const char *str(json_t *o, const char *k)
-{
-	const char *s = json_string_value(json_object_get(o, k));
-
-	return s ? s : "";
-}
 
 int main(int argc, char **argv)
 {
@@ -55,14 +39,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "FAIL: %s: %s\n", argv[1], jerr.text);
 		return 1;
 	}
-	EXPECT(!strcmp(str(root, "suite"), "pt"), "suite");
-	EXPECT(!strcmp(str(root, "tool"), "dmaguard"), "tool");
+	EXPECT(!strcmp(jc_str(root, "suite"), "pt"), "suite");
+	EXPECT(!strcmp(jc_str(root, "tool"), "dmaguard"), "tool");
 	EXPECT(json_is_object(json_object_get(root, "machine")), "machine");
 	results = json_object_get(root, "results");
 	EXPECT(json_is_array(results), "results");
 	json_array_foreach(results, i, r)
 	{
-		const char *name = str(r, "case");
+		const char *name = jc_str(r, "case");
 		json_int_t thr = json_integer_value(json_object_get(r, "threads"));
 		size_t c;
 
@@ -70,17 +54,17 @@ int main(int argc, char **argv)
 			;
 		EXPECT(c < NCASES, "unknown case '%s'", name);
 		EXPECT(thr == 1 || thr == 2, "%s: threads", name);
-		EXPECT(strstr(name, str(r, "workload")) && *str(r, "workload"), "%s: workload",
-		       name);
-		EXPECT(!strncmp(str(r, "format"), "vtd-ss", 6) ||
-			       !strncmp(str(r, "format"), "arm-lpae-s", 10) ||
-			       !strcmp(str(r, "format"), "flat"),
+		EXPECT(strstr(name, jc_str(r, "workload")) && *jc_str(r, "workload"),
+		       "%s: workload", name);
+		EXPECT(!strncmp(jc_str(r, "format"), "vtd-ss", 6) ||
+			       !strncmp(jc_str(r, "format"), "arm-lpae-s", 10) ||
+			       !strcmp(jc_str(r, "format"), "flat"),
 		       "%s: format", name);
 		EXPECT(json_integer_value(json_object_get(r, "ops")) > 0, "%s: ops", name);
 		if (c < NCASES && (thr == 1 || thr == 2))
 			seen[c][thr]++;
 		if (!timed) {
-			EXPECT(!strcmp(str(r, "mode"), "fixed"), "%s: mode", name);
+			EXPECT(!strcmp(jc_str(r, "mode"), "fixed"), "%s: mode", name);
 			EXPECT(json_integer_value(json_object_get(r, "ops")) == 100, "%s: ops",
 			       name);
 			EXPECT(json_integer_value(json_object_get(r, "elapsed_ns")) > 0,
@@ -94,7 +78,7 @@ int main(int argc, char **argv)
 		json_int_t pages = json_integer_value(json_object_get(r, "pages_per_op"));
 		json_int_t bytes = json_integer_value(json_object_get(r, "bytes_per_op"));
 
-		EXPECT(!strcmp(str(r, "mode"), "timed"), "%s: mode", name);
+		EXPECT(!strcmp(jc_str(r, "mode"), "timed"), "%s: mode", name);
 		EXPECT(med > 0 && lo > 0 && lo <= med && med <= hi, "%s: ns_per_op", name);
 		EXPECT(json_number_value(json_object_get(ns, "spread")) >= 0, "%s: spread", name);
 		EXPECT(json_integer_value(json_object_get(r, "rounds")) >= 1, "%s: rounds", name);

@@ -14,39 +14,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "json_check.h"
+
 static int fail(const char *what, const char *c)
 {
 	fprintf(stderr, "bench_vhost_json_check: %s%s%s\n", what, c ? ": " : "", c ? c : "");
 	return 1;
-}
-
-static json_t *find(json_t *results, const char *name)
-{
-	size_t i;
-	json_t *r;
-
-	json_array_foreach(results, i, r)
-	{
-		const char *c = json_string_value(json_object_get(r, "case"));
-
-		if (c && !strcmp(c, name))
-			return r;
-	}
-	return NULL;
-}
-
-static double num(json_t *o, const char *key)
-{
-	json_t *v = json_object_get(o, key);
-
-	return json_is_number(v) ? json_number_value(v) : -1;
-}
-
-static const char *str(json_t *o, const char *key)
-{
-	const char *s = json_string_value(json_object_get(o, key));
-
-	return s ? s : "";
 }
 
 int main(int argc, char **argv)
@@ -62,8 +35,8 @@ int main(int argc, char **argv)
 	root = json_load_file(argv[1], 0, &err);
 	if (!root)
 		return fail("cannot parse", err.text);
-	if (strcmp(str(root, "suite"), "vhost-pvp"))
-		bad |= fail("wrong suite", str(root, "suite"));
+	if (strcmp(jc_str(root, "suite"), "vhost-pvp"))
+		bad |= fail("wrong suite", jc_str(root, "suite"));
 	if (!json_is_object(json_object_get(root, "machine")))
 		bad |= fail("no machine facts", NULL);
 	results = json_object_get(root, "results");
@@ -73,44 +46,44 @@ int main(int argc, char **argv)
 		json_t *ns, *be;
 		bool off = !strcmp(*c, "off"), gen = !strcmp(*c, "gen");
 
-		r = find(results, *c);
+		r = jc_find(results, *c);
 		if (!r) {
 			bad |= fail("missing case", *c);
 			continue;
 		}
 		ns = json_object_get(r, "ns_per_packet");
 		be = json_object_get(r, "backend");
-		if (!(num(r, "mpps") > 0) || !(num(r, "packets") > 0) || !json_is_object(ns) ||
-		    !(num(ns, "median") > 0) || num(ns, "max") < num(ns, "min") ||
-		    !(num(ns, "rounds") >= 1))
+		if (!(jc_num(r, "mpps") > 0) || !(jc_num(r, "packets") > 0) ||
+		    !json_is_object(ns) || !(jc_num(ns, "median") > 0) ||
+		    jc_num(ns, "max") < jc_num(ns, "min") || !(jc_num(ns, "rounds") >= 1))
 			bad |= fail("bad rate fields", *c);
-		if (num(r, "frame_bytes") != 64 || !(num(r, "burst") >= 1))
+		if (jc_num(r, "frame_bytes") != 64 || !(jc_num(r, "burst") >= 1))
 			bad |= fail("bad frame_bytes/burst", *c);
-		if (strcmp(str(r, "iommu"), off ? "off" : "on") ||
-		    strcmp(str(r, "guest_policy"), off ? "none" :
-						   gen ? "strict" :
-							 *c))
+		if (strcmp(jc_str(r, "iommu"), off ? "off" : "on") ||
+		    strcmp(jc_str(r, "guest_policy"), off ? "none" :
+						      gen ? "strict" :
+							    *c))
 			bad |= fail("bad iommu/guest_policy", *c);
-		if (strcmp(str(r, "back_end_mode"), gen ? "gen" : "loop") ||
-		    strcmp(str(r, "direction"), gen ? "be-fe" : "fe-be-fe"))
+		if (strcmp(jc_str(r, "back_end_mode"), gen ? "gen" : "loop") ||
+		    strcmp(jc_str(r, "direction"), gen ? "be-fe" : "fe-be-fe"))
 			bad |= fail("bad back_end_mode/direction", *c);
 		if (off || gen ? !json_is_null(json_object_get(r, "vs_off")) ||
 					 !json_is_null(json_object_get(r, "vs_off_best")) :
-				 !(num(r, "vs_off") > 0) || !(num(r, "vs_off_best") > 0))
+				 !(jc_num(r, "vs_off") > 0) || !(jc_num(r, "vs_off_best") > 0))
 			bad |= fail("bad vs_off/vs_off_best", *c);
-		if (!json_is_object(be) || num(be, "iotlb_misses") != 0 ||
-		    num(be, "outside_memtable") != 0 || num(be, "iotlb_cache_fills") != 0 ||
-		    num(be, "ring_translations") != 0)
+		if (!json_is_object(be) || jc_num(be, "iotlb_misses") != 0 ||
+		    jc_num(be, "outside_memtable") != 0 || jc_num(be, "iotlb_cache_fills") != 0 ||
+		    jc_num(be, "ring_translations") != 0)
 			bad |= fail("the measurement missed, refilled or left the memory table",
 				    *c);
 	}
 	json_array_foreach(results, i, r)
 	{
-		const char *c = str(r, "case");
+		const char *c = jc_str(r, "case");
 
 		if (strncmp(c, "dpdk-", 5))
 			continue;
-		const char *d = str(r, "direction"), *b = str(r, "back_end");
+		const char *d = jc_str(r, "direction"), *b = jc_str(r, "back_end");
 		json_t *w = json_object_get(r, "windows"), *x,
 		       *vs = json_object_get(r, "vs_net_vhost");
 		bool ours = !strcmp(b, "dmaguard");
@@ -118,10 +91,10 @@ int main(int argc, char **argv)
 		size_t k;
 
 		snprintf(want, sizeof(want), "dpdk-%s/%s", d, b);
-		if (!(num(r, "mpps") > 0) || (strcmp(b, "dmaguard") && strcmp(b, "net_vhost")) ||
+		if (!(jc_num(r, "mpps") > 0) || (strcmp(b, "dmaguard") && strcmp(b, "net_vhost")) ||
 		    (strcmp(d, "fe-be") && strcmp(d, "be-fe")) || strcmp(c, want) ||
-		    strcmp(str(r, "front_end"), "virtio_user") || num(r, "frame_bytes") != 64 ||
-		    !(num(r, "seconds") > 0))
+		    strcmp(jc_str(r, "front_end"), "virtio_user") ||
+		    jc_num(r, "frame_bytes") != 64 || !(jc_num(r, "seconds") > 0))
 			bad |= fail("bad DPDK result", c);
 		if (!json_is_array(w) || json_array_size(w) < 1 || json_array_size(w) > 8)
 			bad |= fail("bad DPDK windows", c);

@@ -22,16 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int fails;
-
-#define EXPECT(cond, ...)                                      \
-	do {                                                   \
-		if (!(cond)) {                                 \
-			fprintf(stderr, "FAIL: " __VA_ARGS__); \
-			fputc('\n', stderr);                   \
-			fails++;                               \
-		}                                              \
-	} while (0)
+#include "json_check.h"
 
 static const char *const workloads[] = {"xdp64",  "xdp64-2k", "xdp64-4k", "fwd64", "bond4",
 					"tcp-x1", "tcp-x4",   "tcp-x8",	  "nvme4k"};

@@ -11,16 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static int fails;
-
-#define EXPECT(cond, ...)                                      \
-	do {                                                   \
-		if (!(cond)) {                                 \
-			fprintf(stderr, "FAIL: " __VA_ARGS__); \
-			fputc('\n', stderr);                   \
-			fails++;                               \
-		}                                              \
-	} while (0)
+#include "json_check.h"
 
 static const char *const policies[] = {"identity", "strict", "lazy",	 "window",
 				       "bounce",   "pool",   "linux-ref"};

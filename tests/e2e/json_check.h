@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/e2e/json_check.h - what the benchmark JSON checkers (*_json_check.c) share: EXPECT,
+ * which reports a failed condition on stderr and counts it in `fails` (the checker's exit
+ * status), and lookups of a result's fields that give a neutral value when a field is missing
+ * or of the wrong type, so one bad field is one failure and not a crash.
+ */
+#ifndef DG_TESTS_E2E_JSON_CHECK_H
+#define DG_TESTS_E2E_JSON_CHECK_H
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static int fails __attribute__((unused));
+
+#define EXPECT(cond, ...)                                      \
+	do {                                                   \
+		if (!(cond)) {                                 \
+			fprintf(stderr, "FAIL: " __VA_ARGS__); \
+			fputc('\n', stderr);                   \
+			fails++;                               \
+		}                                              \
+	} while (0)
+
+/* The string field @k of @o, or "" when it is missing or not a string. */
+static inline const char *jc_str(json_t *o, const char *k)
+{
+	const char *s = json_string_value(json_object_get(o, k));
+
+	return s ? s : "";
+}
+
+/* The number field @k of @o, or -1 when it is missing or not a number. */
+static inline double jc_num(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+
+	return json_is_number(v) ? json_number_value(v) : -1;
+}
+
+/* The result of @results whose "case" is @name, or NULL. */
+static inline json_t *jc_find(json_t *results, const char *name)
+{
+	size_t i;
+	json_t *r;
+
+	json_array_foreach(results, i, r)
+	{
+		const char *c = json_string_value(json_object_get(r, "case"));
+
+		if (c && !strcmp(c, name))
+			return r;
+	}
+	return NULL;
+}
+
+#endif
