@@ -263,16 +263,13 @@ int dg_dma_pool_put(struct dg_dma_pool *p, void *buf)
 static int pool_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
 		    unsigned int attrs, enum dma_kind kind, uint64_t *dma)
 {
-	struct dg_dma_sg s = {.addr = buf, .len = len};
-	uint64_t iova;
 	int r;
 
-	(void)attrs;
 	if (dma_pool_lookup(dd, (uintptr_t)buf, len, dir, dma)) {
 		ctr_add(dma_tstats(dd), CTR_POOL_HITS, 1);
 		return 0;
 	}
-	r = dma_xl_map(dd, dd->sp, &s, 1, dir, kind, &iova, dma);
+	r = dma_strict_ops.map(dd, buf, len, dir, attrs, kind, dma);
 	if (!r)
 		ctr_add(dma_tstats(dd), CTR_POOL_FALLBACKS, 1);
 	return r;
@@ -281,20 +278,18 @@ static int pool_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_di
 static int pool_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		      unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b)
 {
-	(void)attrs;
 	if (dma_pool_owns(dd, dma, len))
 		return 0; /* the mapping persists */
-	return dma_xl_unmap(dd, dd->sp, dma, len, dir, kind, 0, b);
+	return dma_strict_ops.unmap(dd, dma, len, dir, attrs, kind, b);
 }
 
 static int pool_map_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 		       enum dg_dma_dir dir, unsigned int attrs, unsigned int *nr_dma)
 {
-	uint64_t iova, dma, d;
+	uint64_t d;
 	unsigned int i;
 	int r;
 
-	(void)attrs;
 	for (i = 0; i < nents && dma_pool_lookup(dd, (uintptr_t)sg[i].addr, sg[i].len, dir, &d);
 	     i++)
 		;
@@ -307,30 +302,24 @@ static int pool_map_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int
 		ctr_add(dma_tstats(dd), CTR_POOL_HITS, 1);
 		return 0;
 	}
-	r = dma_xl_map(dd, dd->sp, sg, nents, dir, KIND_SG, &iova, &dma);
-	if (r)
-		return r;
-	*nr_dma = dma_sg_segments(dd, sg, nents, iova, dd->sp->granule);
-	ctr_add(dma_tstats(dd), CTR_POOL_FALLBACKS, 1);
-	return 0;
+	r = dma_strict_ops.map_sg(dd, sg, nents, dir, attrs, nr_dma);
+	if (!r)
+		ctr_add(dma_tstats(dd), CTR_POOL_FALLBACKS, 1);
+	return r;
 }
 
 static int pool_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 			 enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
 {
-	uint64_t total = 0;
 	unsigned int i;
 
-	(void)attrs;
-	for (i = 0; i < nents; i++)
-		total += sg[i].len;
 	for (i = 0; i < nents && sg[i].dma_len == sg[i].len &&
 		    dma_pool_owns(dd, sg[i].dma_addr, sg[i].len);
 	     i++)
 		;
 	if (i == nents)
 		return 0;
-	return dma_xl_unmap(dd, dd->sp, sg[0].dma_addr, total, dir, KIND_SG, nents, b);
+	return dma_strict_ops.unmap_sg(dd, sg, nents, dir, attrs, b);
 }
 
 const struct dma_policy_ops dma_pool_ops = {

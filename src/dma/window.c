@@ -40,17 +40,14 @@ static bool dma_in_direct(const struct dma_window *w, uint64_t dma, size_t len)
 static int win_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
 		   unsigned int attrs, enum dma_kind kind, uint64_t *dma)
 {
-	struct dg_dma_sg s = {.addr = buf, .len = len};
-	uint64_t iova;
 	int r;
 
-	(void)attrs;
 	if (in_direct(&dd->win, (uintptr_t)buf, len)) {
 		*dma = dd->win.base + ((uintptr_t)buf - dd->win.direct);
 		ctr_add(dma_tstats(dd), CTR_WIN_DIRECT, 1);
 		return 0;
 	}
-	r = dma_xl_map(dd, dd->sp, &s, 1, dir, kind, &iova, dma);
+	r = dma_strict_ops.map(dd, buf, len, dir, attrs, kind, dma);
 	if (!r)
 		ctr_add(dma_tstats(dd), CTR_WIN_DYNAMIC, 1);
 	return r;
@@ -59,20 +56,17 @@ static int win_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir
 static int win_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		     unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b)
 {
-	(void)attrs;
 	if (dma_in_direct(&dd->win, dma, len))
 		return 0; /* fixed translation: nothing to undo */
-	return dma_xl_unmap(dd, dd->sp, dma, len, dir, kind, 0, b);
+	return dma_strict_ops.unmap(dd, dma, len, dir, attrs, kind, b);
 }
 
 static int win_map_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 		      enum dg_dma_dir dir, unsigned int attrs, unsigned int *nr_dma)
 {
-	uint64_t iova, dma;
 	unsigned int i;
 	int r;
 
-	(void)attrs;
 	for (i = 0; i < nents && in_direct(&dd->win, (uintptr_t)sg[i].addr, sg[i].len); i++)
 		;
 	if (i == nents) { /* all direct: one segment per entry, like identity */
@@ -84,30 +78,24 @@ static int win_map_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int 
 		ctr_add(dma_tstats(dd), CTR_WIN_DIRECT, 1);
 		return 0;
 	}
-	r = dma_xl_map(dd, dd->sp, sg, nents, dir, KIND_SG, &iova, &dma);
-	if (r)
-		return r;
-	*nr_dma = dma_sg_segments(dd, sg, nents, iova, dd->sp->granule);
-	ctr_add(dma_tstats(dd), CTR_WIN_DYNAMIC, 1);
-	return 0;
+	r = dma_strict_ops.map_sg(dd, sg, nents, dir, attrs, nr_dma);
+	if (!r)
+		ctr_add(dma_tstats(dd), CTR_WIN_DYNAMIC, 1);
+	return r;
 }
 
 static int win_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 			enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
 {
-	uint64_t total = 0;
 	unsigned int i;
 
-	(void)attrs;
-	for (i = 0; i < nents; i++)
-		total += sg[i].len;
 	for (i = 0; i < nents && dma_in_direct(&dd->win, sg[i].dma_addr, sg[i].len) &&
 		    sg[i].dma_len == sg[i].len;
 	     i++)
 		;
 	if (i == nents)
 		return 0;
-	return dma_xl_unmap(dd, dd->sp, sg[0].dma_addr, total, dir, KIND_SG, nents, b);
+	return dma_strict_ops.unmap_sg(dd, sg, nents, dir, attrs, b);
 }
 
 const struct dma_policy_ops dma_window_ops = {
