@@ -35,6 +35,7 @@
  * instruction counts of an N and a 2N run differ by N operations.
  */
 #include "bench.h"
+#include "lockstep.h"
 
 #include <dmaguard/dma.h>
 
@@ -99,7 +100,6 @@ struct thr {
 	uint64_t dma[NBUF];
 	struct dg_dma_sg sg[NBUF][SGN];
 	struct dg_dma_iova_state st;
-	uint64_t rounds_todo;
 	int err;
 };
 
@@ -118,8 +118,6 @@ struct result {
 
 static struct result *results;
 static size_t nresults, capresults;
-static pthread_barrier_t bar_start, bar_end;
-static _Atomic bool quit;
 static bool with_device;
 
 static void die(const char *what, int err)
@@ -319,44 +317,23 @@ fail:
 		t->err = r;
 }
 
-static void run_rounds(struct thr *t, uint64_t n)
+/* bench_lockstep callbacks: a thread's state is its struct thr. */
+static void run_rounds(void *arg, uint64_t n)
 {
+	struct thr *t = arg;
+
 	for (uint64_t k = 0; k < n; k++)
 		round_once(t);
 }
 
-static void *worker(void *arg)
+static void thr_enter(void *arg)
 {
-	struct thr *t = arg;
-
-	bench_pin_cpu(t->id);
-	thr_setup(t);
-	for (;;) {
-		pthread_barrier_wait(&bar_start);
-		if (atomic_load(&quit))
-			break;
-		run_rounds(t, t->rounds_todo);
-		pthread_barrier_wait(&bar_end);
-	}
-	thr_teardown(t);
-	return NULL;
+	thr_setup(arg);
 }
 
-/* A timed round of @n rounds on every thread; returns its wall time. */
-static uint64_t timed(struct thr *t, unsigned int nthr, uint64_t n)
+static void thr_leave(void *arg)
 {
-	uint64_t t0, t1;
-
-	for (unsigned int i = 0; i < nthr; i++)
-		t[i].rounds_todo = n;
-	if (nthr > 1)
-		pthread_barrier_wait(&bar_start);
-	t0 = bench_now_ns();
-	run_rounds(&t[0], n);
-	if (nthr > 1)
-		pthread_barrier_wait(&bar_end);
-	t1 = bench_now_ns();
-	return t1 - t0;
+	thr_teardown(arg);
 }
 
 static void case_name(char *buf, size_t n, enum cfg c, enum size s, bool batched, unsigned int thr)
@@ -374,47 +351,31 @@ static void measure(const struct bench_opts *o, struct env *e, enum size s, bool
 		    unsigned int nthr, const char *name)
 {
 	struct thr t[MAX_THR];
-	pthread_t tid[MAX_THR];
+	struct bench_lockstep ls;
 	struct dg_dma_stats a, z;
 	struct result r = {.cfg = e->cfg, .size = s, .batched = batched, .threads = nthr};
 
 	memset(t, 0, sizeof(t));
 	for (unsigned int i = 0; i < nthr; i++)
 		t[i] = (struct thr){.e = e, .id = i, .size = s, .batched = batched};
-	atomic_store(&quit, false);
-	if (nthr > 1) {
-		pthread_barrier_init(&bar_start, NULL, nthr);
-		pthread_barrier_init(&bar_end, NULL, nthr);
-		for (unsigned int i = 1; i < nthr; i++)
-			pthread_create(&tid[i], NULL, worker, &t[i]);
-	}
-	bench_pin_cpu(0);
+	bench_lockstep_start(&ls, nthr, t, sizeof(t[0]), run_rounds, thr_enter, thr_leave);
 	thr_setup(&t[0]);
 	snprintf(r.name, sizeof(r.name), "%s", name);
-	timed(t, nthr, 2); /* warm-up */
+	bench_lockstep_round(&ls, 2); /* warm-up */
 	dg_dma_dev_stats(e->dd, &a);
 	if (o->ops) {
 		uint64_t n = (o->ops + NBUF - 1) / NBUF;
 
-		timed(t, nthr, n);
+		bench_lockstep_round(&ls, n);
 		r.ops = n * NBUF;
 	} else {
 		double budget_ns = o->duration_s * 1e9 / (o->quick ? 2.0 : 4.0) / o->rounds;
 		double samples[1000];
-		uint64_t probe = 1, ns;
+		uint64_t per = bench_lockstep_calibrate(&ls, budget_ns, 1, 1ull << 24), ns;
 
-		for (;;) {
-			ns = timed(t, nthr, probe);
-			if (ns > 5e6 || ns > budget_ns / 10 || probe > (1ull << 24))
-				break;
-			probe *= 2;
-		}
-		uint64_t per = (uint64_t)(budget_ns * (double)probe / (double)(ns ? ns : 1));
-
-		per = per < 1 ? 1 : per;
 		dg_dma_dev_stats(e->dd, &a);
 		for (unsigned int i = 0; i < o->rounds && i < 1000; i++) {
-			ns = timed(t, nthr, per);
+			ns = bench_lockstep_round(&ls, per);
 			samples[i] = (double)ns / (double)(per * NBUF);
 			r.ops += per * NBUF;
 		}
@@ -422,14 +383,7 @@ static void measure(const struct bench_opts *o, struct env *e, enum size s, bool
 	}
 	dg_dma_dev_stats(e->dd, &z);
 	r.waits_per_op = (double)(z.inval_waits - a.inval_waits) / (double)(r.ops * nthr);
-	if (nthr > 1) {
-		atomic_store(&quit, true);
-		pthread_barrier_wait(&bar_start);
-		for (unsigned int i = 1; i < nthr; i++)
-			pthread_join(tid[i], NULL);
-		pthread_barrier_destroy(&bar_start);
-		pthread_barrier_destroy(&bar_end);
-	}
+	bench_lockstep_stop(&ls);
 	thr_teardown(&t[0]);
 	for (unsigned int i = 0; i < nthr; i++)
 		if (t[i].err)

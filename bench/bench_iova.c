@@ -32,6 +32,7 @@
  * N and a 2N run differ by N operations.
  */
 #include "bench.h"
+#include "lockstep.h"
 
 #include <dmaguard/iova.h>
 
@@ -63,8 +64,6 @@ struct thr {
 	unsigned int head;
 	uint64_t h; /* adversarial: this thread's range above the holes */
 	uint64_t rng;
-	uint64_t ops; /* per round (set by the runner) */
-	unsigned int cpu;
 	pthread_t tid;
 };
 
@@ -134,8 +133,10 @@ static inline unsigned int step(struct thr *t)
 	}
 }
 
-static uint64_t run_ops(struct thr *t, uint64_t ops)
+/* @ops operations on one thread (bench_lockstep's run callback: @arg is its struct thr). */
+static void run_ops(void *arg, uint64_t ops)
 {
+	struct thr *t = arg;
 	uint64_t done = 0, x;
 
 	if (t->pat == PAT_MAGHIT) {
@@ -144,51 +145,10 @@ static uint64_t run_ops(struct thr *t, uint64_t ops)
 			if (dg_iova_alloc(t->s, G, UINT64_MAX, 0, &x) || dg_iova_free(t->s, x, G))
 				die("maghit", -EIO);
 		}
-		return done;
+		return;
 	}
 	while (done < ops)
 		done += step(t);
-	return done;
-}
-
-/* ---- threads ---- */
-
-static pthread_barrier_t bar_start, bar_end;
-static atomic_bool quit;
-static cpu_set_t all_cpus; /* the affinity the suite started with */
-
-static void *worker(void *arg)
-{
-	struct thr *t = arg;
-
-	/* A new thread inherits the caller's affinity, which may already be one CPU: widen it
-	 * back before picking this thread's own CPU. */
-	pthread_setaffinity_np(pthread_self(), sizeof(all_cpus), &all_cpus);
-	bench_pin_cpu(t->cpu);
-	for (;;) {
-		pthread_barrier_wait(&bar_start);
-		if (atomic_load_explicit(&quit, memory_order_relaxed))
-			return NULL;
-		run_ops(t, t->ops);
-		pthread_barrier_wait(&bar_end);
-	}
-}
-
-/* Run @ops operations on every thread (thread 0 is the caller); returns the wall ns. */
-static uint64_t run_round(struct thr *t, unsigned int nthr, uint64_t ops)
-{
-	uint64_t t0, t1;
-
-	for (unsigned int i = 0; i < nthr; i++)
-		t[i].ops = ops;
-	if (nthr > 1)
-		pthread_barrier_wait(&bar_start);
-	t0 = bench_now_ns();
-	run_ops(&t[0], ops);
-	if (nthr > 1)
-		pthread_barrier_wait(&bar_end);
-	t1 = bench_now_ns();
-	return t1 - t0;
 }
 
 /* ---- setup ---- */
@@ -219,7 +179,6 @@ static void setup(struct dg_iova_space *s, enum pattern p, uint64_t live, struct
 		t[i].s = s;
 		t[i].pat = p;
 		t[i].rng = 0x1234 + i;
-		t[i].cpu = i;
 	}
 	if (p == PAT_ADV) {
 		uint64_t *tmp = malloc(2 * live * sizeof(*tmp));
@@ -293,42 +252,25 @@ static void measure(const struct bench_opts *o, struct thr *t, const char *name,
 {
 	struct dg_iova_space *s = t[0].s;
 	struct dg_iova_stats a, b;
-	pthread_t tid[MAX_THR];
+	struct bench_lockstep ls;
 
-	atomic_store(&quit, false);
-	if (nthr > 1) {
-		pthread_barrier_init(&bar_start, NULL, nthr);
-		pthread_barrier_init(&bar_end, NULL, nthr);
-		for (unsigned int i = 1; i < nthr; i++)
-			pthread_create(&tid[i], NULL, worker, &t[i]);
-	}
-	bench_pin_cpu(0);
+	bench_lockstep_start(&ls, nthr, t, sizeof(t[0]), run_ops, NULL, NULL);
 
 	struct result r = {.pat = p, .cfg = c, .live = live, .threads = nthr};
 	snprintf(r.name, sizeof(r.name), "%s", name);
-	run_round(t, nthr, WARMUP_OPS);
+	bench_lockstep_round(&ls, WARMUP_OPS);
 	dg_iova_get_stats(s, &a);
 	if (o->ops) {
-		run_round(t, nthr, o->ops);
+		bench_lockstep_round(&ls, o->ops);
 		r.ops = o->ops;
 	} else {
 		double budget_ns = o->duration_s * 1e9 / (o->quick ? 1.0 : 4.0) / o->rounds;
-		uint64_t probe = 1, ns;
 		double samples[1000];
+		uint64_t per_round = bench_lockstep_calibrate(&ls, budget_ns, 2, 1ull << 30), ns;
 
-		/* calibrate: double until a probe takes 5 ms or a tenth of a round */
-		for (;;) {
-			ns = run_round(t, nthr, probe);
-			if (ns > 5e6 || ns > budget_ns / 10 || probe > (1ull << 30))
-				break;
-			probe *= 2;
-		}
-		uint64_t per_round = (uint64_t)(budget_ns * (double)probe / (double)(ns ? ns : 1));
-
-		per_round = per_round < 2 ? 2 : per_round;
 		dg_iova_get_stats(s, &a);
 		for (unsigned int i = 0; i < o->rounds; i++) {
-			ns = run_round(t, nthr, per_round);
+			ns = bench_lockstep_round(&ls, per_round);
 			samples[i] = (double)ns / (double)per_round;
 			r.ops += per_round;
 		}
@@ -340,14 +282,7 @@ static void measure(const struct bench_opts *o, struct thr *t, const char *name,
 	r.nodes_per_op =
 		(double)(b.tree_nodes_visited - a.tree_nodes_visited) / (double)(r.ops * nthr);
 	r.hit_rate = allocs ? (double)(b.magazine_hits - a.magazine_hits) / (double)allocs : 0;
-	if (nthr > 1) {
-		atomic_store(&quit, true);
-		pthread_barrier_wait(&bar_start);
-		for (unsigned int i = 1; i < nthr; i++)
-			pthread_join(tid[i], NULL);
-		pthread_barrier_destroy(&bar_start);
-		pthread_barrier_destroy(&bar_end);
-	}
+	bench_lockstep_stop(&ls);
 	if (o->ops) {
 		printf("case %s: %llu ops per thread done (fixed count), %.2f nodes/op\n", name,
 		       (unsigned long long)o->ops, r.nodes_per_op);
@@ -427,8 +362,6 @@ static int iova_main(int argc, char **argv)
 
 	if (bench_parse_common(&argc, argv, &o))
 		return 2;
-	if (sched_getaffinity(0, sizeof(all_cpus), &all_cpus))
-		CPU_ZERO(&all_cpus);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
 			usage(stdout);
