@@ -48,8 +48,9 @@
  * this permission), so it never shares a page with another device's data or the other
  * direction's; the data it held is still only what this device itself wrote or was given.
  * A stack is bounded by tc_max[order] (at most 1/16 of an area per direction and order), so
- * the slots cached by a thread - even one that exited - can strand at most 6/16 of one area
- * per direction; when the areas run dry the thread first gives its own cached slots back.
+ * a running thread holds at most 6/16 of one area per direction; when the areas run dry the
+ * thread first gives its own cached slots back, and a thread's exit gives back all of its
+ * slots (a key destructor) and leaves its emptied cache to the next new thread.
  * A slot counts in its area's in_use while cached; dma_bounce_stats() subtracts the caches'
  * cached_bytes (exact when no call runs, like every counter). Caches are found through a
  * 4-entry thread-local table keyed by the instance's unique generation (pointers get reused)
@@ -60,6 +61,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -110,8 +112,10 @@ struct bounce_area {
 /* One thread's free stacks for one bounce instance. Only its owner thread touches n[] and
  * slot[]; dma_bounce_check() reads them when no call runs, destroy frees them. */
 struct bounce_tcache {
-	struct bounce_tcache *next;	     /* bo->tcaches (push only, release CAS) */
-	uint64_t owner;			     /* thread id (tc_thread_id()), never reused */
+	struct bounce_tcache *next; /* bo->tcaches (push only, release CAS) */
+	_Atomic uint64_t owner;	    /* thread id (tc_thread_id()), never reused; 0 = free */
+	struct dma_bounce *bo;	    /* the instance (for the owner's exit) */
+	struct bounce_tcache *tnext, **tpprev; /* the owner's list of caches (tc_reg_lock) */
 	_Atomic uint64_t cached_bytes;	     /* bytes in the stacks: owner writes (load + store) */
 	uint32_t n[3][TC_ORDERS];	     /* stack depths, <= tc_max[order] */
 	uint32_t slot[3][TC_ORDERS][TC_MAX]; /* global unit numbers (area << unit_shift | u) */
@@ -264,6 +268,74 @@ static uint64_t tc_thread_id(void)
 	return tc_thread;
 }
 
+/*
+ * A thread's exit gives its cached slots back: every cache a thread owns is on its list
+ * (tc_mine), and a key destructor registered with its first cache drains them into their
+ * areas and frees them for adoption by the next new thread (owner 0), so threads that come and
+ * go strand nothing. tc_reg_lock guards every thread's list: the exiting thread walks its own,
+ * dma_bounce_destroy() unlinks the caches it frees from the lists of threads still running.
+ * Lock order: tc_reg_lock, then an area lock.
+ */
+static pthread_mutex_t tc_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t tc_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t tc_exit_key;
+static bool tc_key_ok;
+static _Thread_local struct bounce_tcache *tc_mine;
+
+static void tc_drain(struct dma_bounce *bo, struct bounce_tcache *tc, unsigned int dir);
+
+static void tc_unlink(struct bounce_tcache *tc)
+{
+	if (!tc->tpprev)
+		return;
+	*tc->tpprev = tc->tnext;
+	if (tc->tnext)
+		tc->tnext->tpprev = tc->tpprev;
+	tc->tnext = NULL;
+	tc->tpprev = NULL;
+}
+
+static void tc_thread_exit(void *arg)
+{
+	struct bounce_tcache **head = arg; /* the exiting thread's tc_mine */
+
+	pthread_mutex_lock(&tc_reg_lock);
+	while (*head) {
+		struct bounce_tcache *tc = *head;
+
+		for (unsigned int d = 0; d < 3; d++)
+			tc_drain(tc->bo, tc, d);
+		tc_unlink(tc);
+		/* Release pairs with the acquire CAS of the adoption in tcache_slow(): the
+		 * emptied stacks are the next owner's. */
+		atomic_store_explicit(&tc->owner, 0, memory_order_release);
+	}
+	pthread_mutex_unlock(&tc_reg_lock);
+}
+
+static void tc_key_create(void)
+{
+	tc_key_ok = pthread_key_create(&tc_exit_key, tc_thread_exit) == 0;
+}
+
+/* Put @tc on this thread's list, so that its exit drains it. */
+static void tc_adopt(struct dma_bounce *bo, struct bounce_tcache *tc)
+{
+	pthread_once(&tc_key_once, tc_key_create);
+	pthread_mutex_lock(&tc_reg_lock);
+	tc->bo = bo;
+	tc->tnext = tc_mine;
+	if (tc_mine)
+		tc_mine->tpprev = &tc->tnext;
+	tc->tpprev = &tc_mine;
+	tc_mine = tc;
+	pthread_mutex_unlock(&tc_reg_lock);
+	/* Without the key, an exiting thread's slots stay cached (the areas' dry path still
+	 * takes the slots of the thread that runs dry). */
+	if (tc_key_ok && !pthread_getspecific(tc_exit_key))
+		pthread_setspecific(tc_exit_key, &tc_mine);
+}
+
 static dg_noinline struct bounce_tcache *tcache_slow(struct dma_bounce *bo)
 {
 	uint64_t me = tc_thread_id();
@@ -273,12 +345,25 @@ static dg_noinline struct bounce_tcache *tcache_slow(struct dma_bounce *bo)
 	struct bounce_tcache *head;
 
 	for (; tc; tc = tc->next)
-		if (tc->owner == me)
+		if (atomic_load_explicit(&tc->owner, memory_order_relaxed) == me)
 			goto found;
+	/* A cache whose thread exited (owner 0, emptied): take it over. Acquire pairs with the
+	 * release store in tc_thread_exit(). */
+	for (tc = atomic_load_explicit(&bo->tcaches, memory_order_acquire); tc; tc = tc->next) {
+		uint64_t free_owner = 0;
+
+		if (atomic_compare_exchange_strong_explicit(&tc->owner, &free_owner, me,
+							    memory_order_acquire,
+							    memory_order_relaxed)) {
+			tc_adopt(bo, tc);
+			goto found;
+		}
+	}
 	tc = calloc(1, sizeof(*tc));
 	if (!tc)
 		return NULL; /* the locked path still works */
-	tc->owner = me;
+	atomic_init(&tc->owner, me);
+	tc_adopt(bo, tc);
 	head = atomic_load_explicit(&bo->tcaches, memory_order_relaxed);
 	do {
 		tc->next = head;
@@ -551,12 +636,15 @@ void dma_bounce_destroy(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_
 		return;
 	atomic_fetch_sub_explicit(&dd->persistent, bo->iova_size, memory_order_relaxed);
 	/* Acquire pairs with the release CAS in tcache_slow(). */
+	pthread_mutex_lock(&tc_reg_lock);
 	for (struct bounce_tcache *tc = atomic_load_explicit(&bo->tcaches, memory_order_acquire),
 				  *next;
 	     tc; tc = next) {
 		next = tc->next;
+		tc_unlink(tc); /* off the list of a thread still running */
 		free(tc);
 	}
+	pthread_mutex_unlock(&tc_reg_lock);
 	free(bo->mem);
 	free(bo->rec);
 	free(bo->area);
@@ -997,7 +1085,9 @@ static int tc_check(const struct dma_bounce *bo, FILE *why, uint64_t *cnt, uint6
 						fprintf(why,
 							"bounce cache %" PRIu64
 							": stack %u/%u over its bound\n",
-							tc->owner, d, o);
+							atomic_load_explicit(&tc->owner,
+									     memory_order_relaxed),
+							d, o);
 					return -EUCLEAN;
 				}
 				for (uint32_t k = 0; k < tc->n[d][o]; k++) {
@@ -1014,7 +1104,10 @@ static int tc_check(const struct dma_bounce *bo, FILE *why, uint64_t *cnt, uint6
 							fprintf(why,
 								"bounce cache %" PRIu64
 								": stack %u/%u holds unit %#x in state %#x\n",
-								tc->owner, d, o, g, st);
+								atomic_load_explicit(
+									&tc->owner,
+									memory_order_relaxed),
+								d, o, g, st);
 						return -EUCLEAN;
 					}
 					cnt[ai]++;
@@ -1027,7 +1120,7 @@ static int tc_check(const struct dma_bounce *bo, FILE *why, uint64_t *cnt, uint6
 				fprintf(why,
 					"bounce cache %" PRIu64 ": holds %" PRIu64
 					" bytes, counts %" PRIu64 "\n",
-					tc->owner, sum,
+					atomic_load_explicit(&tc->owner, memory_order_relaxed), sum,
 					atomic_load_explicit(&tc->cached_bytes,
 							     memory_order_relaxed));
 			return -EUCLEAN;

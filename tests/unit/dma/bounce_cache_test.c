@@ -10,7 +10,9 @@
  *  - when the areas run dry the thread gives its cached slots back (a whole area is again
  *    available for the largest slot);
  *  - slots mapped by one thread and unmapped by another (its stack spills them back), double
- *    unmaps refused.
+ *    unmaps refused;
+ *  - a thread's exit gives its cached slots back (threads that come and go strand nothing:
+ *    every area is whole again for the largest slot), and its cache is taken over by the next.
  */
 #include "dma_test_util.h"
 
@@ -325,6 +327,66 @@ static void test_cross_thread(void **state)
 	free(x.buf);
 }
 
+/* How many whole-area (largest) slots the from-device areas give, all unmapped again. */
+static unsigned int whole_areas(struct env *e, uint8_t *buf)
+{
+	uint64_t big[64];
+	unsigned int n = 0;
+
+	while (n < 64 && dg_dma_map_single(e->dd, buf, AREA, DG_DMA_FROM_DEVICE, 0, &big[n]) == 0)
+		n++;
+	for (unsigned int i = 0; i < n; i++)
+		assert_int_equal(
+			dg_dma_unmap_single(e->dd, big[i], AREA, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+	return n;
+}
+
+#define EXIT_MAPS 64
+
+static void *small_user(void *p)
+{
+	struct xarg *x = p;
+
+	/* fills this thread's 2 KiB stack from the areas, then gives the slots to the stack */
+	for (unsigned int i = 0; i < EXIT_MAPS; i++)
+		if (dg_dma_map_single(x->e->dd, x->buf, 2048, DG_DMA_FROM_DEVICE, 0, &x->dma[i]))
+			return (void *)1;
+	for (unsigned int i = 0; i < EXIT_MAPS; i++)
+		if (dg_dma_unmap_single(x->e->dd, x->dma[i], 2048, DG_DMA_FROM_DEVICE,
+					DG_DMA_ATTR_SKIP_CPU_SYNC, NULL))
+			return (void *)1;
+	return NULL;
+}
+
+static void test_thread_exit(void **state)
+{
+	struct env e;
+	struct xarg x;
+	unsigned int areas;
+	pthread_t t;
+	void *ret;
+
+	(void)state;
+	x.e = &e;
+	x.buf = page_alloc(AREA);
+	assert_non_null(x.buf);
+	env_init(&e, AREA);
+	areas = whole_areas(&e, x.buf);
+	assert_true(areas >= 1);
+	/* Each thread caches slots of some area and exits: without the exit's hand-back one
+	 * cached slot keeps its area from giving a whole-area slot. */
+	for (unsigned int round = 0; round < 8; round++) {
+		assert_int_equal(pthread_create(&t, NULL, small_user, &x), 0);
+		assert_int_equal(pthread_join(t, &ret), 0);
+		assert_null(ret);
+		assert_int_equal(whole_areas(&e, x.buf), areas);
+		assert_int_equal(stats(e.dd).bounce_in_use, 0);
+		assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	}
+	env_fini(&e);
+	free(x.buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -332,6 +394,7 @@ int main(void)
 		cmocka_unit_test(test_reuse_clean),
 		cmocka_unit_test(test_exhaustion_gives_cache_back),
 		cmocka_unit_test(test_cross_thread),
+		cmocka_unit_test(test_thread_exit),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
