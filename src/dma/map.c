@@ -554,6 +554,25 @@ static dg_noinline int xl_map_undo(struct dg_dma_dev *dd, struct dma_space *sp, 
 	return r;
 }
 
+/*
+ * Publish a mapping's record (the claim of its unmap reads it) and count its sub-page bytes:
+ * the last step of dma_xl_map() and xl_map_one().
+ */
+static dg_always_inline void rec_publish(struct dg_dma_dev *dd, struct dma_rec *rec, uint64_t len,
+					 uint64_t total, uint64_t token, uint64_t w0, uint64_t sub)
+{
+	struct dma_tstats *t;
+
+	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
+	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
+	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
+	/* Release pairs with the acquire load in dma_xl_claim(): w1..w3 are visible. */
+	atomic_store_explicit(&rec->w0, w0, memory_order_release);
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_SUBPAGE, sub);
+	ctr_max(&t->subpage_max, sub);
+}
+
 int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_sg *sg,
 	       unsigned int nents, enum dg_dma_dir dir, enum dma_kind kind, uint64_t *iova_out,
 	       uint64_t *dma_out)
@@ -563,7 +582,6 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	uint64_t iova, total, cur = 0, len = 0, sub = 0, unmapped, token;
 	struct dg_pt_gather gth;
 	struct dma_rec *rec;
-	struct dma_tstats *t;
 	unsigned int i;
 	int r;
 
@@ -612,17 +630,9 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	}
 	if (dg_unlikely(!gather_empty(&gth)))
 		dma_flush_gather(dd, sp, &gth); /* tables replaced by larger leaves */
-	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
-	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
-	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
-	/* Release pairs with the acquire load in dma_xl_claim(): w1..w3 are visible. */
-	atomic_store_explicit(&rec->w0,
-			      rec_w0(kind, dir, kind == KIND_SG ? nents : 0,
-				     (uintptr_t)sg[0].addr & gm),
-			      memory_order_release);
-	t = dma_tstats(dd);
-	ctr_add(t, CTR_SUBPAGE, sub);
-	ctr_max(&t->subpage_max, sub);
+	rec_publish(dd, rec, len, total, token,
+		    rec_w0(kind, dir, kind == KIND_SG ? nents : 0, (uintptr_t)sg[0].addr & gm),
+		    sub);
 	*iova_out = iova;
 	*dma_out = iova + ((uintptr_t)sg[0].addr & gm);
 	return 0;
@@ -653,7 +663,6 @@ static inline __attribute__((always_inline)) int xl_map_one(struct dg_dma_dev *d
 	uint64_t iova, token;
 	struct dg_pt_gather gth;
 	struct dma_rec *rec;
-	struct dma_tstats *t;
 	int r;
 
 	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
@@ -675,14 +684,7 @@ static inline __attribute__((always_inline)) int xl_map_one(struct dg_dma_dev *d
 		return xl_map_undo(dd, sp, iova, total, &gth, r);
 	if (dg_unlikely(!gather_empty(&gth)))
 		dma_flush_gather(dd, sp, &gth); /* tables replaced by larger leaves */
-	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
-	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
-	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
-	/* Release pairs with the acquire load in dma_xl_claim(): w1..w3 are visible. */
-	atomic_store_explicit(&rec->w0, rec_w0(kind, dir, 0, off), memory_order_release);
-	t = dma_tstats(dd);
-	ctr_add(t, CTR_SUBPAGE, total - len);
-	ctr_max(&t->subpage_max, total - len);
+	rec_publish(dd, rec, len, total, token, rec_w0(kind, dir, 0, off), total - len);
 	*dma_out = iova + off;
 	return 0;
 }
