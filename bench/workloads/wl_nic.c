@@ -602,6 +602,21 @@ static struct nic_desc *dev_ring(struct wl_dev *d, struct wl_port *p, struct nic
 	return wl_dev_ring(d, p, rg->dma, (size_t)rg->size * sizeof(struct nic_desc));
 }
 
+/*
+ * One DMA of the burst done: a quiescent point if anything is pending (wl_dev_dma_done), and
+ * then the ring is translated again. Returns the ring to go on with, NULL if it is gone.
+ */
+static struct nic_desc *dma_done(struct wl_dev *d, struct wl_port *p, struct nic_ring *rg,
+				 struct nic_desc *ring)
+{
+	if (!wl_dev_dma_done(d, p))
+		return ring;
+	wl_dev_xlat_begin(d);
+	ring = dev_ring(d, p, rg);
+	wl_dev_xlat_end(d);
+	return ring;
+}
+
 static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
 			 struct nic_queue *q, uint64_t *units)
 {
@@ -609,9 +624,7 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->rx;
 	/* Acquire pairs with the driver's release store of tail in write_descs(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames;
-	uint32_t chunk = fr > 1 ? 1 : NIC_BURST;
-	unsigned int fnr[NIC_BURST > 64 ? NIC_BURST : 64];
+	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames, k;
 	uint64_t bytes = 0;
 
 	if (!n)
@@ -622,63 +635,100 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	wl_dev_xlat_begin(d);
 	struct nic_desc *ring = dev_ring(d, p, rg);
 	wl_dev_xlat_end(d);
-	if (!ring)
-		return 0;
-	for (uint32_t done = 0; done < n; done += chunk) {
-		uint32_t m = n - done < chunk ? n - done : chunk;
+	/* every frame is a DMA of its own: translate, write, done */
+	for (k = 0; ring && k < n; k++) {
+		uint32_t i = (rg->dev_head + k) & rg->mask, written = 0;
 
-		/* translate every frame's destination in the chunk */
-		wl_dev_xlat_begin(d);
-		for (uint32_t k = 0; k < m; k++) {
-			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
+		for (uint32_t j = 0; j < fr; j++) {
+			uint64_t off = (uint64_t)j * prm->rx_stride;
+			uint64_t addr = ring[i].addr + off;
+			unsigned int nr;
 
-			for (uint32_t j = 0; j < fr; j++) {
-				uint64_t off = (uint64_t)j * prm->rx_stride;
-				uint32_t f = k * fr + j;
+			if (ring[i].len < off + prm->rx_frame)
+				break;
+			wl_dev_xlat_begin(d);
+			nr = wl_dev_translate(d, p, addr, prm->rx_frame, DG_ACCESS_WRITE, d->sg,
+					      NIC_FRAME_SG);
+			wl_dev_xlat_end(d);
+			if (!nr)
+				break;
 
-				fnr[f] = dsc->len >= off + prm->rx_frame ?
-						 wl_dev_translate(d, p, dsc->addr + off,
-								  prm->rx_frame, DG_ACCESS_WRITE,
-								  &d->sg[f * NIC_FRAME_SG],
-								  NIC_FRAME_SG) :
-						 0;
-			}
+			struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
+					   .src = {2, 0, 0, 0, 0, 1},
+					   .ethertype = 0x0800,
+					   .queue = (uint16_t)q->id,
+					   .magic = WL_MAGIC,
+					   .seq = rg->dev_seq++,
+					   .len = prm->rx_frame};
+
+			h.csum = wl_hdr_csum(&h);
+			wl_sg_copy_to(d->sg, nr, 0, &h, sizeof(h));
+			wl_sg_copy_to(d->sg, nr, sizeof(h), np->tmpl + sizeof(h),
+				      prm->rx_frame - sizeof(h));
+			written = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
+			bytes += prm->rx_frame;
+			if (j + 1 < fr && !(ring = dma_done(d, p, rg, ring)))
+				break;
 		}
-		wl_dev_xlat_end(d);
-		/* write the frames, then hand the buffers back */
-		for (uint32_t k = 0; k < m; k++) {
-			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
-			uint32_t written = 0;
-
-			for (uint32_t j = 0; j < fr; j++) {
-				uint32_t f = k * fr + j;
-				const struct dg_sg *sg = &d->sg[f * NIC_FRAME_SG];
-				struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
-						   .src = {2, 0, 0, 0, 0, 1},
-						   .ethertype = 0x0800,
-						   .queue = (uint16_t)q->id,
-						   .magic = WL_MAGIC,
-						   .seq = rg->dev_seq,
-						   .len = prm->rx_frame};
-
-				if (!fnr[f])
-					break;
-				rg->dev_seq++;
-				h.csum = wl_hdr_csum(&h);
-				wl_sg_copy_to(sg, fnr[f], 0, &h, sizeof(h));
-				wl_sg_copy_to(sg, fnr[f], sizeof(h), np->tmpl + sizeof(h),
-					      prm->rx_frame - sizeof(h));
-				written = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
-				bytes += prm->rx_frame;
-			}
-			dsc->len = written;
-			/* Release pairs with the driver's acquire load of status in reap(). */
-			atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
-		}
+		if (!ring)
+			break; /* the ring is gone (an error counted): the buffer is not handed back */
+		ring[i].len = written;
+		/* Release pairs with the driver's acquire load of status in reap(). */
+		atomic_store_explicit(&ring[i].status, NIC_DD, memory_order_release);
+		ring = dma_done(d, p, rg, ring);
 	}
-	rg->dev_head += n;
-	*units += n;
+	rg->dev_head += k;
+	*units += k;
 	return bytes;
+}
+
+/* Read one send (its descriptors from @k to EOP) to the wire and check it. Returns its
+   descriptors, 0 if it is not all there, or its translation needs more room than is left. */
+static uint32_t tx_send(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
+			struct nic_queue *q, struct nic_desc *ring, uint32_t k, uint32_t avail,
+			uint64_t *bytes)
+{
+	struct nic_ring *rg = &q->tx;
+	unsigned int nr[NIC_SEGS];
+	uint32_t at[NIC_SEGS], nd = 0, used = 0;
+	bool eop = false;
+	size_t off = 0;
+
+	wl_dev_xlat_begin(d);
+	while (!eop && k + nd < avail && nd < NIC_SEGS) {
+		const struct nic_desc *dsc = &ring[(rg->dev_head + k + nd) & rg->mask];
+
+		at[nd] = used;
+		nr[nd] = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, &d->sg[used],
+					  NIC_SEGS);
+		used += nr[nd++];
+		eop = dsc->flags & NIC_EOP;
+	}
+	wl_dev_xlat_end(d);
+	if (!eop)
+		return 0; /* the driver publishes whole sends: not reached in a run */
+	for (uint32_t i = 0; i < nd; i++) {
+		const struct nic_desc *dsc = &ring[(rg->dev_head + k + i) & rg->mask];
+
+		if (nr[i] && off + dsc->len <= 65536)
+			wl_sg_copy_from(&d->sg[at[i]], nr[i], 0, d->scratch + off, dsc->len);
+		off += dsc->len;
+	}
+
+	const struct wl_hdr *h = (const void *)d->scratch;
+
+	if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
+	    off != np->prm->tx_len) {
+		if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
+			fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
+				d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
+		wl_ctr_add(&d->ctr->errors, 1);
+	}
+	*bytes += off;
+	/* Release pairs with the driver's acquire load of status in reap(). */
+	atomic_store_explicit(&ring[(rg->dev_head + k + nd - 1) & rg->mask].status, NIC_DD,
+			      memory_order_release);
+	return nd;
 }
 
 static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
@@ -687,67 +737,26 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->tx;
 	/* Acquire pairs with the driver's release store of tail in write_descs(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t avail = tail - rg->dev_head, n = 0, k = 0, used = 0;
-	unsigned int nr[2 * NIC_BURST];
-	uint32_t at[2 * NIC_BURST];
+	uint32_t avail = tail - rg->dev_head, k = 0, sends = 0;
 	uint64_t bytes = 0;
 
 	if (!avail)
 		return 0;
 	wl_dev_xlat_begin(d);
 	struct nic_desc *ring = dev_ring(d, p, rg);
-
-	if (!ring) {
-		wl_dev_xlat_end(d);
-		return 0;
-	}
-	/* whole sends (the driver publishes whole chains), about NIC_BURST descriptors and
-	   WL_BURST_BYTES of payload */
-	uint64_t burst_bytes = 0;
-
-	while (k < avail && k < 2 * NIC_BURST) {
-		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
-
-		if (n == k && (n >= NIC_BURST || WL_DEV_SG - used < 2 * NIC_SEGS ||
-			       burst_bytes >= WL_BURST_BYTES))
-			break; /* at a send boundary: the burst is full */
-		burst_bytes += dsc->len;
-		at[k] = used;
-		nr[k] = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, &d->sg[used],
-					 WL_DEV_SG - used < NIC_SEGS ? WL_DEV_SG - used : NIC_SEGS);
-		used += nr[k];
-		k++;
-		if (dsc->flags & NIC_EOP)
-			n = k;
-	}
 	wl_dev_xlat_end(d);
-	/* copy each send to the wire and check its header */
-	size_t off = 0;
+	/* whole sends, each a DMA of its own, about NIC_BURST of them or WL_BURST_BYTES */
+	while (ring && k < avail && sends < NIC_BURST && bytes < WL_BURST_BYTES) {
+		uint32_t nd = tx_send(d, p, np, q, ring, k, avail, &bytes);
 
-	for (k = 0; k < n; k++) {
-		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
-
-		if (nr[k] && off + dsc->len <= 65536)
-			wl_sg_copy_from(&d->sg[at[k]], nr[k], 0, d->scratch + off, dsc->len);
-		off += dsc->len;
-		if (!(dsc->flags & NIC_EOP))
-			continue;
-		const struct wl_hdr *h = (const void *)d->scratch;
-
-		if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
-		    off != np->prm->tx_len) {
-			if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
-				fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
-					d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
-			wl_ctr_add(&d->ctr->errors, 1);
-		}
-		bytes += off;
-		off = 0;
-		(*units)++;
-		/* Release pairs with the driver's acquire load of status in reap(). */
-		atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
+		if (!nd)
+			break;
+		k += nd;
+		sends++;
+		ring = dma_done(d, p, rg, ring);
 	}
-	rg->dev_head += n;
+	rg->dev_head += k;
+	*units += sends;
 	return bytes;
 }
 

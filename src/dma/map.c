@@ -19,8 +19,13 @@
  * Batches move the invalidation and the wait to dg_dma_batch_end(): the gather collects the
  * hull of every unmap, the IOVAs wait in the batch, and one wait covers all of them. The
  * invalidation is one RANGE command over the hull when the hull is at most four times the
- * bytes unmapped (the usual case: magazines hand back neighbouring IOVAs), else one command
- * per run of adjacent ranges, all submitted at once (one atomic add on the queue).
+ * bytes unmapped (magazines often hand back neighbouring IOVAs), else one command per run of
+ * adjacent ranges, all submitted at once (one atomic add on the queue), up to BATCH_PSI_RUNS
+ * runs; more scattered than that, one DOMAIN command (leaf-only unless a table page was
+ * freed). That is Linux's VT-d rule (a domain-selective flush above the page-selective
+ * limit) for the same reason: every device reads and applies each command, each slot is a
+ * cache line it must fetch, while a domain flush costs it O(1) (a new IOTLB generation,
+ * agent.c) and a few refills of translations it still uses.
  *
  * Invariants:
  *  - An IOVA is given back to the allocator only after an invalidation covering its last
@@ -41,7 +46,10 @@
 #define BATCH_IOVA   1u /* IOVA range to free after the wait */
 #define BATCH_NOFREE 2u /* range to invalidate only (two-step unlink) */
 #define BATCH_BOUNCE 3u /* bounce slot to free (no invalidation needed) */
-#define BATCH_KIND   3u
+
+/* Separate runs a batch invalidates page-selectively at most (see the preamble). */
+#define BATCH_PSI_RUNS 8
+#define BATCH_KIND     3u
 
 static inline bool gather_empty(const struct dg_pt_gather *g)
 {
@@ -385,6 +393,11 @@ static int batch_flush(struct dg_dma_batch *b)
 		}
 		if (nr == 1 || b->gather.end - b->gather.start <= 4 * sum) {
 			gather_cmd(sp, &b->gather, &cmds[0]);
+		} else if (nr > BATCH_PSI_RUNS) {
+			cmds[0] = (struct dg_inval_cmd){
+				.type = DG_INVAL_DOMAIN,
+				.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
+				.domain = sp->dom_id};
 		} else {
 			for (nc = 0; nc < nr; nc++)
 				cmds[nc] = (struct dg_inval_cmd){
