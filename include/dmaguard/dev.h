@@ -70,6 +70,107 @@ DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
 			       unsigned int access, struct dg_sg *sg, unsigned int max,
 			       unsigned int *nr);
 
+#ifndef __cplusplus
+#include <stdatomic.h>
+
+/*
+ * The device's hot line: the first 64 bytes of every struct dg_device, which is all a hit
+ * reads and writes. It is public only so that dg_dev_translate_fast() below can be inlined
+ * into the caller; nothing else may read or write it.
+ *
+ * ABI: this layout is part of the ABI of this version of dmaguard (DG_DEV_HOT_ABI). A program
+ * that uses dg_dev_translate_fast() must be built with the headers of the library it links
+ * (the static library, or a shared library of the same version); the library checks at build
+ * time that struct dg_device starts with exactly this struct.
+ *
+ * Entries: key = page base | tag << 2 | perm (0: empty), delta = host base - page base; the
+ * slot of @iova is at byte offset (iova >> off_shift) & off_mask of @ent; a hit is
+ *   ((key ^ (iova & base_mask) ^ tag) & (~3 | access)) == 0
+ * which checks page, domain tag and permission at once (docs/iommu.md, "Fast path").
+ */
+#define DG_DEV_HOT_ABI 1
+
+struct dg_dev_hot_ent {
+	uint64_t key;
+	uint64_t delta;
+};
+
+struct dg_dev_hot {
+	const _Atomic uint64_t *published; /* the invalidation queue's published seq */
+	uint64_t check;			   /* == *published when the hot level may be used */
+	const struct dg_dev_hot_ent *ent;  /* the IOTLB level probed first */
+	uint64_t base_mask;		   /* ~(its page size - 1) */
+	uint64_t off_mask;		   /* slot byte offset mask */
+	uint64_t tag;			   /* cache tag << 2 | 3 */
+	_Atomic uint64_t hits;		   /* IOTLB hits (the device writes, anyone reads) */
+	uint32_t off_shift;		   /* slot byte offset shift */
+	bool held;			   /* a translated sg list may be in use */
+};
+
+/*
+ * The hit test shared by the inline fast path and the library: the entry that translates
+ * [iova, iova + len) (inside one page of the hot level) for @access, or NULL. @len 0 and
+ * ranges that wrap or leave the page return NULL.
+ */
+static inline const struct dg_dev_hot_ent *
+dg_dev_hot_probe(const struct dg_dev_hot *h, uint64_t iova, size_t len, unsigned int access)
+{
+	const struct dg_dev_hot_ent *e;
+
+	if ((uint64_t)len - 1 > ~(iova | h->base_mask))
+		return NULL;
+	e = (const struct dg_dev_hot_ent *)(const void *)((const char *)h->ent +
+							  ((iova >> h->off_shift) & h->off_mask));
+	return ((e->key ^ (iova & h->base_mask) ^ h->tag) & (~3ull | access)) ? NULL : e;
+}
+
+/*
+ * The hit of dg_dev_translate() for a valid @access and @max >= 1: true when nothing is
+ * pending for the device and [iova, iova + len) is in one page of the hot level with
+ * @access, and then the one segment is in sg[0], *nr is 1, the translation is held and the
+ * hit counted. False changes nothing.
+ */
+static inline bool dg_dev_hot_hit(struct dg_dev_hot *h, uint64_t iova, size_t len,
+				  unsigned int access, struct dg_sg *sg, unsigned int *nr)
+{
+	const struct dg_dev_hot_ent *e;
+
+	/* Acquire pairs with the queue owner's release store of published (src/iommu). */
+	if (atomic_load_explicit(h->published, memory_order_acquire) != h->check)
+		return false;
+	e = dg_dev_hot_probe(h, iova, len, access);
+	if (!e)
+		return false;
+	sg->addr = (void *)(uintptr_t)(iova + e->delta);
+	sg->len = len;
+	*nr = 1;
+	h->held = true;
+	/* Relaxed: a statistic only this device writes (no read-modify-write). */
+	atomic_store_explicit(&h->hits, atomic_load_explicit(&h->hits, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+	return true;
+}
+
+/*
+ * dg_dev_translate() with its hit inlined into the caller: same contract, same results,
+ * same errors. When nothing is pending for the device and [iova, iova + len) is in one page
+ * of the IOTLB level the device used last, with the permission: one segment, the hit counted,
+ * the translation held, with no call. Anything else (a miss, a range over pages, a pending
+ * invalidation, a bad argument) calls dg_dev_translate().
+ */
+static inline int dg_dev_translate_fast(struct dg_device *dev, uint64_t iova, size_t len,
+					unsigned int access, struct dg_sg *sg, unsigned int max,
+					unsigned int *nr)
+{
+	if (__builtin_expect(max && access - 1u < 3u &&
+				     dg_dev_hot_hit((struct dg_dev_hot *)(void *)dev, iova, len,
+						    access, sg, nr),
+			     1))
+		return 0;
+	return dg_dev_translate(dev, iova, len, access, sg, max, nr);
+}
+#endif /* !__cplusplus */
+
 /*
  * Copy @len bytes from memory at @iova to @dst (a device read, DG_ACCESS_READ), or from @src
  * to memory at @iova (a device write, DG_ACCESS_WRITE). The whole range is checked before a

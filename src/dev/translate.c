@@ -3,26 +3,32 @@
  * dev/translate.c - the device side of a DMA: translate, read, write (dmaguard/dev.h).
  *
  * Fast path (a translation that fits in one page, hits the level probed first, and finds no
- * invalidation pending):
+ * invalidation pending): dg_dev_hot_hit() of dmaguard/dev.h, on the device's hot line (the
+ * first cache line of struct dg_device), also inlined into callers of dg_dev_translate_fast():
  *
- *   one acquire load of `published` == dev->check      (nothing pending, online, not blocked)
+ *   one acquire load of `published` == hot.check        (nothing pending, online, not blocked)
  *   fits in the page: len - 1 <= ~(iova | base_mask)     (also refuses len 0 and wrapping)
  *   one probe: key ^ page ^ tag, masked by the access    (tag, permission, emptiness at once)
  *   host = iova + delta
  *
  * Pass-through takes the same path through an identity level (agent.c), so it costs the same
- * as a hit.
+ * as a hit. No lock, no atomic read-modify-write, no shared cache line written.
  *
- * No lock, no atomic read-modify-write, no shared cache line written. Everything else (ranges
- * over several pages, other page sizes, misses and walks, pass-through, blocked devices, faults,
- * catching up with the invalidation queue) takes the slow path, which is the same code for
- * every case so a refused access is refused the same way whatever made it slow.
+ * Cheap miss (translate_miss): one page whose last-level table the walk cache knows (its last
+ * entry or deepest row), or a one-level table: only the IOTLB level of the granule, one table
+ * entry read with the walker's own decoders (pt/pt_leaf.h), the slot filled; every call in it
+ * is a tail call so its frame stays small. Everything else (ranges over several pages, other
+ * page sizes, misses whose leaf table is not cached, pass-through, blocked devices, faults,
+ * auto-offline devices) takes the slow path, which is the same code for every case so a
+ * refused access is refused the same way whatever made it slow; a fault on the cheap miss goes
+ * through the same refuse().
  *
  * A range is checked completely before a byte is copied (dg_dev_read/dg_dev_write): a refused
  * access touches nothing. Host memory is never assumed contiguous across pages; contiguous
  * neighbours merge into one segment.
  */
 #include "iommu/iommu_internal.h"
+#include "pt/pt_leaf.h"
 
 #include <errno.h>
 #include <string.h>
@@ -46,8 +52,10 @@ static int fault_errno(enum dg_fault_reason r)
 	return -EFAULT;
 }
 
-static int refuse(struct dg_device *dev, uint64_t iova, uint64_t len, unsigned int access,
-		  enum dg_fault_reason r)
+/* Record a refused access; returns its errno. Not inlined: callers reach it by a tail call. */
+static dg_noinline __attribute__((cold)) int refuse(struct dg_device *dev, uint64_t iova,
+						    uint64_t len, unsigned int access,
+						    enum dg_fault_reason r)
 {
 	iommu_record_fault(dev, iova, len, access, r);
 	return fault_errno(r);
@@ -94,9 +102,9 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, un
 
 		if (access & ~(unsigned int)e->key & IOTLB_PERM_MASK)
 			return DG_FAULT_PERM;
-		stat_inc(&dev->st_hits, 1);
+		stat_inc(&dev->hot.hits, 1);
 		if (dev->hot.ent != l->ent) /* copy only when the hot level changes */
-			dev->hot = *l;
+			hot_set(dev, l);
 		*host = a + e->delta;
 		*page_last = (a & l->base_mask) + ~l->base_mask;
 		return 0;
@@ -112,12 +120,94 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, un
 	perm = w.prot & (DG_PROT_READ | DG_PROT_WRITE);
 	lvl = iotlb_insert(&dev->iotlb, dev->ctag, a, w.pgsize, w.phys, perm);
 	if (lvl >= 0 && dev->hot.ent != dev->iotlb.lvl[lvl].ent)
-		dev->hot = dev->iotlb.lvl[lvl];
+		hot_set(dev, &dev->iotlb.lvl[lvl]);
 	if (access & ~perm)
 		return DG_FAULT_PERM;
 	*host = w.phys;
 	*page_last = (a & ~(w.pgsize - 1)) + (w.pgsize - 1);
 	return 0;
+}
+
+/*
+ * The last-level table that holds the page of @a when the device knows it without a walk
+ * (only while dev->leaf_lvl is set):
+ * the walk cache's last entry when it is a last-level table covering @a, or the root of a
+ * one-level table. NULL otherwise.
+ */
+static dg_always_inline const void *leaf_table(struct dg_device *dev, uint64_t a)
+{
+	if (dev->leaf_root)
+		return dev->leaf_root;
+	/* The deepest cached depth is the last level (agent.c agent_set_leaf()). */
+	return wc_lookup_deepest(&dev->wc, dev->wtag, a);
+}
+
+/*
+ * The cheap miss: the page of @a lives in the last-level table @t (leaf_table()), so only
+ * the IOTLB level of its size can cache it (the other levels are not probed: an entry of a
+ * larger page there would be one a pending invalidation is about to drop, and the table is
+ * as valid a source until then) and the walk is one entry of @t (pt_leaf_read(): the
+ * walker's load and decoders). Same results, counters and cache fills as translate_page()
+ * followed by a walk from the walk cache; the range check is implied for a walk-cache table
+ * (it covers a region a walk found inside the domain) and made for a one-level root.
+ */
+static dg_always_inline int translate_leaf(struct dg_device *dev, const void *t, uint64_t a,
+					   unsigned int access, uint64_t *host, uint64_t *page_last,
+					   bool probed)
+{
+	struct iotlb_level *l = dev->leaf_lvl;
+	struct iotlb_ent *e = iotlb_slot(l, a >> l->shift);
+	uint64_t base = a & l->base_mask, ctag = (uint64_t)dev->ctag << IOTLB_DID_SHIFT, phys;
+	unsigned int rw;
+
+	*page_last = base + ~l->base_mask;
+	if (dev->hot.ent != l->ent) {
+		hot_set(dev, l);
+		probed = false;
+	}
+	/*
+	 * @probed: the hot line's probe of this very slot failed with nothing applied since, so
+	 * the entry is absent or lacks @access; the table entry gives the same answer (or a
+	 * newer one), so the slot is not looked at twice.
+	 */
+	if (!probed && (e->key & ~IOTLB_PERM_MASK) == (base | ctag)) { /* ctag >= 1: never 0 */
+		if (access & ~(unsigned int)e->key)
+			return DG_FAULT_PERM;
+		stat_inc(&dev->hot.hits, 1);
+		*host = a + e->delta;
+		return 0;
+	}
+	if (dev->leaf_root) {
+		if (a < dev->dom->in_first || a > dev->dom->in_last) {
+			stat_inc(&dev->st_misses, 1);
+			return DG_FAULT_RANGE;
+		}
+		stat_inc(&dev->st_root_walks, 1);
+	} else {
+		stat_inc(&dev->st_leaf_walks, 1);
+	}
+	if (!pt_leaf_read(dev->leaf_pt, t, a, &phys, &rw))
+		return DG_FAULT_UNMAPPED;
+	if (rw) { /* a leaf granting nothing is not worth a slot: every access faults */
+		e->key = base | ctag | rw;
+		e->delta = phys - base;
+	}
+	if (access & ~rw)
+		return DG_FAULT_PERM;
+	*host = phys + (a - base);
+	return 0;
+}
+
+/* Translate the page holding @a: the cheap miss when the leaf table is known, else the
+ * IOTLB levels and a walk. */
+static dg_always_inline int translate_one(struct dg_device *dev, uint64_t a, unsigned int access,
+					  uint64_t *host, uint64_t *page_last)
+{
+	const void *t = dev->leaf_lvl ? leaf_table(dev, a) : NULL;
+
+	if (t)
+		return translate_leaf(dev, t, a, access, host, page_last, false);
+	return translate_page(dev, a, access, host, page_last);
 }
 
 /*
@@ -148,7 +238,7 @@ static int translate_range(struct dg_device *dev, uint64_t iova, size_t len, uns
 		      (uint64_t)len - 1 <= ~(iova | dev->iotlb.lvl[0].base_mask))) {
 		/* Within one smallest page (a packet buffer): one translation, one segment. */
 		uint64_t host, page_last;
-		int r = translate_page(dev, iova, access, &host, &page_last);
+		int r = translate_one(dev, iova, access, &host, &page_last);
 
 		if (r)
 			return refuse(dev, iova, len, access, (enum dg_fault_reason)r);
@@ -159,7 +249,7 @@ static int translate_range(struct dg_device *dev, uint64_t iova, size_t len, uns
 	}
 	for (;;) {
 		uint64_t host, page_last, end, seg;
-		int r = translate_page(dev, a, access, &host, &page_last);
+		int r = translate_one(dev, a, access, &host, &page_last);
 
 		if (r)
 			return refuse(dev, a, len, access, (enum dg_fault_reason)r);
@@ -199,7 +289,7 @@ static dg_noinline __attribute__((cold)) int translate_slow(struct dg_device *de
 		 * it, without its loop). */
 		uint64_t host, page_last;
 
-		r = translate_page(dev, iova, access, &host, &page_last);
+		r = translate_one(dev, iova, access, &host, &page_last);
 		if (r) {
 			r = refuse(dev, iova, len, access, (enum dg_fault_reason)r);
 		} else {
@@ -211,41 +301,75 @@ static dg_noinline __attribute__((cold)) int translate_slow(struct dg_device *de
 		r = translate_range(dev, iova, len, access, sg, max, nr);
 	}
 	if (r == 0)
-		dev->held = true;
+		dev->hot.held = true;
 	if (dev->auto_offline)
 		agent_offline(dev);
 	return r;
 }
 
-/* The fast-path lookup: the entry for [iova, iova + len) in the hot level, or NULL. */
-static dg_always_inline const struct iotlb_ent *
-fast_lookup(const struct dg_device *dev, uint64_t iova, size_t len, unsigned int access)
+/*
+ * A translation the hot line did not serve, once the device has caught up. The miss of a
+ * packet buffer under a strict policy (a fresh mapping in a leaf table the walk cache knows)
+ * is served here, without the slow path's frame: one IOTLB slot and one table entry
+ * (translate_leaf()). Everything else goes to translate_slow(), which starts over (its own
+ * agent_enter() is then one load and a compare). Every call here is a tail call, so the
+ * callers' frames stay small.
+ */
+static dg_always_inline int miss_entered(struct dg_device *dev, uint64_t iova, size_t len,
+					 unsigned int access, struct dg_sg *sg, unsigned int max,
+					 unsigned int *nr, bool probed)
 {
-	const struct iotlb_level *l = &dev->hot;
+	const struct iotlb_level *l = dev->leaf_lvl;
+	const void *t;
+	uint64_t host, page_last;
+	int r;
 
-	if ((uint64_t)len - 1 > ~(iova | l->base_mask))
-		return NULL;
-	return iotlb_probe(l, iova, dev->tag, ~IOTLB_PERM_MASK | access);
+	/* leaf_lvl: translating, the cheap miss applies, not auto-offline (agent.c). */
+	if (dg_unlikely(!l || (uint64_t)len - 1 > ~(iova | l->base_mask)))
+		return translate_slow(dev, iova, len, access, sg, max, nr);
+	t = leaf_table(dev, iova);
+	if (dg_unlikely(!t))
+		return translate_slow(dev, iova, len, access, sg, max, nr);
+	r = translate_leaf(dev, t, iova, access, &host, &page_last, probed);
+	if (dg_unlikely(r))
+		return refuse(dev, iova, len, access, (enum dg_fault_reason)r);
+	sg[0].addr = (void *)(uintptr_t)host;
+	sg[0].len = len;
+	*nr = 1;
+	dev->hot.held = true;
+	return 0;
+}
+
+/* The miss with commands pending (or offline, or blocked): catch up first. @max >= 1 and
+ * @access is valid (dg_dev_translate() checked), as for translate_miss(). */
+static dg_noinline __attribute__((cold)) int
+translate_catch_up(struct dg_device *dev, uint64_t iova, size_t len, unsigned int access,
+		   struct dg_sg *sg, unsigned int max, unsigned int *nr)
+{
+	agent_enter(dev);
+	return miss_entered(dev, iova, len, access, sg, max, nr, false);
+}
+
+static dg_noinline int translate_miss(struct dg_device *dev, uint64_t iova, size_t len,
+				      unsigned int access, struct dg_sg *sg, unsigned int max,
+				      unsigned int *nr)
+{
+	/* agent_enter() without a call on the way: acquire as there. */
+	if (dg_unlikely(atomic_load_explicit(dev->hot.published, memory_order_acquire) !=
+			dev->hot.check))
+		return translate_catch_up(dev, iova, len, access, sg, max, nr);
+	/* Nothing pending: dg_dev_translate() probed the hot level for this access. */
+	return miss_entered(dev, iova, len, access, sg, max, nr, true);
 }
 
 int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len, unsigned int access,
 		     struct dg_sg *sg, unsigned int max, unsigned int *nr)
 {
-	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
-	if (dg_likely(atomic_load_explicit(dev->published, memory_order_acquire) == dev->check &&
-		      max && access - 1u < 3u)) {
-		const struct iotlb_ent *e = fast_lookup(dev, iova, len, access);
-
-		if (dg_likely(e != NULL)) {
-			sg->addr = (void *)(uintptr_t)(iova + e->delta);
-			sg->len = len;
-			*nr = 1;
-			dev->held = true;
-			stat_inc(&dev->st_hits, 1);
-			return 0;
-		}
-	}
-	return translate_slow(dev, iova, len, access, sg, max, nr);
+	if (dg_unlikely(!max || access - 1u >= 3u))
+		return translate_slow(dev, iova, len, access, sg, max, nr);
+	if (dg_likely(dg_dev_hot_hit(&dev->hot, iova, len, access, sg, nr)))
+		return 0;
+	return translate_miss(dev, iova, len, access, sg, max, nr);
 }
 
 /* Copy between @buf and the range, checked as a whole first. */
@@ -307,12 +431,13 @@ out:
 int dg_dev_read(struct dg_device *dev, uint64_t iova, void *dst, size_t len)
 {
 	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
-	if (dg_likely(atomic_load_explicit(dev->published, memory_order_acquire) == dev->check &&
+	if (dg_likely(atomic_load_explicit(dev->hot.published, memory_order_acquire) ==
+			      dev->hot.check &&
 		      dst)) {
-		const struct iotlb_ent *e = fast_lookup(dev, iova, len, DG_ACCESS_READ);
+		const struct iotlb_ent *e = dg_dev_hot_probe(&dev->hot, iova, len, DG_ACCESS_READ);
 
 		if (dg_likely(e != NULL)) {
-			stat_inc(&dev->st_hits, 1);
+			stat_inc(&dev->hot.hits, 1);
 			memcpy(dst, (const void *)(uintptr_t)(iova + e->delta), len);
 			agent_leave(dev);
 			return 0;
@@ -324,12 +449,13 @@ int dg_dev_read(struct dg_device *dev, uint64_t iova, void *dst, size_t len)
 int dg_dev_write(struct dg_device *dev, uint64_t iova, const void *src, size_t len)
 {
 	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
-	if (dg_likely(atomic_load_explicit(dev->published, memory_order_acquire) == dev->check &&
+	if (dg_likely(atomic_load_explicit(dev->hot.published, memory_order_acquire) ==
+			      dev->hot.check &&
 		      src)) {
-		const struct iotlb_ent *e = fast_lookup(dev, iova, len, DG_ACCESS_WRITE);
+		const struct iotlb_ent *e = dg_dev_hot_probe(&dev->hot, iova, len, DG_ACCESS_WRITE);
 
 		if (dg_likely(e != NULL)) {
-			stat_inc(&dev->st_hits, 1);
+			stat_inc(&dev->hot.hits, 1);
 			memcpy((void *)(uintptr_t)(iova + e->delta), src, len);
 			agent_leave(dev);
 			return 0;
@@ -342,13 +468,13 @@ int dg_dev_write(struct dg_device *dev, uint64_t iova, const void *src, size_t l
 static dg_always_inline bool nothing_pending(const struct dg_device *dev)
 {
 	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
-	return atomic_load_explicit(dev->published, memory_order_acquire) == dev->seen &&
+	return atomic_load_explicit(dev->hot.published, memory_order_acquire) == dev->seen &&
 	       dev->acked == dev->seen;
 }
 
 void dg_dev_quiesce(struct dg_device *dev)
 {
-	dev->held = false; /* the caller is done with every translated sg list */
+	dev->hot.held = false; /* the caller is done with every translated sg list */
 	/*
 	 * Nothing published since the last catch-up, and that one was acknowledged: the slot
 	 * already shows seen, so this quiescent point has nothing to apply or announce. An idle
@@ -386,6 +512,7 @@ void dg_dev_offline(struct dg_device *dev)
 void dg_dev_set_auto_offline(struct dg_device *dev, bool on)
 {
 	dev->auto_offline = on;
+	agent_set_leaf(dev, dev->mode == DG_CTX_TRANSLATE ? dev->dom : NULL);
 	if (on)
 		agent_offline(dev);
 }

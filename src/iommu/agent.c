@@ -48,8 +48,52 @@
  */
 #include "iommu/iommu_internal.h"
 
+#include "pt/pt_leaf.h"
+
 #include <errno.h>
 #include <string.h>
+
+/* The tag of the IOTLB entries made from now on, in both copies. */
+static void set_tag(struct dg_device *dev, uint32_t ctag)
+{
+	dev->tag = (uint64_t)ctag << IOTLB_DID_SHIFT | IOTLB_PERM_MASK;
+	dev->hot.tag = dev->tag;
+}
+
+static void clear_leaf(struct dg_device *dev)
+{
+	dev->leaf_lvl = NULL;
+	dev->leaf_pt = NULL;
+	dev->leaf_root = NULL;
+}
+
+/*
+ * What the cheap miss of dev/translate.c needs to know about @dom's table: the IOTLB level of
+ * the size of its last-level entries, and where their table comes from: the root when the
+ * table has one level (never unlinked), else the walk cache's last entry, which holds a
+ * last-level table when the cache keeps every table depth (its deepest row is then the last
+ * level). Neither: no cheap miss (leaf_lvl NULL).
+ */
+void agent_set_leaf(struct dg_device *dev, const struct dg_domain *dom)
+{
+	unsigned int depth, shift;
+
+	clear_leaf(dev);
+	if (!dom || dev->auto_offline) /* auto-offline: the slow path ends every call offline */
+		return;
+	depth = pt_depth(dom->pt);
+	shift = pt_leaf_shift(dom->pt);
+	if (depth > 1 && (dev->wc.nr_depths != depth - 1 || dev->wc.shift[depth - 1] >= 64))
+		return;
+	for (unsigned int i = 0; i < dev->iotlb.nr_levels; i++)
+		if (dev->iotlb.lvl[i].shift == shift)
+			dev->leaf_lvl = &dev->iotlb.lvl[i];
+	if (!dev->leaf_lvl)
+		return;
+	dev->leaf_pt = dom->pt;
+	if (depth == 1)
+		dev->leaf_root = pt_root(dom->pt);
+}
 
 int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
 {
@@ -83,13 +127,14 @@ int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
 	dev->ctag = 0;
 	dev->wtag = 0;
 	dev->dom = NULL;
-	dev->hot = dev->ident;
-	dev->tag = IOTLB_PERM_MASK;
-	dev->check = UINT64_MAX;
+	hot_set(dev, &dev->ident);
+	set_tag(dev, 0);
+	clear_leaf(dev);
+	dev->hot.check = UINT64_MAX;
 	/* A new device caches nothing: every command so far is irrelevant to it. */
-	dev->seen = atomic_load_explicit(dev->published, memory_order_acquire);
+	dev->seen = atomic_load_explicit(dev->hot.published, memory_order_acquire);
 	dev->acked = dev->seen;
-	dev->held = false;
+	dev->hot.held = false;
 	return 0;
 }
 
@@ -101,7 +146,7 @@ void agent_fini(struct dg_device *dev)
 
 static void update_check(struct dg_device *dev)
 {
-	dev->check = dev->online && dev->mode != DG_CTX_BLOCKED ? dev->seen : UINT64_MAX;
+	dev->hot.check = dev->online && dev->mode != DG_CTX_BLOCKED ? dev->seen : UINT64_MAX;
 }
 
 static void load_context(struct dg_device *dev)
@@ -116,19 +161,21 @@ static void load_context(struct dg_device *dev)
 		dev->did = dom->id;
 		dev->ctag = 1;
 		dev->wtag = 1;
-		dev->tag = (uint64_t)dev->ctag << IOTLB_DID_SHIFT | IOTLB_PERM_MASK;
+		set_tag(dev, dev->ctag);
 		iotlb_configure(&dev->iotlb, dom->pgsize_bitmap);
 		wc_configure(&dev->wc, dom->wc_depths, dom->wc_shift);
-		dev->hot = dev->iotlb.lvl[0];
+		hot_set(dev, &dev->iotlb.lvl[0]);
+		agent_set_leaf(dev, dom);
 	} else {
 		dev->dom = NULL;
 		dev->did = 0;
 		dev->ctag = 0;
 		dev->wtag = 0;
-		dev->tag = IOTLB_PERM_MASK; /* tag 0: the identity entries */
+		set_tag(dev, 0); /* tag 0: the identity entries */
 		iotlb_configure(&dev->iotlb, 0);
 		wc_configure(&dev->wc, 0, NULL);
-		dev->hot = dev->ident; /* only reached when pass-through (check) */
+		hot_set(dev, &dev->ident); /* only reached when pass-through (check) */
+		clear_leaf(dev);
 	}
 }
 
@@ -146,7 +193,7 @@ static void retag(struct dg_device *dev, bool leaf)
 	} else {
 		dev->ctag++;
 	}
-	dev->tag = (uint64_t)dev->ctag << IOTLB_DID_SHIFT | IOTLB_PERM_MASK;
+	set_tag(dev, dev->ctag);
 	if (leaf)
 		return;
 	if (dev->wtag == IOTLB_DID_MASK) {
@@ -210,7 +257,7 @@ void agent_catch_up(struct dg_device *dev)
 	 * Acquire pairs with the owner's release store of published (inval_queue.c): the
 	 * commands, and the page-table changes made before they were submitted, are visible.
 	 */
-	uint64_t pub = atomic_load_explicit(dev->published, memory_order_acquire);
+	uint64_t pub = atomic_load_explicit(dev->hot.published, memory_order_acquire);
 	uint64_t n = 0;
 
 	if (!dev->online)
@@ -238,7 +285,7 @@ void agent_catch_up(struct dg_device *dev)
 	 * pairs with the waiter's acquire load of the slot (inval.c): every access this device
 	 * made before it happens before the wait returns.
 	 */
-	if (!dev->held && dev->acked != dev->seen) {
+	if (!dev->hot.held && dev->acked != dev->seen) {
 		atomic_store_explicit(&dev->slot->ack, dev->seen, memory_order_release);
 		dev->acked = dev->seen;
 	}
@@ -263,7 +310,7 @@ void agent_online(struct dg_device *dev)
 
 void agent_offline(struct dg_device *dev)
 {
-	dev->held = false; /* offline: nothing translated is in use any more */
+	dev->hot.held = false; /* offline: nothing translated is in use any more */
 	agent_catch_up(dev);
 	if (dev->online) {
 		/*

@@ -183,9 +183,9 @@ struct dg_device *dg_device_create(struct dg_iommu *mmu, uint32_t rid)
 	memset(dev, 0, sizeof(*dev));
 	dev->mmu = mmu;
 	dev->rid = rid;
-	dev->published = &mmu->inv.published;
+	dev->hot.published = &mmu->inv.published;
 	atomic_init(&dev->ctx, DG_CTX_BLOCKED);
-	atomic_init(&dev->st_hits, 0);
+	atomic_init(&dev->hot.hits, 0);
 	atomic_init(&dev->st_misses, 0);
 	atomic_init(&dev->st_walks, 0);
 	atomic_init(&dev->st_wc_hits, 0);
@@ -193,6 +193,8 @@ struct dg_device *dg_device_create(struct dg_iommu *mmu, uint32_t rid)
 	atomic_init(&dev->st_cmds, 0);
 	atomic_init(&dev->st_flushes, 0);
 	atomic_init(&dev->st_laps, 0);
+	atomic_init(&dev->st_leaf_walks, 0);
+	atomic_init(&dev->st_root_walks, 0);
 	if (pthread_mutex_init(&dev->ctx_lock, NULL)) {
 		free(dev);
 		errno = ENOMEM;
@@ -251,10 +253,13 @@ fail:
 
 static void add_dev_stats(struct dg_dev_stats *to, const struct dg_device *dev)
 {
-	to->iotlb_hits += stat_get(&dev->st_hits);
-	to->iotlb_misses += stat_get(&dev->st_misses);
-	to->walks += stat_get(&dev->st_walks);
-	to->walk_cache_hits += stat_get(&dev->st_wc_hits);
+	uint64_t leaf = stat_get(&dev->st_leaf_walks), root = stat_get(&dev->st_root_walks);
+
+	/* The cheap miss counts once for what it is (iommu_internal.h): folded here. */
+	to->iotlb_hits += stat_get(&dev->hot.hits);
+	to->iotlb_misses += stat_get(&dev->st_misses) + leaf + root;
+	to->walks += stat_get(&dev->st_walks) + leaf + root;
+	to->walk_cache_hits += stat_get(&dev->st_wc_hits) + leaf;
 	to->faults += stat_get(&dev->st_faults);
 	to->cmds_processed += stat_get(&dev->st_cmds);
 	to->flushes += stat_get(&dev->st_flushes);

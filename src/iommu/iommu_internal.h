@@ -60,16 +60,25 @@ struct dg_domain {
 };
 
 struct dg_device {
-	/* Hot: read by the device on every call (first cache line). */
-	const _Atomic uint64_t *published; /* &mmu->inv.published */
-	uint64_t check;			   /* device: == seen when online and not blocked,
-					      UINT64_MAX otherwise (forces the slow path) */
-	struct iotlb_level hot;		   /* device: a copy of the IOTLB level probed first */
-	uint64_t tag;			   /* device: ctag << 2 | 3 (iotlb_probe) */
-	_Atomic uint64_t st_hits;	   /* device writes (load + store), anyone reads */
-	bool held; /* device: sg lists from dg_dev_translate() may be in use: apply commands but
-		      do not acknowledge until quiesce/offline (next to the hit path's lines) */
+	/*
+	 * Hot: everything a hit reads and writes, one cache line, public so that
+	 * dg_dev_translate_fast() inlines (dmaguard/dev.h). published: &mmu->inv.published;
+	 * check: device, == seen when online and not blocked, UINT64_MAX otherwise (forces the
+	 * slow path); ent..off_shift: device, a copy of the IOTLB level probed first (hot_set());
+	 * tag: device, == tag below; hits: the device writes (load + store), anyone reads;
+	 * held: device, sg lists from dg_dev_translate() may be in use: apply commands but do
+	 * not acknowledge until quiesce/offline.
+	 */
+	struct dg_dev_hot hot;
 	struct iotlb iotlb; /* device */
+	uint64_t tag;	    /* device: ctag << 2 | 3 (iotlb_probe; src/vhost reads it) */
+	/* The cheap miss (dev/translate.c): a page whose leaf table is known. */
+	struct iotlb_level *leaf_lvl; /* device: IOTLB level of the leaf size; NULL: no cheap
+					 miss (not translating, auto-offline, or a table the walk
+					 cache cannot keep the leaf tables of) */
+	const struct dg_pt *leaf_pt;  /* device: dom->pt while leaf_lvl is set */
+	const void *leaf_root;	      /* device: the root of a one-level table, or NULL (the
+					 walk cache's deepest row holds last-level tables) */
 	/* Pass-through as an IOTLB level: two 2^63-byte identity "pages" (agent.c). */
 	struct iotlb_level ident;      /* fixed at creation */
 	struct iotlb_ent ident_ent[2]; /* fixed at creation */
@@ -93,6 +102,9 @@ struct dg_device {
 	_Atomic uint64_t st_cmds;
 	_Atomic uint64_t st_flushes;
 	_Atomic uint64_t st_laps;
+	_Atomic uint64_t st_leaf_walks; /* misses read from the cached leaf table: each is also a
+					   miss, a walk and a walk-cache hit (folded on read) */
+	_Atomic uint64_t st_root_walks; /* misses read from a one-level table: a miss and a walk */
 	/* Fixed at creation. */
 	struct dg_iommu *mmu;
 	struct agent_slot *slot;
@@ -105,6 +117,10 @@ struct dg_device {
 	struct dg_domain *stale_dom; /* ctx_lock: previous domain, change not confirmed */
 	uint64_t ctx_seq;	     /* ctx_lock: seq confirming the last change, 0 when done */
 };
+
+/* dg_dev_translate_fast() reads the hot line at the start of the device (dmaguard/dev.h). */
+static_assert(offsetof(struct dg_device, hot) == 0, "the hot line starts struct dg_device");
+static_assert(sizeof(struct dg_dev_hot) <= DG_CACHELINE, "the hot line is one cache line");
 
 struct dg_iommu {
 	struct inv_queue inv;
@@ -136,6 +152,15 @@ static inline void stat_inc(_Atomic uint64_t *c, uint64_t n)
 			      memory_order_relaxed);
 }
 
+/* Make @l the level the fast path probes first (a copy in the hot line). */
+static inline void hot_set(struct dg_device *dev, const struct iotlb_level *l)
+{
+	dev->hot.ent = l->ent;
+	dev->hot.base_mask = l->base_mask;
+	dev->hot.off_mask = l->off_mask;
+	dev->hot.off_shift = l->off_shift;
+}
+
 static inline uint64_t stat_get(const _Atomic uint64_t *c)
 {
 	return atomic_load_explicit(c, memory_order_relaxed);
@@ -153,6 +178,9 @@ void agent_enter_slow(struct dg_device *dev);
 /* A quiescent point: apply commands published since the last one, acknowledge (online only). */
 void agent_catch_up(struct dg_device *dev);
 
+/* Set up the cheap miss of dev/translate.c for @dom (translating) or turn it off (NULL). */
+void agent_set_leaf(struct dg_device *dev, const struct dg_domain *dom);
+
 void agent_online(struct dg_device *dev);
 void agent_offline(struct dg_device *dev);
 
@@ -160,7 +188,8 @@ void agent_offline(struct dg_device *dev);
 static dg_always_inline void agent_enter(struct dg_device *dev)
 {
 	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
-	if (dg_unlikely(atomic_load_explicit(dev->published, memory_order_acquire) != dev->check))
+	if (dg_unlikely(atomic_load_explicit(dev->hot.published, memory_order_acquire) !=
+			dev->hot.check))
 		agent_enter_slow(dev);
 }
 
@@ -168,7 +197,8 @@ static dg_always_inline void agent_enter(struct dg_device *dev)
 static dg_always_inline void agent_leave(struct dg_device *dev)
 {
 	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
-	if (dg_unlikely(atomic_load_explicit(dev->published, memory_order_acquire) != dev->seen))
+	if (dg_unlikely(atomic_load_explicit(dev->hot.published, memory_order_acquire) !=
+			dev->seen))
 		agent_catch_up(dev);
 }
 

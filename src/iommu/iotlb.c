@@ -252,11 +252,6 @@ void wc_configure(struct walk_cache *wc, unsigned int nr_depths, const unsigned 
 	wc_flush(wc);
 }
 
-static inline struct wc_ent *wc_slot(const struct walk_cache *wc, unsigned int d, uint64_t rn)
-{
-	return &wc->ent[(uint64_t)d * (wc->set_mask + 1) + ((rn ^ (rn >> wc->fold)) & wc->set_mask)];
-}
-
 static inline uint64_t wc_key(const struct walk_cache *wc, unsigned int d, uint32_t did,
 			      uint64_t iova)
 {

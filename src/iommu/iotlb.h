@@ -30,13 +30,16 @@
  * entry: a copy of the deepest entry last filled or hit, checked first (one compare), so a
  * miss near the previous one (the next buffer of a ring) goes straight to the leaf table.
  * It is dropped by exactly the commands that drop a table entry with its key, so it is never
- * more stale than the table.
+ * more stale than the table. The device's cheap miss (dev/translate.c) asks only for the
+ * deepest depth (wc_lookup_deepest: the last entry, else one probe of the deepest row), which
+ * is the last level of the table whenever the cache keeps every table depth.
  */
 #ifndef DG_IOMMU_IOTLB_H
 #define DG_IOMMU_IOTLB_H
 
 #include "base/compiler.h"
 
+#include <dmaguard/dev.h>
 #include <dmaguard/pt.h>
 
 #include <assert.h>
@@ -48,10 +51,12 @@
 #define IOTLB_DID_MASK	 0x3ffull /* DG_DOMAIN_ID_MAX */
 #define IOTLB_PERM_MASK	 3ull	  /* DG_PROT_READ | DG_PROT_WRITE */
 
-struct iotlb_ent {
-	uint64_t key;	/* page base | did << 2 | perm; 0 when empty */
-	uint64_t delta; /* host base - page base */
-};
+/*
+ * An entry: key = page base | did << 2 | perm (0 when empty), delta = host base - page base.
+ * It is the public hot-line entry of dmaguard/dev.h (the inline fast path reads it), named
+ * here by its private name so the library and the inline access it through one type.
+ */
+#define iotlb_ent	dg_dev_hot_ent
 #define IOTLB_ENT_SHIFT 4 /* log2(sizeof(struct iotlb_ent)) */
 static_assert(sizeof(struct iotlb_ent) == 1u << IOTLB_ENT_SHIFT, "IOTLB entry size");
 
@@ -154,6 +159,33 @@ static dg_always_inline unsigned int wc_lookup_last(const struct walk_cache *wc,
 		return d;
 	}
 	return 0;
+}
+
+static inline struct wc_ent *wc_slot(const struct walk_cache *wc, unsigned int d, uint64_t rn)
+{
+	return &wc->ent[(uint64_t)d * (wc->set_mask + 1) + ((rn ^ (rn >> wc->fold)) & wc->set_mask)];
+}
+
+/*
+ * The table of the deepest cached depth covering @iova in @did, or NULL: the last entry, else
+ * one probe of the deepest row (a hit there becomes the last entry, as in wc_lookup()).
+ */
+static dg_always_inline const void *wc_lookup_deepest(struct walk_cache *wc, uint32_t did,
+						      uint64_t iova)
+{
+	unsigned int d = wc->nr_depths, sh = wc->shift[d];
+	uint64_t key = (iova >> sh << sh) | (uint64_t)did << IOTLB_DID_SHIFT | 1;
+	const struct wc_ent *e;
+
+	/* A non-empty last entry is always of the deepest row (wc_lookup, wc_insert). */
+	if (wc->last.key == key)
+		return wc->last.table;
+	e = wc_slot(wc, d, iova >> sh);
+	if (e->key != key)
+		return NULL;
+	wc->last = *e;
+	wc->last_depth = d;
+	return e->table;
 }
 
 /* (Not const: a hit in the deepest row becomes the last entry.) */

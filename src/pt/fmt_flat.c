@@ -71,6 +71,10 @@ static int flat_init(struct dg_pt *pt)
 	pt->table_addr_mask = 0;
 	pt->oa_mask = FLAT_ADDR;
 	pt->oa_hi_mask = 0;
+	pt->rw_xor = 0; /* R = bit 0, W = bit 1 */
+	pt->rw_shift = 0;
+	pt->rw_mask = DG_PROT_READ | DG_PROT_WRITE;
+	pt->rw_or = 0;
 	return 0;
 }
 
@@ -83,8 +87,7 @@ static uint64_t flat_leaf_attrs(const struct dg_pt *pt, unsigned int prot, unsig
 
 static unsigned int flat_leaf_prot(const struct dg_pt *pt, uint64_t pte)
 {
-	(void)pt;
-	return ((pte & FLAT_R) ? DG_PROT_READ : 0) | ((pte & FLAT_W) ? DG_PROT_WRITE : 0);
+	return pt_leaf_rw(pt, pte);
 }
 
 /* The TCE table base. */

@@ -184,6 +184,19 @@ static int lpae_init(struct dg_pt *pt)
 	pt->table_addr_mask = ((1ull << 48) - 1) & ~(geo->granule - 1);
 	pt->oa_mask = pt->table_addr_mask;
 	pt->oa_hi_mask = geo->oas > 48 ? LPAE_OA_HI : 0;
+	if (lpae_is_s1(pt)) {
+		/* Always readable; writable unless AP[2] (RDONLY, bit 7) is set. */
+		pt->rw_xor = LPAE_AP_RDONLY;
+		pt->rw_shift = 6;
+		pt->rw_mask = DG_PROT_WRITE;
+		pt->rw_or = DG_PROT_READ;
+	} else {
+		/* S2AP: HAP_READ bit 6, HAP_WRITE bit 7. */
+		pt->rw_xor = 0;
+		pt->rw_shift = 6;
+		pt->rw_mask = DG_PROT_READ | DG_PROT_WRITE;
+		pt->rw_or = 0;
+	}
 
 	r->start_level = start;
 	r->root_index_bits = pgd_bits;
@@ -235,12 +248,9 @@ static uint64_t lpae_leaf_attrs(const struct dg_pt *pt, unsigned int prot, unsig
 
 static unsigned int lpae_leaf_prot(const struct dg_pt *pt, uint64_t pte)
 {
-	unsigned int prot = 0;
+	unsigned int prot = pt_leaf_rw(pt, pte);
 
 	if (lpae_is_s1(pt)) {
-		prot |= DG_PROT_READ;
-		if (!(pte & LPAE_AP_RDONLY))
-			prot |= DG_PROT_WRITE;
 		if (!(pte & LPAE_AP_UNPRIV))
 			prot |= DG_PROT_PRIV;
 		if ((pte & LPAE_ATTR_MASK) == LPAE_ATTRIDX(LPAE_IDX_DEV))
@@ -248,10 +258,6 @@ static unsigned int lpae_leaf_prot(const struct dg_pt *pt, uint64_t pte)
 		if ((pte & LPAE_ATTR_MASK) == LPAE_ATTRIDX(LPAE_IDX_CACHE))
 			prot |= DG_PROT_CACHE;
 	} else {
-		if (pte & LPAE_HAP_READ)
-			prot |= DG_PROT_READ;
-		if (pte & LPAE_HAP_WRITE)
-			prot |= DG_PROT_WRITE;
 		if ((pte & LPAE_MEMATTR_M) == LPAE_MEMATTR(LPAE_MEMATTR_DEV))
 			prot |= DG_PROT_MMIO;
 		if ((pte & LPAE_MEMATTR_M) == LPAE_MEMATTR(LPAE_MEMATTR_OIWB))

@@ -81,6 +81,10 @@ static int vtd_init(struct dg_pt *pt)
 	pt->table_addr_mask = VTD_ADDR;
 	pt->oa_mask = VTD_ADDR;
 	pt->oa_hi_mask = 0;
+	pt->rw_xor = 0; /* R = bit 0, W = bit 1 */
+	pt->rw_shift = 0;
+	pt->rw_mask = DG_PROT_READ | DG_PROT_WRITE;
+	pt->rw_or = 0;
 	return 0;
 }
 
@@ -101,13 +105,8 @@ static uint64_t vtd_leaf_attrs(const struct dg_pt *pt, unsigned int prot, unsign
 
 static unsigned int vtd_leaf_prot(const struct dg_pt *pt, uint64_t pte)
 {
-	unsigned int prot = 0;
+	unsigned int prot = pt_leaf_rw(pt, pte);
 
-	(void)pt;
-	if (pte & VTD_R)
-		prot |= DG_PROT_READ;
-	if (pte & VTD_W)
-		prot |= DG_PROT_WRITE;
 	if (pte & VTD_SNP)
 		prot |= DG_PROT_CACHE;
 	return prot;

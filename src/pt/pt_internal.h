@@ -97,6 +97,9 @@ struct dg_pt {
 	uint64_t table_addr_mask;	/* format: table address bits of a table descriptor */
 	uint64_t oa_mask;		/* format: output address bits of a leaf (low part) */
 	uint64_t oa_hi_mask;		/* format: LPAE 52-bit PA[51:48] at bits [15:12], or 0 */
+	uint64_t rw_xor;		/* format: a leaf grants DG_PROT_READ | DG_PROT_WRITE */
+	uint32_t rw_shift, rw_mask;	/*   ((pte ^ rw_xor) >> rw_shift & rw_mask) | rw_or */
+	uint32_t rw_or;			/*   (pt_leaf_rw(): the one decoder of those bits) */
 	uint64_t table_bytes;		/* bytes of every non-root table */
 	struct pt_level lvl[DG_PT_MAX_DEPTH]; /* format: per depth, root first */
 	_Atomic uint64_t *root;		      /* the root table, never unlinked */
@@ -135,6 +138,17 @@ static inline uint64_t pt_oa_decode(const struct dg_pt *pt, uint64_t pte)
 static inline uint64_t pt_oa_encode(const struct dg_pt *pt, uint64_t pa)
 {
 	return (pa & pt->oa_mask) | ((pa >> 36) & pt->oa_hi_mask);
+}
+
+/*
+ * DG_PROT_READ | DG_PROT_WRITE granted by a present leaf: the formats describe their two
+ * permission bits as data (init), this decodes them for every format, and each format's
+ * leaf_prot() uses it for those bits, so the walk and the IOMMU's cheap miss (pt_leaf.h)
+ * decode permissions with the same code.
+ */
+static inline unsigned int pt_leaf_rw(const struct dg_pt *pt, uint64_t pte)
+{
+	return ((unsigned int)((pte ^ pt->rw_xor) >> pt->rw_shift) & pt->rw_mask) | pt->rw_or;
 }
 
 /*
