@@ -138,7 +138,7 @@ static dg_always_inline const void *leaf_table(struct dg_device *dev, uint64_t a
 {
 	if (dev->leaf_root)
 		return dev->leaf_root;
-	/* The deepest cached depth is the last level (agent.c agent_set_leaf()). */
+	/* The deepest cached depth is the last level (agent.c set_leaf()). */
 	return wc_lookup_deepest(&dev->wc, dev->wtag, a);
 }
 
@@ -512,7 +512,7 @@ void dg_dev_offline(struct dg_device *dev)
 void dg_dev_set_auto_offline(struct dg_device *dev, bool on)
 {
 	dev->auto_offline = on;
-	agent_set_leaf(dev, dev->mode == DG_CTX_TRANSLATE ? dev->dom : NULL);
+	agent_leaf_auto_offline(dev, on);
 	if (on)
 		agent_offline(dev);
 }

@@ -63,6 +63,7 @@ static void set_tag(struct dg_device *dev, uint32_t ctag)
 static void clear_leaf(struct dg_device *dev)
 {
 	dev->leaf_lvl = NULL;
+	dev->leaf_ctx = NULL;
 	dev->leaf_pt = NULL;
 	dev->leaf_root = NULL;
 }
@@ -70,29 +71,32 @@ static void clear_leaf(struct dg_device *dev)
 /*
  * What the cheap miss of dev/translate.c needs to know about @dom's table: the IOTLB level of
  * the size of its last-level entries, and where their table comes from: the root when the
- * table has one level (never unlinked), else the walk cache's last entry, which holds a
- * last-level table when the cache keeps every table depth (its deepest row is then the last
- * level). Neither: no cheap miss (leaf_lvl NULL).
+ * table has one level (never unlinked), else the walk cache's deepest row (and last entry),
+ * which holds last-level tables when the cache keeps every table depth. Neither: no cheap
+ * miss (leaf_lvl NULL). Called when the context is loaded (the domain is alive then).
  */
-void agent_set_leaf(struct dg_device *dev, const struct dg_domain *dom)
+static void set_leaf(struct dg_device *dev, const struct dg_domain *dom)
 {
-	unsigned int depth, shift;
+	unsigned int depth = pt_depth(dom->pt), shift = pt_leaf_shift(dom->pt);
 
 	clear_leaf(dev);
-	if (!dom || dev->auto_offline) /* auto-offline: the slow path ends every call offline */
-		return;
-	depth = pt_depth(dom->pt);
-	shift = pt_leaf_shift(dom->pt);
 	if (depth > 1 && (dev->wc.nr_depths != depth - 1 || dev->wc.shift[depth - 1] >= 64))
 		return;
 	for (unsigned int i = 0; i < dev->iotlb.nr_levels; i++)
 		if (dev->iotlb.lvl[i].shift == shift)
-			dev->leaf_lvl = &dev->iotlb.lvl[i];
-	if (!dev->leaf_lvl)
+			dev->leaf_ctx = &dev->iotlb.lvl[i];
+	if (!dev->leaf_ctx)
 		return;
 	dev->leaf_pt = dom->pt;
 	if (depth == 1)
 		dev->leaf_root = pt_root(dom->pt);
+	/* Auto-offline: the slow path ends every call offline, the cheap miss does not. */
+	dev->leaf_lvl = dev->auto_offline ? NULL : dev->leaf_ctx;
+}
+
+void agent_leaf_auto_offline(struct dg_device *dev, bool on)
+{
+	dev->leaf_lvl = on ? NULL : dev->leaf_ctx;
 }
 
 int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
@@ -165,7 +169,7 @@ static void load_context(struct dg_device *dev)
 		iotlb_configure(&dev->iotlb, dom->pgsize_bitmap);
 		wc_configure(&dev->wc, dom->wc_depths, dom->wc_shift);
 		hot_set(dev, &dev->iotlb.lvl[0]);
-		agent_set_leaf(dev, dom);
+		set_leaf(dev, dom);
 	} else {
 		dev->dom = NULL;
 		dev->did = 0;

@@ -76,6 +76,7 @@ struct dg_device {
 	struct iotlb_level *leaf_lvl; /* device: IOTLB level of the leaf size; NULL: no cheap
 					 miss (not translating, auto-offline, or a table the walk
 					 cache cannot keep the leaf tables of) */
+	struct iotlb_level *leaf_ctx; /* device: the same whatever auto_offline says */
 	const struct dg_pt *leaf_pt;  /* device: dom->pt while leaf_lvl is set */
 	const void *leaf_root;	      /* device: the root of a one-level table, or NULL (the
 					 walk cache's deepest row holds last-level tables) */
@@ -178,8 +179,9 @@ void agent_enter_slow(struct dg_device *dev);
 /* A quiescent point: apply commands published since the last one, acknowledge (online only). */
 void agent_catch_up(struct dg_device *dev);
 
-/* Set up the cheap miss of dev/translate.c for @dom (translating) or turn it off (NULL). */
-void agent_set_leaf(struct dg_device *dev, const struct dg_domain *dom);
+/* Turn the cheap miss of dev/translate.c off for auto-offline, or back on (no dereference:
+ * the device's cached domain may be stale while it is offline). */
+void agent_leaf_auto_offline(struct dg_device *dev, bool on);
 
 void agent_online(struct dg_device *dev);
 void agent_offline(struct dg_device *dev);

@@ -391,6 +391,44 @@ static void test_fast_hit_holds(void **state)
 	env_fini(&e);
 }
 
+/*
+ * Auto-offline devices take the slow path (it ends every call offline); switching it off and
+ * on again, with the device offline in between, turns the cheap miss on and off.
+ */
+static void test_auto_offline_toggle(void **state)
+{
+	struct dg_pt_geometry g = vtd4k();
+	struct env e;
+	uint64_t h, leaf;
+
+	(void)state;
+	env_init(&e, &g);
+	assert_int_equal(dg_domain_map(e.dom, 0x600000, host(0), 16 * K4, RW, NULL), 0);
+	dg_dev_set_auto_offline(e.dev, true);
+	for (unsigned int p = 0; p < 4; p++) {
+		assert_int_equal(xlate_fast(&e, 0x600000 + p * K4, 64, DG_ACCESS_READ, &h), 0);
+		assert_int_equal(h, host(p * K4));
+	}
+	assert_false(dg_dev_is_online(e.dev));
+	leaf = stat_get(&e.dev->st_leaf_walks);
+	dg_dev_set_auto_offline(e.dev, false);
+	for (unsigned int p = 4; p < 8; p++) {
+		assert_int_equal(xlate_fast(&e, 0x600000 + p * K4, 64, DG_ACCESS_READ, &h), 0);
+		assert_int_equal(h, host(p * K4));
+	}
+	assert_int_equal(stat_get(&e.dev->st_leaf_walks) - leaf, 4);
+	dg_dev_set_auto_offline(e.dev, true);
+	leaf = stat_get(&e.dev->st_leaf_walks);
+	for (unsigned int p = 8; p < 12; p++) {
+		assert_int_equal(xlate_fast(&e, 0x600000 + p * K4, 64, DG_ACCESS_READ, &h), 0);
+		assert_int_equal(h, host(p * K4));
+		assert_false(dg_dev_is_online(e.dev));
+	}
+	assert_int_equal(stat_get(&e.dev->st_leaf_walks), leaf);
+	expect_no_fault(&e);
+	env_fini(&e);
+}
+
 /* ---- every format through the cheap miss, against a model ------------------------------- */
 
 struct fmt_case {
@@ -632,6 +670,7 @@ int main(void)
 		cmocka_unit_test(test_freed_leaf_table_domain_flush),
 		cmocka_unit_test(test_fast_arguments),
 		cmocka_unit_test(test_fast_hit_holds),
+		cmocka_unit_test(test_auto_offline_toggle),
 		cmocka_unit_test(test_formats_against_model),
 		cmocka_unit_test(test_flat_range),
 	};
