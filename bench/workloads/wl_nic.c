@@ -682,37 +682,41 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	return bytes;
 }
 
-/* Read one send (its descriptors from @k to EOP) to the wire and check it. Returns its
-   descriptors, 0 if it is not all there, or its translation needs more room than is left. */
+/*
+ * Read one send (its descriptors from @k to EOP) to the wire and check it, one DMA per
+ * descriptor (a TSO send's pages). *ring is translated again after any DMA that
+ * acknowledged something. Returns its descriptors, 0 if it is not all there (or the ring
+ * is gone: *ring NULL).
+ */
 static uint32_t tx_send(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
-			struct nic_queue *q, struct nic_desc *ring, uint32_t k, uint32_t avail,
+			struct nic_queue *q, struct nic_desc **ring, uint32_t k, uint32_t avail,
 			uint64_t *bytes)
 {
 	struct nic_ring *rg = &q->tx;
-	unsigned int nr[NIC_SEGS];
-	uint32_t at[NIC_SEGS], nd = 0, used = 0;
+	uint32_t nd = 0;
 	bool eop = false;
 	size_t off = 0;
 
-	wl_dev_xlat_begin(d);
-	while (!eop && k + nd < avail && nd < NIC_SEGS) {
-		const struct nic_desc *dsc = &ring[(rg->dev_head + k + nd) & rg->mask];
-
-		at[nd] = used;
-		nr[nd] = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, &d->sg[used],
-					  NIC_SEGS);
-		used += nr[nd++];
-		eop = dsc->flags & NIC_EOP;
+	/* the driver publishes whole sends: a partial one is never reached in a run */
+	for (uint32_t i = k; !eop; i++) {
+		if (i == avail || i - k == NIC_SEGS)
+			return 0;
+		eop = (*ring)[(rg->dev_head + i) & rg->mask].flags & NIC_EOP;
 	}
-	wl_dev_xlat_end(d);
-	if (!eop)
-		return 0; /* the driver publishes whole sends: not reached in a run */
-	for (uint32_t i = 0; i < nd; i++) {
-		const struct nic_desc *dsc = &ring[(rg->dev_head + k + i) & rg->mask];
+	while (nd == 0 || !((*ring)[(rg->dev_head + k + nd - 1) & rg->mask].flags & NIC_EOP)) {
+		const struct nic_desc *dsc = &(*ring)[(rg->dev_head + k + nd) & rg->mask];
+		uint32_t len = dsc->len;
+		unsigned int nr;
 
-		if (nr[i] && off + dsc->len <= 65536)
-			wl_sg_copy_from(&d->sg[at[i]], nr[i], 0, d->scratch + off, dsc->len);
-		off += dsc->len;
+		wl_dev_xlat_begin(d);
+		nr = wl_dev_translate(d, p, dsc->addr, len, DG_ACCESS_READ, d->sg, NIC_SEGS);
+		wl_dev_xlat_end(d);
+		if (nr && off + len <= 65536)
+			wl_sg_copy_from(d->sg, nr, 0, d->scratch + off, len);
+		off += len;
+		nd++;
+		if (!(*ring = dma_done(d, p, rg, *ring)))
+			return 0;
 	}
 
 	const struct wl_hdr *h = (const void *)d->scratch;
@@ -726,7 +730,7 @@ static uint32_t tx_send(struct wl_dev *d, struct wl_port *p, struct nic_port *np
 	}
 	*bytes += off;
 	/* Release pairs with the driver's acquire load of status in reap(). */
-	atomic_store_explicit(&ring[(rg->dev_head + k + nd - 1) & rg->mask].status, NIC_DD,
+	atomic_store_explicit(&(*ring)[(rg->dev_head + k + nd - 1) & rg->mask].status, NIC_DD,
 			      memory_order_release);
 	return nd;
 }
@@ -747,13 +751,12 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	wl_dev_xlat_end(d);
 	/* whole sends, each a DMA of its own, about NIC_BURST of them or WL_BURST_BYTES */
 	while (ring && k < avail && sends < NIC_BURST && bytes < WL_BURST_BYTES) {
-		uint32_t nd = tx_send(d, p, np, q, ring, k, avail, &bytes);
+		uint32_t nd = tx_send(d, p, np, q, &ring, k, avail, &bytes);
 
 		if (!nd)
 			break;
 		k += nd;
 		sends++;
-		ring = dma_done(d, p, rg, ring);
 	}
 	rg->dev_head += k;
 	*units += sends;
