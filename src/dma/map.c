@@ -361,6 +361,45 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *h
 }
 
 /*
+ * Give IOVAs back highest first: a magazine hands them out again last-in first-out, so the
+ * next maps get them in ascending order, neighbours after neighbours. Kept in address order
+ * like that, a ring's buffers keep neighbouring IOVAs map after map, and their page-table
+ * entries share cache lines: the device's walk and the driver's next map and unmap touch a
+ * line the other side has just loaded once per eight pages, not once per page. (Given back
+ * in the order they were unmapped, the order decays into a random one within seconds: 2% of
+ * xdp64's maps were neighbours of the previous one.) Nearly always already ascending (the
+ * ring's order) or descending: reversed or kept; otherwise sorted by insertion.
+ */
+static void batch_order_frees(struct iova_owned *fr, uint32_t n)
+{
+	bool asc = true, desc = true;
+
+	for (uint32_t i = 1; i < n; i++) {
+		asc = asc && fr[i].iova > fr[i - 1].iova;
+		desc = desc && fr[i].iova < fr[i - 1].iova;
+	}
+	if (desc || n < 2)
+		return;
+	if (asc) {
+		for (uint32_t i = 0, j = n - 1; i < j; i++, j--) {
+			struct iova_owned t = fr[i];
+
+			fr[i] = fr[j];
+			fr[j] = t;
+		}
+		return;
+	}
+	for (uint32_t i = 1; i < n; i++) {
+		struct iova_owned t = fr[i];
+		uint32_t j;
+
+		for (j = i; j > 0 && fr[j - 1].iova < t.iova; j--)
+			fr[j] = fr[j - 1];
+		fr[j] = t;
+	}
+}
+
+/*
  * End of a batch (or a full ent[]): remove the pages of every deferred unmap - one page-table
  * call per run of adjacent IOVAs, so a ring's consecutive slots cost one walk - invalidate
  * (one command over the hull when it is at most four times the bytes unmapped, else one per
@@ -419,8 +458,10 @@ static int batch_flush(struct dg_dma_batch *b)
 			dg_pt_gather_release(sp->pt, &b->gather);
 		}
 	}
-	if (nf)
+	if (nf) {
+		batch_order_frees(fr, nf);
 		iova_free_owned(sp->iova, fr, nf);
+	}
 	if (nt < b->n) /* bounce slots: no translation of theirs changed */
 		for (uint32_t i = 0; i < b->n; i++)
 			if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
