@@ -584,6 +584,17 @@ static inline uint64_t sg_place(uint64_t cur, uint64_t span, uint64_t bmask)
 	return pad && pad < span ? cur + pad : cur;
 }
 
+bool dma_sg_is_pages(const struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned int nents,
+		     uint64_t g)
+{
+	if (nents > DMA_PAGE_LIST_MAX || dd->boundary < g - 1)
+		return false;
+	for (unsigned int i = 0; i + 1 < nents; i++)
+		if (((uintptr_t)sg[i].addr & (g - 1)) || sg[i].len != g)
+			return false;
+	return !((uintptr_t)sg[nents - 1].addr & (g - 1)) && sg[nents - 1].len <= g;
+}
+
 int dma_sg_layout(struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned int nents, uint64_t g,
 		  uint64_t *total)
 {
@@ -608,6 +619,24 @@ unsigned int dma_sg_segments(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsign
 	unsigned int nr = 0;
 	bool mergeable = false;
 
+	if (nents > 1 && dma_sg_is_pages(dd, sg, nents, g)) {
+		/* a page list: entry i at i * g, each one mergeable with the one before */
+		for (unsigned int i = 0; i < nents; i++) {
+			uint64_t len = sg[i].len;
+
+			if (nr && seg_len + len <= dd->max_seg &&
+			    (seg_start & ~bm) == ((seg_start + seg_len + len - 1) & ~bm)) {
+				seg_len += len;
+				continue;
+			}
+			if (nr)
+				sg[nr - 1].dma_len = seg_len;
+			seg_start = iova + (uint64_t)i * g;
+			seg_len = len;
+			sg[nr++].dma_addr = seg_start;
+		}
+		goto out;
+	}
 	for (unsigned int i = 0; i < nents; i++) {
 		uint64_t off = (uintptr_t)sg[i].addr & (g - 1), len = sg[i].len;
 		uint64_t span = dg_align_up(off + len, g);
@@ -627,6 +656,7 @@ unsigned int dma_sg_segments(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsign
 		mergeable = off + len == span; /* ends on a granule boundary */
 		cur = pos + span;
 	}
+out:
 	sg[nr - 1].dma_len = seg_len;
 	for (unsigned int i = nr; i < nents; i++) {
 		sg[i].dma_addr = 0;
@@ -686,11 +716,14 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	uint64_t iova, total, cur = 0, len = 0, sub = 0, unmapped, token;
 	struct dg_pt_gather gth;
 	struct dma_rec *rec;
-	unsigned int i;
+	unsigned int i, nents_left = nents;
+	const bool pages = nents > 1 && !dd->reference && dma_sg_is_pages(dd, sg, nents, g);
 	int r;
 
 	if (nents == 1) {
 		total = dg_align_up(((uintptr_t)sg[0].addr & gm) + sg[0].len, g);
+	} else if (pages) {
+		total = (uint64_t)nents * g; /* no padding: see dma_sg_is_pages() */
 	} else {
 		r = dma_sg_layout(dd, sg, nents, g, &total);
 		if (r)
@@ -715,7 +748,24 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	if (dg_unlikely(r))
 		goto fail_iova;
 	dg_pt_gather_init(&gth);
-	for (i = 0; i < nents; i++) {
+	if (pages) {
+		/* a page list: one hint lookup per last-level table, one store per page */
+		uint64_t phys[DMA_PAGE_LIST_MAX];
+		unsigned int done;
+
+		for (i = 0; i < nents; i++) {
+			phys[i] = (uintptr_t)sg[i].addr;
+			len += sg[i].len;
+		}
+		r = pt_map_granules(sp->pt, iova, phys, nents, prot, &gth, &done);
+		if (dg_unlikely(r)) {
+			cur = (uint64_t)done * g;
+			goto fail_map;
+		}
+		sub = total - len;
+		nents_left = 0;
+	}
+	for (i = 0; i < nents_left; i++) {
 		uint64_t off = (uintptr_t)sg[i].addr & gm;
 		uint64_t span = dg_align_up(off + sg[i].len, g);
 		uint64_t pos = nents == 1 ? 0 : sg_place(cur, span, dd->boundary);
