@@ -535,6 +535,12 @@ unsigned int dma_sg_segments(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsign
 int dma_sg_layout(struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned int nents, uint64_t g,
 		  uint64_t *total);
 
+/*
+ * Put ranges about to be given back to the allocator in descending address order, so its
+ * magazine hands them out again ascending and a ring keeps neighbouring IOVAs (map.c).
+ */
+void dma_order_frees(struct iova_owned *fr, uint32_t n);
+
 /* Defer the release of a claimed bounce slot to the batch's end (map.c). */
 void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma);
 

@@ -374,7 +374,7 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
  * xdp64's maps were neighbours of the previous one.) Nearly always already ascending (the
  * ring's order) or descending: reversed or kept; otherwise sorted by insertion.
  */
-static void batch_order_frees(struct iova_owned *fr, uint32_t n)
+void dma_order_frees(struct iova_owned *fr, uint32_t n)
 {
 	bool asc = true, desc = true;
 
@@ -493,7 +493,7 @@ static int batch_flush(struct dg_dma_batch *b)
 		}
 	}
 	if (nf) {
-		batch_order_frees(fr, nf);
+		dma_order_frees(fr, nf);
 		iova_free_owned(sp->iova, fr, nf);
 	}
 	if (nb) /* bounce slots: no translation of theirs changed */
