@@ -38,6 +38,29 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+
+/*
+ * Give back @n released entries in address order (dma_order_frees), in chunks of at most
+ * LAZY_FREE_CHUNK, the last chunk first: a stretch in ascending order (a ring's) goes back
+ * highest first as a whole, and the next maps get neighbouring IOVAs ascending. Given back in
+ * unmap order, xdp64 under lazy had 3% of its maps next to the previous one.
+ */
+#define LAZY_FREE_CHUNK 64
+
+static void lazy_free(struct dma_space *sp, const struct iova_owned *r, uint32_t n)
+{
+	struct iova_owned tmp[LAZY_FREE_CHUNK];
+
+	while (n) {
+		uint32_t k = n < LAZY_FREE_CHUNK ? n : LAZY_FREE_CHUNK;
+
+		memcpy(tmp, r + n - k, k * sizeof(*tmp));
+		dma_order_frees(tmp, k);
+		iova_free_owned(sp->iova, tmp, k);
+		n -= k;
+	}
+}
 
 int dma_lazy_create(struct dg_dma_dev *dd, struct dma_lazy **out)
 {
@@ -144,7 +167,7 @@ static void reclaim(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *
 			n++;
 		if (!n)
 			break;
-		iova_free_owned(sp->iova, &fq->ring[pos], n);
+		lazy_free(sp, &fq->ring[pos], n);
 		fq->head += n;
 	}
 }
