@@ -561,14 +561,16 @@ static void push_locked(struct dg_iova_space *s, struct iova_slot *sl, struct io
 
 /*
  * Every free that is not a lock-free magazine push: invalid arguments, no magazines, a range
- * that is not cacheable, the index hiding a node from the lock-free lookup, this thread's slot
- * busy, a free that is refused. Here the lookup is exact: with this thread's slot lock and the
- * tree lock held, the index cannot change, and a LIVE -> CACHED transition still takes the
- * compare-exchange, because another thread's lock-free free of the same range may race.
+ * that is not cacheable, the index hiding a node from the lock-free lookup, a free that is
+ * refused. Under the tree lock the index cannot change, so the lookup is exact and decides;
+ * the LIVE -> CACHED transition is then made under this thread's slot lock alone (no spinlock
+ * is ever held across the tree mutex), with the compare-exchange against the state word read
+ * under the tree lock: if the node changed in between (another free won, or it was even
+ * reused: a new generation), the compare-exchange fails and the lookup is made again.
  */
 static dg_noinline int free_slow(struct dg_iova_space *s, uint64_t iova, uint64_t size)
 {
-	struct iova_slot *sl = NULL;
+	struct iova_slot *sl;
 	struct iova_node *n = NULL;
 	uint64_t pfn, npfn, st;
 	int err;
@@ -577,37 +579,31 @@ static dg_noinline int free_slow(struct dg_iova_space *s, uint64_t iova, uint64_
 		return bad_free(s, -EINVAL);
 	pfn = iova >> s->shift;
 	npfn = ((size - 1) >> s->shift) + 1;
-	if (s->mags)
-		sl = iova_slot_lock(s);
-	pthread_mutex_lock(&s->tree_lock);
-	if (s->mags && (n = iova_index_lookup_locked(s, iova))) {
+	for (;;) {
+		pthread_mutex_lock(&s->tree_lock);
+		if (!s->mags || !(n = iova_index_lookup_locked(s, iova)))
+			break;
 		/* Acquire pairs with the release stores of LIVE (alloc_tree, iova_node_set_live). */
 		st = atomic_load_explicit(&n->state, memory_order_acquire);
-		do {
-			if ((st & IOVA_ST_LOW) == IOVA_ST_CACHED)
-				err = -ENOENT;
-			else if (IOVA_ST_NPFN(st) != npfn)
-				err = -EINVAL;
-			else
-				err = 0;
-			/* acq_rel: as in dg_iova_free(); a failure reloads @st and decides again */
-		} while (!err && !atomic_compare_exchange_weak_explicit(
-					 &n->state, &st, (st & ~IOVA_ST_LOW) | IOVA_ST_CACHED,
-					 memory_order_acq_rel, memory_order_acquire));
 		pthread_mutex_unlock(&s->tree_lock);
-		if (err) {
-			dg_spin_unlock(&sl->lock);
-			return bad_free(s, err);
+		if ((st & IOVA_ST_LOW) == IOVA_ST_CACHED)
+			return bad_free(s, -ENOENT);
+		if (IOVA_ST_NPFN(st) != npfn)
+			return bad_free(s, -EINVAL);
+		sl = iova_slot_lock(s);
+		/* acq_rel: as in dg_iova_free() */
+		if (atomic_compare_exchange_strong_explicit(
+			    &n->state, &st, (st & ~IOVA_ST_LOW) | IOVA_ST_CACHED,
+			    memory_order_acq_rel, memory_order_relaxed)) {
+			push_locked(s, sl, n); /* unlocks */
+			return 0;
 		}
-		push_locked(s, sl, n); /* unlocks */
-		return 0;
+		dg_spin_unlock(&sl->lock);
 	}
 	err = free_unindexed(s, pfn, npfn, &n);
 	if (!err)
 		node_put(s, n);
 	pthread_mutex_unlock(&s->tree_lock);
-	if (sl)
-		dg_spin_unlock(&sl->lock);
 	if (err)
 		return bad_free(s, err);
 	count_event(&s->st_user_tree_frees);
