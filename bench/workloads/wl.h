@@ -159,9 +159,8 @@ struct wl_drv {
 };
 
 /* What a device thread keeps between bursts. */
-#define WL_DEV_SG 1024 /* translated segments one device burst holds */
-#define WL_BURST_BYTES \
-	65536u /* payload one device burst moves at most (one send more) */ /* translated segments one device burst holds */
+#define WL_DEV_SG      1024   /* translated segments one device burst holds */
+#define WL_BURST_BYTES 65536u /* payload one device burst moves at most (one send more) */
 struct wl_dev {
 	struct wl_run *run;
 	unsigned int id;
@@ -291,6 +290,14 @@ void wl_dev_xlat_end(struct wl_dev *d);
  * more than one burst of the thread, whichever device it is for.
  */
 void wl_dev_quiesce(struct wl_dev *d);
+
+/*
+ * Device: one DMA of a burst on @p is done (a frame written, a send read). Every device of the
+ * thread reaches a quiescent point if something is pending for it, so a driver's wait lasts
+ * one DMA, not one burst. Returns true when @p's device did: the translations it kept (its
+ * ring) may be stale and must be made again (dg_dev_quiesce_if_pending()).
+ */
+bool wl_dev_dma_done(struct wl_dev *d, struct wl_port *p);
 
 /* Device: translate [iova, iova + len) for @access into @sg (at most @max segments), timed in
    sampled bursts; a failure is counted as an error. Returns the segment count or 0. */

@@ -22,26 +22,28 @@
  * every plain access to a descriptor is ordered by one of those two release/acquire pairs.
  *
  * Driver poll of a port (all its queues), the phases of a Linux NAPI poll:
- *   1. reap: rx descriptors and tx sends whose DD is set (at most a budget per queue);
+ *   1. reap: rx descriptors and tx sends whose DD is set (at most a budget per queue); a
+ *      reaped rx buffer leaves its ring slot;
  *   2. one dg_dma_batch: sync_for_cpu + unmap(SKIP_CPU_SYNC) of received buffers (the
  *      driver syncs what the device wrote, as drivers do with small packets), unmap of sent
- *      buffers and sg lists; the batch's end is the one invalidation wait of the poll;
- *   3. work: every received frame's header is read and checked (magic, checksum, queue,
- *      sequence number); fwd swaps the MAC addresses and sends the packet back out; bond
- *      and tcp write the header of each new send;
- *   4. map: refill the rx ring, map new sends (map_single, or map_sg for TSO);
- *   5. write the descriptors and ring the doorbells.
- * Phases 2 and 4 are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
+ *      buffers and sg lists, then dg_dma_batch_submit(): the invalidation starts;
+ *   3. rx refill from other buffers (map_single) and the rx doorbell, while it runs;
+ *   4. the batch's end: its one invalidation wait, usually already complete;
+ *   5. work: every received frame's header is read and checked (magic, checksum, queue,
+ *      sequence number) - only now, so a device can no longer change what the CPU reads;
+ *      fwd swaps the MAC addresses and sends the packet back out; bond and tcp write the
+ *      header of each new send;
+ *   6. tx: map new sends (map_single, or map_sg for TSO), descriptors, doorbell.
+ * Phases 2, 3, 4 and 6 are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
  *
- * Device burst of a queue: at most NIC_BURST descriptors per ring. rx: translate the ring,
- * then every frame's destination (rx_frames per buffer, each its own DMA like a NIC writing
- * packets into a multi-packet buffer), then copy the frames (a header with the queue's next
- * sequence number, the rest from a template). tx: translate every descriptor of the sends,
- * copy the payload to the wire scratch buffer, check the header. The device thread calls
- * dg_dev_quiesce() on all its devices after each ring's burst (translations are held until
- * then), and a burst moves at most WL_BURST_BYTES, so an invalidation wait of the driver
- * waits for one burst at most, as a real device acknowledges an invalidation in microseconds
- * whatever its DMA queue holds.
+ * Device burst of a queue: at most NIC_BURST descriptors per ring. The ring is translated
+ * once per burst; every frame (rx) and every descriptor of a send (tx) is a DMA of its own:
+ * translate, copy (rx: a header with the queue's next sequence number, the rest from a
+ * template; tx: the payload to the wire scratch buffer, the header checked at EOP), then
+ * wl_dev_dma_done(): a quiescent point if an invalidation is pending, after which the ring
+ * is translated again. So a driver's wait lasts one DMA, as a real IOMMU completes an
+ * invalidation in microseconds whatever the device's queue holds. A burst moves at most
+ * WL_BURST_BYTES, and ends with a quiescent point of every device of the thread.
  */
 #include "wl_nic.h"
 
@@ -102,8 +104,9 @@ struct nic_queue {
 	uint64_t rx_seq; /* driver: next expected frame */
 	uint64_t tx_seq; /* driver: next send's sequence number */
 	/* this poll */
-	uint32_t nrx, ntx; /* reaped */
-	uint32_t rx_done[NIC_BUDGET], rx_len[NIC_BUDGET];
+	uint32_t nrx, ntx;		      /* reaped */
+	struct nic_rxslot rx_got[NIC_BUDGET]; /* reaped buffers (their slots refill at once) */
+	uint32_t rx_len[NIC_BUDGET];
 	void *fwd[NIC_BUDGET]; /* received buffers to send (FORWARD) */
 	uint32_t nfwd;
 	uint32_t nrx_new, ntx_new; /* mapped, descriptors still to write */
@@ -143,7 +146,12 @@ void nic_classes(const struct wl_run *r, unsigned int port, struct wl_class *cls
 	unsigned int nq = nic_port_queues(prm->queues, port, r->nports);
 	uint32_t rx = prm->rx_ring;
 
-	/* Exactly what can be out at once: a poll unmaps before it maps again. */
+	/*
+	 * What can be out at once: the ring, and the buffers a poll reaped, which it refills
+	 * from other buffers before it has finished with them (the invalidation of their
+	 * unmaps runs meanwhile).
+	 */
+	rx += NIC_BUDGET;
 	if (prm->tx == NIC_TX_FORWARD)
 		rx += prm->tx_ring; /* buffers in flight on the tx ring too */
 	cls[CLS_RX] = (struct wl_class){.size = prm->rx_buf, .count = nq * rx};
@@ -270,7 +278,8 @@ static void reap(const struct nic_param *prm, struct nic_queue *q)
 		/* Acquire pairs with the device's release store of DD in rx_burst(). */
 		if (!(atomic_load_explicit(&dsc->status, memory_order_acquire) & NIC_DD))
 			break;
-		q->rx_done[q->nrx] = i;
+		q->rx_got[q->nrx] = q->rxs[i];
+		q->rxs[i].buf = NULL;
 		q->rx_len[q->nrx++] = dsc->len;
 		q->rx.ntc++;
 	}
@@ -294,7 +303,7 @@ static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
 	int e;
 
 	for (uint32_t k = 0; k < q->nrx; k++) {
-		struct nic_rxslot *s = &q->rxs[q->rx_done[k]];
+		struct nic_rxslot *s = &q->rx_got[k];
 
 		e = dg_dma_sync_for_cpu(p->dd, s->dma, q->rx_len[k], DG_DMA_FROM_DEVICE);
 		if (!e)
@@ -372,7 +381,7 @@ static uint64_t work(struct wl_drv *d, struct wl_port *p, struct nic_queue *q, b
 	uint64_t ios = 0;
 
 	for (uint32_t k = 0; k < q->nrx; k++) {
-		struct nic_rxslot *s = &q->rxs[q->rx_done[k]];
+		struct nic_rxslot *s = &q->rx_got[k];
 		uint32_t f = rx_frames(d, q, s->buf, q->rx_len[k], prm);
 
 		if (prm->rx_is_io) {
@@ -499,17 +508,23 @@ static void post(struct nic_ring *rg, uint64_t addr, uint32_t len, uint16_t flag
 	atomic_store_explicit(&dsc->status, 0, memory_order_relaxed);
 }
 
-/* Phase 5: descriptors and doorbells. */
-static void write_descs(struct nic_queue *q, const struct nic_param *prm)
+/* Descriptors and doorbell of the rx refills. */
+static void write_rx_descs(struct nic_queue *q, const struct nic_param *prm)
 {
-	uint32_t w = 0;
-
 	for (uint32_t k = 0; k < q->nrx_new; k++)
 		post(&q->rx, q->rxs[q->rx.ntu & q->rx.mask].dma, prm->rx_buf, 0);
 	if (q->nrx_new) {
 		/* Release pairs with the device's acquire load of tail in rx_burst(). */
 		atomic_store_explicit(&q->rx.tail, q->rx.ntu, memory_order_release);
 	}
+	q->nrx_new = 0;
+}
+
+/* Descriptors and doorbell of the new sends. */
+static void write_tx_descs(struct nic_queue *q, const struct nic_param *prm)
+{
+	uint32_t w = 0;
+
 	for (uint32_t k = 0; k < q->ntx_new; k++) {
 		struct nic_send *s = send_at(q, q->send_tail + k);
 
@@ -540,53 +555,68 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 {
 	struct nic_port *np = p->priv;
 	const struct nic_param *prm = np->prm;
-	bool run = d->posting, any = false;
+	bool run = d->posting, any = false, reaped, rx_maps = false;
 	uint64_t ios = 0, bytes = 0;
 	struct dg_dma_batch b;
+	int e;
 
 	wl_drv_poll_start(d);
 	for (unsigned int i = 0; i < np->nq; i++) {
 		reap(prm, np->q[i]);
 		any |= np->q[i]->nrx || np->q[i]->ntx;
 	}
-	if (any) {
+	reaped = any;
+	if (reaped) {
 		wl_drv_dma_begin(d);
 		dg_dma_batch_begin(p->dd, &b);
 		for (unsigned int i = 0; i < np->nq; i++)
 			unmap_done(d, p, np->q[i], &b);
-		int e = dg_dma_batch_end(&b);
+		e = dg_dma_batch_submit(&b);
+		wl_drv_dma_end(d);
+		if (e)
+			wl_drv_fail(d, e);
+	}
+	/* rx refills come from other buffers: mapped while the invalidation runs */
+	for (unsigned int i = 0; run && prm->rx_ring && i < np->nq; i++)
+		rx_maps |= np->q[i]->rx.ntu - np->q[i]->rx.ntc < np->q[i]->rx.size &&
+			   p->stack[CLS_RX].n;
+	if (rx_maps) {
+		wl_drv_dma_begin(d);
+		for (unsigned int i = 0; i < np->nq; i++)
+			map_rx(d, p, np->q[i]);
+		wl_drv_dma_end(d);
+		for (unsigned int i = 0; i < np->nq; i++) {
+			any |= np->q[i]->nrx_new;
+			write_rx_descs(np->q[i], prm);
+		}
+	}
+	if (reaped) {
+		wl_drv_dma_begin(d);
+		e = dg_dma_batch_end(&b);
 		wl_drv_dma_end(d);
 		if (e)
 			wl_drv_fail(d, e);
 		for (unsigned int i = 0; i < np->nq; i++)
 			ios += work(d, p, np->q[i], run, &bytes);
 	}
-	if (run) {
+	if (run && prm->tx != NIC_TX_NONE) {
 		bool maps = false;
 
 		for (unsigned int i = 0; i < np->nq; i++) {
-			struct nic_queue *q = np->q[i];
-
-			if (prm->tx != NIC_TX_NONE)
-				prepare_tx(p, q, prm);
-			maps |= q->ntx_new || (prm->rx_ring && q->rx.ntu - q->rx.ntc < q->rx.size &&
-					       p->stack[CLS_RX].n);
+			prepare_tx(p, np->q[i], prm);
+			maps |= np->q[i]->ntx_new;
 		}
 		if (maps) {
 			wl_drv_dma_begin(d);
-			for (unsigned int i = 0; i < np->nq; i++) {
-				if (prm->rx_ring)
-					map_rx(d, p, np->q[i]);
-				if (prm->tx != NIC_TX_NONE)
-					map_tx(d, p, np->q[i]);
-			}
+			for (unsigned int i = 0; i < np->nq; i++)
+				map_tx(d, p, np->q[i]);
 			wl_drv_dma_end(d);
 			for (unsigned int i = 0; i < np->nq; i++) {
-				any |= np->q[i]->nrx_new || np->q[i]->ntx_new;
-				write_descs(np->q[i], prm);
+				any |= np->q[i]->ntx_new;
+				write_tx_descs(np->q[i], prm);
 			}
 		}
-	} else {
+	} else if (!run) {
 		for (unsigned int i = 0; i < np->nq; i++)
 			for (uint32_t k = 0; k < np->q[i]->nfwd; k++)
 				wl_stack_push(&p->stack[CLS_RX], np->q[i]->fwd[k]);
@@ -602,6 +632,21 @@ static struct nic_desc *dev_ring(struct wl_dev *d, struct wl_port *p, struct nic
 	return wl_dev_ring(d, p, rg->dma, (size_t)rg->size * sizeof(struct nic_desc));
 }
 
+/*
+ * One DMA of the burst done: a quiescent point if anything is pending (wl_dev_dma_done), and
+ * then the ring is translated again. Returns the ring to go on with, NULL if it is gone.
+ */
+static struct nic_desc *dma_done(struct wl_dev *d, struct wl_port *p, struct nic_ring *rg,
+				 struct nic_desc *ring)
+{
+	if (!wl_dev_dma_done(d, p))
+		return ring;
+	wl_dev_xlat_begin(d);
+	ring = dev_ring(d, p, rg);
+	wl_dev_xlat_end(d);
+	return ring;
+}
+
 static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
 			 struct nic_queue *q, uint64_t *units)
 {
@@ -609,9 +654,7 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->rx;
 	/* Acquire pairs with the driver's release store of tail in write_descs(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames;
-	uint32_t chunk = fr > 1 ? 1 : NIC_BURST;
-	unsigned int fnr[NIC_BURST > 64 ? NIC_BURST : 64];
+	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames, k;
 	uint64_t bytes = 0;
 
 	if (!n)
@@ -622,63 +665,104 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	wl_dev_xlat_begin(d);
 	struct nic_desc *ring = dev_ring(d, p, rg);
 	wl_dev_xlat_end(d);
-	if (!ring)
-		return 0;
-	for (uint32_t done = 0; done < n; done += chunk) {
-		uint32_t m = n - done < chunk ? n - done : chunk;
+	/* every frame is a DMA of its own: translate, write, done */
+	for (k = 0; ring && k < n; k++) {
+		uint32_t i = (rg->dev_head + k) & rg->mask, written = 0;
 
-		/* translate every frame's destination in the chunk */
-		wl_dev_xlat_begin(d);
-		for (uint32_t k = 0; k < m; k++) {
-			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
+		for (uint32_t j = 0; j < fr; j++) {
+			uint64_t off = (uint64_t)j * prm->rx_stride;
+			uint64_t addr = ring[i].addr + off;
+			unsigned int nr;
 
-			for (uint32_t j = 0; j < fr; j++) {
-				uint64_t off = (uint64_t)j * prm->rx_stride;
-				uint32_t f = k * fr + j;
+			if (ring[i].len < off + prm->rx_frame)
+				break;
+			wl_dev_xlat_begin(d);
+			nr = wl_dev_translate(d, p, addr, prm->rx_frame, DG_ACCESS_WRITE, d->sg,
+					      NIC_FRAME_SG);
+			wl_dev_xlat_end(d);
+			if (!nr)
+				break;
 
-				fnr[f] = dsc->len >= off + prm->rx_frame ?
-						 wl_dev_translate(d, p, dsc->addr + off,
-								  prm->rx_frame, DG_ACCESS_WRITE,
-								  &d->sg[f * NIC_FRAME_SG],
-								  NIC_FRAME_SG) :
-						 0;
-			}
+			struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
+					   .src = {2, 0, 0, 0, 0, 1},
+					   .ethertype = 0x0800,
+					   .queue = (uint16_t)q->id,
+					   .magic = WL_MAGIC,
+					   .seq = rg->dev_seq++,
+					   .len = prm->rx_frame};
+
+			h.csum = wl_hdr_csum(&h);
+			wl_sg_copy_to(d->sg, nr, 0, &h, sizeof(h));
+			wl_sg_copy_to(d->sg, nr, sizeof(h), np->tmpl + sizeof(h),
+				      prm->rx_frame - sizeof(h));
+			written = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
+			bytes += prm->rx_frame;
+			if (j + 1 < fr && !(ring = dma_done(d, p, rg, ring)))
+				break;
 		}
-		wl_dev_xlat_end(d);
-		/* write the frames, then hand the buffers back */
-		for (uint32_t k = 0; k < m; k++) {
-			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
-			uint32_t written = 0;
-
-			for (uint32_t j = 0; j < fr; j++) {
-				uint32_t f = k * fr + j;
-				const struct dg_sg *sg = &d->sg[f * NIC_FRAME_SG];
-				struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
-						   .src = {2, 0, 0, 0, 0, 1},
-						   .ethertype = 0x0800,
-						   .queue = (uint16_t)q->id,
-						   .magic = WL_MAGIC,
-						   .seq = rg->dev_seq,
-						   .len = prm->rx_frame};
-
-				if (!fnr[f])
-					break;
-				rg->dev_seq++;
-				h.csum = wl_hdr_csum(&h);
-				wl_sg_copy_to(sg, fnr[f], 0, &h, sizeof(h));
-				wl_sg_copy_to(sg, fnr[f], sizeof(h), np->tmpl + sizeof(h),
-					      prm->rx_frame - sizeof(h));
-				written = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
-				bytes += prm->rx_frame;
-			}
-			dsc->len = written;
-			/* Release pairs with the driver's acquire load of status in reap(). */
-			atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
-		}
+		if (!ring)
+			break; /* the ring is gone (an error counted): the buffer is not handed back */
+		ring[i].len = written;
+		/* Release pairs with the driver's acquire load of status in reap(). */
+		atomic_store_explicit(&ring[i].status, NIC_DD, memory_order_release);
+		ring = dma_done(d, p, rg, ring);
 	}
-	rg->dev_head += n;
-	*units += n;
+	rg->dev_head += k;
+	*units += k;
 	return bytes;
+}
+
+/*
+ * Read one send (its descriptors from @k to EOP) to the wire and check it, one DMA per
+ * descriptor (a TSO send's pages). *ring is translated again after any DMA that
+ * acknowledged something. Returns its descriptors, 0 if it is not all there (or the ring
+ * is gone: *ring NULL).
+ */
+static uint32_t tx_send(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
+			struct nic_queue *q, struct nic_desc **ring, uint32_t k, uint32_t avail,
+			uint64_t *bytes)
+{
+	struct nic_ring *rg = &q->tx;
+	uint32_t nd = 0;
+	bool eop = false;
+	size_t off = 0;
+
+	/* the driver publishes whole sends: a partial one is never reached in a run */
+	for (uint32_t i = k; !eop; i++) {
+		if (i == avail || i - k == NIC_SEGS)
+			return 0;
+		eop = (*ring)[(rg->dev_head + i) & rg->mask].flags & NIC_EOP;
+	}
+	while (nd == 0 || !((*ring)[(rg->dev_head + k + nd - 1) & rg->mask].flags & NIC_EOP)) {
+		const struct nic_desc *dsc = &(*ring)[(rg->dev_head + k + nd) & rg->mask];
+		uint32_t len = dsc->len;
+		unsigned int nr;
+
+		wl_dev_xlat_begin(d);
+		nr = wl_dev_translate(d, p, dsc->addr, len, DG_ACCESS_READ, d->sg, NIC_SEGS);
+		wl_dev_xlat_end(d);
+		if (nr && off + len <= 65536)
+			wl_sg_copy_from(d->sg, nr, 0, d->scratch + off, len);
+		off += len;
+		nd++;
+		if (!(*ring = dma_done(d, p, rg, *ring)))
+			return 0;
+	}
+
+	const struct wl_hdr *h = (const void *)d->scratch;
+
+	if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
+	    off != np->prm->tx_len) {
+		if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
+			fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
+				d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
+		wl_ctr_add(&d->ctr->errors, 1);
+	}
+	*bytes += off;
+	/* Release pairs with the driver's acquire load of status in reap(). */
+	atomic_store_explicit(&(*ring)[(rg->dev_head + k + nd - 1) & rg->mask].status, NIC_DD,
+			      memory_order_release);
+	return nd;
 }
 
 static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
@@ -687,67 +771,25 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->tx;
 	/* Acquire pairs with the driver's release store of tail in write_descs(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t avail = tail - rg->dev_head, n = 0, k = 0, used = 0;
-	unsigned int nr[2 * NIC_BURST];
-	uint32_t at[2 * NIC_BURST];
+	uint32_t avail = tail - rg->dev_head, k = 0, sends = 0;
 	uint64_t bytes = 0;
 
 	if (!avail)
 		return 0;
 	wl_dev_xlat_begin(d);
 	struct nic_desc *ring = dev_ring(d, p, rg);
-
-	if (!ring) {
-		wl_dev_xlat_end(d);
-		return 0;
-	}
-	/* whole sends (the driver publishes whole chains), about NIC_BURST descriptors and
-	   WL_BURST_BYTES of payload */
-	uint64_t burst_bytes = 0;
-
-	while (k < avail && k < 2 * NIC_BURST) {
-		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
-
-		if (n == k && (n >= NIC_BURST || WL_DEV_SG - used < 2 * NIC_SEGS ||
-			       burst_bytes >= WL_BURST_BYTES))
-			break; /* at a send boundary: the burst is full */
-		burst_bytes += dsc->len;
-		at[k] = used;
-		nr[k] = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, &d->sg[used],
-					 WL_DEV_SG - used < NIC_SEGS ? WL_DEV_SG - used : NIC_SEGS);
-		used += nr[k];
-		k++;
-		if (dsc->flags & NIC_EOP)
-			n = k;
-	}
 	wl_dev_xlat_end(d);
-	/* copy each send to the wire and check its header */
-	size_t off = 0;
+	/* whole sends, each a DMA of its own, about NIC_BURST of them or WL_BURST_BYTES */
+	while (ring && k < avail && sends < NIC_BURST && bytes < WL_BURST_BYTES) {
+		uint32_t nd = tx_send(d, p, np, q, &ring, k, avail, &bytes);
 
-	for (k = 0; k < n; k++) {
-		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
-
-		if (nr[k] && off + dsc->len <= 65536)
-			wl_sg_copy_from(&d->sg[at[k]], nr[k], 0, d->scratch + off, dsc->len);
-		off += dsc->len;
-		if (!(dsc->flags & NIC_EOP))
-			continue;
-		const struct wl_hdr *h = (const void *)d->scratch;
-
-		if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
-		    off != np->prm->tx_len) {
-			if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
-				fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
-					d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
-			wl_ctr_add(&d->ctr->errors, 1);
-		}
-		bytes += off;
-		off = 0;
-		(*units)++;
-		/* Release pairs with the driver's acquire load of status in reap(). */
-		atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
+		if (!nd)
+			break;
+		k += nd;
+		sends++;
 	}
-	rg->dev_head += n;
+	rg->dev_head += k;
+	*units += sends;
 	return bytes;
 }
 

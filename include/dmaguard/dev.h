@@ -22,12 +22,15 @@
  * Quiescent points (where the device applies queued invalidations and acknowledges them):
  *  - the start of every dg_dev_translate(), dg_dev_read() and dg_dev_write();
  *  - the end of every dg_dev_read() and dg_dev_write();
- *  - dg_dev_quiesce(), dg_dev_online() and dg_dev_offline().
+ *  - dg_dev_quiesce(), dg_dev_online() and dg_dev_offline();
+ *  - dg_dev_quiesce_if_pending() when something is pending.
  * Translated sg lists are held: from a successful dg_dev_translate() until the device's next
- * dg_dev_quiesce() or dg_dev_offline(), its quiescent points still apply invalidations (later
- * translations see them) but do not acknowledge, so no wait completes while an sg list may be
- * in use. A device that translates (a vhost-style back end holding descriptor chains) calls
- * dg_dev_quiesce() at the end of every burst; one that only reads and writes needs nothing.
+ * dg_dev_quiesce(), dg_dev_offline() or dg_dev_quiesce_if_pending() that returns true, its
+ * quiescent points still apply invalidations (later translations see them) but do not
+ * acknowledge, so no wait completes while an sg list may be in use. A device that translates
+ * (a vhost-style back end holding descriptor chains) calls dg_dev_quiesce() at the end of
+ * every burst, or dg_dev_quiesce_if_pending() after every DMA of it (then a wait lasts one
+ * DMA, not one burst); one that only reads and writes needs nothing.
  * A device that stops doing DMA for a while calls dg_dev_offline(): an offline device never
  * holds up a wait, and its next DMA call (or dg_dev_online()) brings it back online after it
  * has applied everything queued meanwhile (or flushed all it caches if it fell a whole queue
@@ -82,6 +85,16 @@ DG_EXPORT int dg_dev_write(struct dg_device *dev, uint64_t iova, const void *src
  * invalidations and acknowledge them (a no-op while offline).
  */
 DG_EXPORT void dg_dev_quiesce(struct dg_device *dev);
+
+/*
+ * A quiescent point for a device that keeps translations across DMAs (a descriptor ring
+ * translated once per burst): when nothing is queued for it, returns false and changes
+ * nothing - every sg list it holds stays valid and held. Otherwise it is dg_dev_quiesce()
+ * and returns true: every earlier translation is released and may be stale; translate again
+ * what is still needed. One load and two compares when false, so a device may call it after
+ * every DMA and acknowledge an invalidation within one DMA's time instead of one burst's.
+ */
+DG_EXPORT bool dg_dev_quiesce_if_pending(struct dg_device *dev);
 
 /* Become online (catching up first); DMA calls do this implicitly. */
 DG_EXPORT void dg_dev_online(struct dg_device *dev);

@@ -156,14 +156,15 @@ enum dg_inval_type {
 			       exceeds the configured threshold */
 	DG_INVAL_PAGE,	    /* domain, iova, size: one block; size a power of two >= the
 			       domain's granule, iova aligned to it (VT-d PSI with address mask) */
-	DG_INVAL_DOMAIN,    /* domain: every translation and walk-cache entry of the domain */
+	DG_INVAL_DOMAIN,    /* domain: every translation and walk-cache entry of the domain
+			       (with DG_INVAL_LEAF: every translation, walk caches kept) */
 	DG_INVAL_GLOBAL,    /* everything every device caches */
 	DG_INVAL_DEVICE,    /* rid: that device's whole IOTLB and walk caches (device IOTLB) */
 	DG_INVAL_CONTEXT,   /* rid: that device reloads its context entry and drops the rest */
 };
 #define DG_INVAL_NR_TYPES 7 /* index bound for statistics arrays (types are 1..6) */
 
-/* RANGE/PAGE flag: only leaf entries changed, page-walk caches may be kept. */
+/* RANGE/PAGE/DOMAIN flag: only leaf entries changed, page-walk caches may be kept. */
 #define DG_INVAL_LEAF (1u << 0)
 
 struct dg_inval_cmd {

@@ -57,11 +57,11 @@ static int refuse(struct dg_device *dev, uint64_t iova, uint64_t len, unsigned i
 static int walk(struct dg_device *dev, uint64_t a, struct dg_pt_walk *w)
 {
 	const void *table = NULL;
-	unsigned int d = wc_lookup_last(&dev->wc, dev->ctag, a, &table);
+	unsigned int d = wc_lookup_last(&dev->wc, dev->wtag, a, &table);
 	int r;
 
 	if (!d)
-		d = wc_lookup(&dev->wc, dev->ctag, a, &table);
+		d = wc_lookup(&dev->wc, dev->wtag, a, &table);
 	stat_inc(&dev->st_walks, 1);
 	if (d) {
 		stat_inc(&dev->st_wc_hits, 1);
@@ -72,7 +72,7 @@ static int walk(struct dg_device *dev, uint64_t a, struct dg_pt_walk *w)
 	/* On success and on -ENOENT, table[d..depth] are the tables passed: keep them. */
 	if (r == 0 || r == -ENOENT)
 		for (unsigned int k = d + 1; k <= w->depth && k < DG_PT_MAX_DEPTH; k++)
-			wc_insert(&dev->wc, dev->ctag, a, k, w->table[k]);
+			wc_insert(&dev->wc, dev->wtag, a, k, w->table[k]);
 	return r;
 }
 
@@ -338,6 +338,14 @@ int dg_dev_write(struct dg_device *dev, uint64_t iova, const void *src, size_t l
 	return copy_slow(dev, iova, (void *)(uintptr_t)src, len, DG_ACCESS_WRITE);
 }
 
+/* Nothing published since the last catch-up, and that one was acknowledged. */
+static dg_always_inline bool nothing_pending(const struct dg_device *dev)
+{
+	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
+	return atomic_load_explicit(dev->published, memory_order_acquire) == dev->seen &&
+	       dev->acked == dev->seen;
+}
+
 void dg_dev_quiesce(struct dg_device *dev)
 {
 	dev->held = false; /* the caller is done with every translated sg list */
@@ -345,13 +353,24 @@ void dg_dev_quiesce(struct dg_device *dev)
 	 * Nothing published since the last catch-up, and that one was acknowledged: the slot
 	 * already shows seen, so this quiescent point has nothing to apply or announce. An idle
 	 * device polls here between bursts; this keeps each poll to one load and two compares
-	 * (agent_catch_up() costs ~36 instructions even with nothing to do). Acquire pairs with
-	 * the owner's release store of published (inval_queue.c), as in agent_catch_up().
+	 * (agent_catch_up() costs ~36 instructions even with nothing to do).
 	 */
-	if (atomic_load_explicit(dev->published, memory_order_acquire) == dev->seen &&
-	    dev->acked == dev->seen)
+	if (nothing_pending(dev))
 		return;
 	agent_catch_up(dev);
+}
+
+bool dg_dev_quiesce_if_pending(struct dg_device *dev)
+{
+	/*
+	 * Held stays as it is when nothing is pending: the translations the caller keeps must
+	 * go on holding later waits (a command applied at the start of a later DMA call is
+	 * then only acknowledged here, once the caller knows to translate again).
+	 */
+	if (nothing_pending(dev))
+		return false;
+	dg_dev_quiesce(dev);
+	return true;
 }
 
 void dg_dev_online(struct dg_device *dev)

@@ -489,6 +489,16 @@ int dma_space_create(struct dg_dma_dev *dd, const struct dg_pt_geometry *geo, ui
 		     uint64_t last, struct dma_space **out);
 void dma_space_destroy(struct dma_space *sp);
 
+/*
+ * Is the list a page list: whole granules, aligned (the last may be shorter), at most
+ * DMA_PAGE_LIST_MAX of them, a boundary no smaller than a granule? Its entries then sit at
+ * i * granule in the IOVA range (no boundary padding: a granule-aligned position never has a
+ * boundary less than a granule ahead) and map with pt_map_granules().
+ */
+#define DMA_PAGE_LIST_MAX 64
+bool dma_sg_is_pages(const struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned int nents,
+		     uint64_t g);
+
 /* Translated map of a list of host segments into one IOVA range of @sp (map.c). */
 int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_sg *sg,
 	       unsigned int nents, enum dg_dma_dir dir, enum dma_kind kind, uint64_t *iova_out,
@@ -504,6 +514,10 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		      bool free_iova, uint64_t token, struct dg_dma_batch *b, void *mem);
 /* Submit an invalidation of @cmds and wait (counts submits and waits). */
 int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq);
+/* dma_inval() in two halves: submit (*seq: what to wait for), then wait. */
+int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
+		     uint64_t *seq);
+int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq);
 /* Invalidate what @g covers in @sp and wait; then release its tables. */
 int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_gather *g);
 /* Park a timed-out invalidation's IOVAs (map.c); retried by dma_quarantine_retry(). */

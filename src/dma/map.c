@@ -19,8 +19,13 @@
  * Batches move the invalidation and the wait to dg_dma_batch_end(): the gather collects the
  * hull of every unmap, the IOVAs wait in the batch, and one wait covers all of them. The
  * invalidation is one RANGE command over the hull when the hull is at most four times the
- * bytes unmapped (the usual case: magazines hand back neighbouring IOVAs), else one command
- * per run of adjacent ranges, all submitted at once (one atomic add on the queue).
+ * bytes unmapped (magazines often hand back neighbouring IOVAs), else one command per run of
+ * adjacent ranges, all submitted at once (one atomic add on the queue), up to BATCH_PSI_RUNS
+ * runs; more scattered than that, one DOMAIN command (leaf-only unless a table page was
+ * freed). That is Linux's VT-d rule (a domain-selective flush above the page-selective
+ * limit) for the same reason: every device reads and applies each command, each slot is a
+ * cache line it must fetch, while a domain flush costs it O(1) (a new IOTLB generation,
+ * agent.c) and a few refills of translations it still uses.
  *
  * Invariants:
  *  - An IOVA is given back to the allocator only after an invalidation covering its last
@@ -41,7 +46,10 @@
 #define BATCH_IOVA   1u /* IOVA range to free after the wait */
 #define BATCH_NOFREE 2u /* range to invalidate only (two-step unlink) */
 #define BATCH_BOUNCE 3u /* bounce slot to free (no invalidation needed) */
-#define BATCH_KIND   3u
+
+/* Separate runs a batch invalidates page-selectively at most (see the preamble). */
+#define BATCH_PSI_RUNS 8
+#define BATCH_KIND     3u
 
 static inline bool gather_empty(const struct dg_pt_gather *g)
 {
@@ -131,10 +139,10 @@ void dma_space_destroy(struct dma_space *sp)
 
 /* ---- invalidation, quarantine ------------------------------------------------------------- */
 
-int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq)
+int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
+		     uint64_t *seq)
 {
 	struct dg_iommu *mmu = dd->dma->mmu;
-	struct dma_tstats *t;
 	int r = dg_inval_submit(mmu, cmds, n, seq);
 
 	if (dg_unlikely(r)) {
@@ -145,11 +153,23 @@ int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, 
 		if (r)
 			return r;
 	}
-	r = dg_inval_wait(mmu, *seq);
-	t = dma_tstats(dd);
-	ctr_add(t, CTR_SUBMITS, 1);
-	ctr_add(t, CTR_WAITS, 1);
+	ctr_add(dma_tstats(dd), CTR_SUBMITS, 1);
+	return 0;
+}
+
+int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq)
+{
+	int r = dg_inval_wait(dd->dma->mmu, seq);
+
+	ctr_add(dma_tstats(dd), CTR_WAITS, 1);
 	return r;
+}
+
+int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq)
+{
+	int r = dma_inval_submit(dd, cmds, n, seq);
+
+	return r ? r : dma_inval_wait(dd, *seq);
 }
 
 /* One RANGE command over what @g covers (or a DOMAIN command for tables without a range). */
@@ -285,30 +305,24 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 /* ---- batches ------------------------------------------------------------------------------ */
 
 /*
- * The batch's translated ranges in address order, adjacent ones merged into runs; *sum gets
- * their bytes, *nt the number of translated entries (the others are bounce slots), and
- * fr[0..*nf) the ranges to give back to the allocator after the wait (in the same pass).
- * Magazines hand ranges back last-in first-out, so a descending batch is reversed rather than
- * insertion-sorted.
+ * The translated ranges of ent[from..n) in address order, adjacent ones merged into runs;
+ * *sum gets their bytes. Magazines hand ranges back last-in first-out, so a descending batch
+ * is reversed rather than insertion-sorted.
  */
-static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *hi, uint64_t *sum,
-			 uint32_t *nt, struct iova_owned *fr, uint32_t *nf)
+static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
+			 uint64_t *sum)
 {
 	bool asc = true, desc = true;
 	size_t n = 0, m = 0;
-	uint32_t f = 0;
 
 	*sum = 0;
-	for (uint32_t i = 0; i < b->n; i++) {
+	for (uint32_t i = from; i < b->n; i++) {
 		uint64_t k = b->ent[i].size & BATCH_KIND;
 
 		if (k == BATCH_BOUNCE)
 			continue;
 		lo[n] = b->ent[i].addr;
 		hi[n] = lo[n] + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
-		if (k == BATCH_IOVA)
-			fr[f++] = (struct iova_owned){
-				.iova = lo[n], .size = hi[n] - lo[n], .token = b->ent[i].token};
 		*sum += hi[n] - lo[n];
 		if (n) {
 			asc = asc && lo[n] > lo[n - 1];
@@ -316,8 +330,6 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *h
 		}
 		n++;
 	}
-	*nt = (uint32_t)n;
-	*nf = f;
 	if (n > 1 && desc) {
 		for (size_t i = 0, j = n - 1; i < j; i++, j--) {
 			uint64_t tl = lo[i], th = hi[i];
@@ -353,66 +365,144 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *h
 }
 
 /*
- * End of a batch (or a full ent[]): remove the pages of every deferred unmap - one page-table
- * call per run of adjacent IOVAs, so a ring's consecutive slots cost one walk - invalidate
- * (one command over the hull when it is at most four times the bytes unmapped, else one per
- * run), wait once, then give back table pages, IOVAs (all under one allocator slot lock) and
- * shadow slots.
+ * Give IOVAs back highest first: a magazine hands them out again last-in first-out, so the
+ * next maps get them in ascending order, neighbours after neighbours. Kept in address order
+ * like that, a ring's buffers keep neighbouring IOVAs map after map, and their page-table
+ * entries share cache lines: the device's walk and the driver's next map and unmap touch a
+ * line the other side has just loaded once per eight pages, not once per page. (Given back
+ * in the order they were unmapped, the order decays into a random one within seconds: 2% of
+ * xdp64's maps were neighbours of the previous one.) Nearly always already ascending (the
+ * ring's order) or descending: reversed or kept; otherwise sorted by insertion.
+ */
+static void batch_order_frees(struct iova_owned *fr, uint32_t n)
+{
+	bool asc = true, desc = true;
+
+	for (uint32_t i = 1; i < n; i++) {
+		asc = asc && fr[i].iova > fr[i - 1].iova;
+		desc = desc && fr[i].iova < fr[i - 1].iova;
+	}
+	if (desc || n < 2)
+		return;
+	if (asc) {
+		for (uint32_t i = 0, j = n - 1; i < j; i++, j--) {
+			struct iova_owned t = fr[i];
+
+			fr[i] = fr[j];
+			fr[j] = t;
+		}
+		return;
+	}
+	for (uint32_t i = 1; i < n; i++) {
+		struct iova_owned t = fr[i];
+		uint32_t j;
+
+		for (j = i; j > 0 && fr[j - 1].iova < t.iova; j--)
+			fr[j] = fr[j - 1];
+		fr[j] = t;
+	}
+}
+
+/*
+ * Invalidate the unmaps the batch has not submitted yet (ent[nsub..n)): remove their pages -
+ * one page-table call per run of adjacent IOVAs, so a ring's consecutive slots cost one
+ * walk - and submit the commands (one over the hull when it is at most four times the bytes
+ * unmapped, one per run up to BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
+ */
+static int batch_issue(struct dg_dma_batch *b)
+{
+	struct dg_dma_dev *dd = b->dev;
+	struct dma_space *sp = dd->sp;
+	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], sum, unmapped, seq = 0;
+	struct dg_inval_cmd cmds[DG_DMA_BATCH_MAX];
+	size_t nr, nc = 1;
+	int r;
+
+	if (b->nsub == b->n)
+		return 0;
+	nr = batch_runs(b, b->nsub, lo, hi, &sum);
+	b->nsub = b->n;
+	if (!nr)
+		return 0; /* bounce slots only */
+	for (size_t i = 0; i < nr; i++) {
+		if (hi[i] - lo[i] == sp->granule)
+			pt_unmap_granule(sp->pt, lo[i], &b->gather);
+		else
+			dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], &b->gather, &unmapped);
+	}
+	if (nr == 1 || b->gather.end - b->gather.start <= 4 * sum) {
+		gather_cmd(sp, &b->gather, &cmds[0]);
+	} else if (nr > BATCH_PSI_RUNS) {
+		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN,
+						.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
+						.domain = sp->dom_id};
+	} else {
+		for (nc = 0; nc < nr; nc++)
+			cmds[nc] = (struct dg_inval_cmd){
+				.type = DG_INVAL_RANGE,
+				.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
+				.domain = sp->dom_id,
+				.iova = lo[nc],
+				.size = hi[nc] - lo[nc]};
+	}
+	r = dma_inval_submit(dd, cmds, nc, &seq);
+	if (seq > b->seq)
+		b->seq = seq; /* a wait for the later one covers the earlier ones */
+	return r;
+}
+
+/*
+ * The end of a batch (or of a full ent[]): invalidate what is not yet, wait once for all of
+ * it, then give back table pages, IOVAs (all under one allocator slot lock) and shadow slots;
+ * on a failed invalidation or wait park them all in quarantine.
  */
 static int batch_flush(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
-	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], qi[DG_DMA_BATCH_MAX];
-	uint64_t qs[DG_DMA_BATCH_MAX], sum, unmapped, seq = 0;
+	uint64_t qi[DG_DMA_BATCH_MAX], qs[DG_DMA_BATCH_MAX];
 	struct iova_owned fr[DG_DMA_BATCH_MAX];
-	uint32_t nt, nf;
-	size_t nr;
-	int r = 0;
+	uint32_t nf = 0, nb = 0;
+	int r;
 
 	if (!b->n)
 		return 0;
-	nr = batch_runs(b, lo, hi, &sum, &nt, fr, &nf);
-	if (nr) {
-		struct dg_inval_cmd cmds[DG_DMA_BATCH_MAX];
-		size_t nc = 1;
+	r = batch_issue(b);
+	if (!r && b->seq)
+		r = dma_inval_wait(dd, b->seq);
+	for (uint32_t i = 0; i < b->n; i++) {
+		uint64_t k = b->ent[i].size & BATCH_KIND;
 
-		for (size_t i = 0; i < nr; i++) {
-			if (hi[i] - lo[i] == sp->granule)
-				pt_unmap_granule(sp->pt, lo[i], &b->gather);
-			else
-				dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], &b->gather, &unmapped);
-		}
-		if (nr == 1 || b->gather.end - b->gather.start <= 4 * sum) {
-			gather_cmd(sp, &b->gather, &cmds[0]);
-		} else {
-			for (nc = 0; nc < nr; nc++)
-				cmds[nc] = (struct dg_inval_cmd){
-					.type = DG_INVAL_RANGE,
-					.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
-					.domain = sp->dom_id,
-					.iova = lo[nc],
-					.size = hi[nc] - lo[nc]};
-		}
-		r = dma_inval(dd, cmds, nc, &seq);
+		if (k == BATCH_IOVA)
+			fr[nf++] =
+				(struct iova_owned){.iova = b->ent[i].addr,
+						    .size = b->ent[i].size & ~(uint64_t)BATCH_KIND,
+						    .token = b->ent[i].token};
+		nb += k == BATCH_BOUNCE;
+	}
+	if (nb < b->n) {
 		if (r) {
 			for (uint32_t i = 0; i < nf; i++) {
 				qi[i] = fr[i].iova;
 				qs[i] = fr[i].size;
 			}
-			dma_quarantine_add(dd, sp, seq, &b->gather, qi, qs, nf, NULL);
+			dma_quarantine_add(dd, sp, b->seq, &b->gather, qi, qs, nf, NULL);
 			nf = 0; /* parked: given back once a completion confirms */
 		} else {
 			dg_pt_gather_release(sp->pt, &b->gather);
 		}
 	}
-	if (nf)
+	if (nf) {
+		batch_order_frees(fr, nf);
 		iova_free_owned(sp->iova, fr, nf);
-	if (nt < b->n) /* bounce slots: no translation of theirs changed */
+	}
+	if (nb) /* bounce slots: no translation of theirs changed */
 		for (uint32_t i = 0; i < b->n; i++)
 			if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
 				dma_bounce_free(dd, b->ent[i].addr);
 	b->n = 0;
+	b->nsub = 0;
+	b->seq = 0;
 	dg_pt_gather_init(&b->gather);
 	b->flushes++;
 	return r;
@@ -446,9 +536,23 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 	if (dd)
 		atomic_fetch_add_explicit(&dd->open_batches, 1, memory_order_relaxed);
 	b->n = 0;
+	b->nsub = 0;
+	b->seq = 0;
 	b->flushes = 0;
 	b->status = 0;
 	dg_pt_gather_init(&b->gather);
+}
+
+int dg_dma_batch_submit(struct dg_dma_batch *b)
+{
+	int r;
+
+	if (!b || !b->dev)
+		return -EINVAL;
+	r = batch_issue(b);
+	if (r && !b->status)
+		b->status = r;
+	return r ? dma_err(b->dev, r) : 0;
 }
 
 int dg_dma_batch_end(struct dg_dma_batch *b)
@@ -480,6 +584,17 @@ static inline uint64_t sg_place(uint64_t cur, uint64_t span, uint64_t bmask)
 	return pad && pad < span ? cur + pad : cur;
 }
 
+bool dma_sg_is_pages(const struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned int nents,
+		     uint64_t g)
+{
+	if (nents > DMA_PAGE_LIST_MAX || dd->boundary < g - 1)
+		return false;
+	for (unsigned int i = 0; i + 1 < nents; i++)
+		if (((uintptr_t)sg[i].addr & (g - 1)) || sg[i].len != g)
+			return false;
+	return !((uintptr_t)sg[nents - 1].addr & (g - 1)) && sg[nents - 1].len <= g;
+}
+
 int dma_sg_layout(struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned int nents, uint64_t g,
 		  uint64_t *total)
 {
@@ -504,6 +619,24 @@ unsigned int dma_sg_segments(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsign
 	unsigned int nr = 0;
 	bool mergeable = false;
 
+	if (nents > 1 && dma_sg_is_pages(dd, sg, nents, g)) {
+		/* a page list: entry i at i * g, each one mergeable with the one before */
+		for (unsigned int i = 0; i < nents; i++) {
+			uint64_t len = sg[i].len;
+
+			if (nr && seg_len + len <= dd->max_seg &&
+			    (seg_start & ~bm) == ((seg_start + seg_len + len - 1) & ~bm)) {
+				seg_len += len;
+				continue;
+			}
+			if (nr)
+				sg[nr - 1].dma_len = seg_len;
+			seg_start = iova + (uint64_t)i * g;
+			seg_len = len;
+			sg[nr++].dma_addr = seg_start;
+		}
+		goto out;
+	}
 	for (unsigned int i = 0; i < nents; i++) {
 		uint64_t off = (uintptr_t)sg[i].addr & (g - 1), len = sg[i].len;
 		uint64_t span = dg_align_up(off + len, g);
@@ -523,6 +656,7 @@ unsigned int dma_sg_segments(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsign
 		mergeable = off + len == span; /* ends on a granule boundary */
 		cur = pos + span;
 	}
+out:
 	sg[nr - 1].dma_len = seg_len;
 	for (unsigned int i = nr; i < nents; i++) {
 		sg[i].dma_addr = 0;
@@ -582,11 +716,14 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	uint64_t iova, total, cur = 0, len = 0, sub = 0, unmapped, token;
 	struct dg_pt_gather gth;
 	struct dma_rec *rec;
-	unsigned int i;
+	unsigned int i, nents_left = nents;
+	const bool pages = nents > 1 && !dd->reference && dma_sg_is_pages(dd, sg, nents, g);
 	int r;
 
 	if (nents == 1) {
 		total = dg_align_up(((uintptr_t)sg[0].addr & gm) + sg[0].len, g);
+	} else if (pages) {
+		total = (uint64_t)nents * g; /* no padding: see dma_sg_is_pages() */
 	} else {
 		r = dma_sg_layout(dd, sg, nents, g, &total);
 		if (r)
@@ -611,7 +748,24 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	if (dg_unlikely(r))
 		goto fail_iova;
 	dg_pt_gather_init(&gth);
-	for (i = 0; i < nents; i++) {
+	if (pages) {
+		/* a page list: one hint lookup per last-level table, one store per page */
+		uint64_t phys[DMA_PAGE_LIST_MAX];
+		unsigned int done;
+
+		for (i = 0; i < nents; i++) {
+			phys[i] = (uintptr_t)sg[i].addr;
+			len += sg[i].len;
+		}
+		r = pt_map_granules(sp->pt, iova, phys, nents, prot, &gth, &done);
+		if (dg_unlikely(r)) {
+			cur = (uint64_t)done * g;
+			goto fail_map;
+		}
+		sub = total - len;
+		nents_left = 0;
+	}
+	for (i = 0; i < nents_left; i++) {
 		uint64_t off = (uintptr_t)sg[i].addr & gm;
 		uint64_t span = dg_align_up(off + sg[i].len, g);
 		uint64_t pos = nents == 1 ? 0 : sg_place(cur, span, dd->boundary);

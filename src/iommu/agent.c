@@ -37,12 +37,14 @@
  *
  * Generations: a device's caches only ever hold entries of the domain its context names
  * (a context change empties them), so the 10-bit domain field of an entry's key carries a
- * cache tag (ctag) instead of the domain id: a command for another domain has nothing to
- * drop here and is skipped without a look; a page-selective command for ours touches the
- * slots of its pages (iotlb.c); a DOMAIN, GLOBAL or DEVICE flush bumps ctag, after which no
- * older entry matches a lookup, its tag compare or a range command - O(1) instead of a scan
- * of every slot. When ctag has used all 1023 values the tables are really emptied (once per
- * 1023 flushes) so an entry can never match again under a reused tag.
+ * cache tag instead of the domain id: ctag for IOTLB entries, wtag for walk-cache entries. A
+ * command for another domain has nothing to drop here and is skipped without a look; a
+ * page-selective command for ours touches the slots of its pages (iotlb.c); a DOMAIN, GLOBAL
+ * or DEVICE flush bumps both tags (a leaf-only DOMAIN command, DG_INVAL_LEAF, only ctag: the
+ * table pages are unchanged), after which no older entry matches a lookup, its tag compare
+ * or a range command - O(1) instead of a scan of every slot. When a tag has used all 1023
+ * values its table is really emptied (once per 1023 flushes) so an entry can never match
+ * again under a reused tag.
  */
 #include "iommu/iommu_internal.h"
 
@@ -79,6 +81,7 @@ int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
 	dev->mode = DG_CTX_BLOCKED;
 	dev->did = 0;
 	dev->ctag = 0;
+	dev->wtag = 0;
 	dev->dom = NULL;
 	dev->hot = dev->ident;
 	dev->tag = IOTLB_PERM_MASK;
@@ -112,6 +115,7 @@ static void load_context(struct dg_device *dev)
 		dev->dom = dom;
 		dev->did = dom->id;
 		dev->ctag = 1;
+		dev->wtag = 1;
 		dev->tag = (uint64_t)dev->ctag << IOTLB_DID_SHIFT | IOTLB_PERM_MASK;
 		iotlb_configure(&dev->iotlb, dom->pgsize_bitmap);
 		wc_configure(&dev->wc, dom->wc_depths, dom->wc_shift);
@@ -120,6 +124,7 @@ static void load_context(struct dg_device *dev)
 		dev->dom = NULL;
 		dev->did = 0;
 		dev->ctag = 0;
+		dev->wtag = 0;
 		dev->tag = IOTLB_PERM_MASK; /* tag 0: the identity entries */
 		iotlb_configure(&dev->iotlb, 0);
 		wc_configure(&dev->wc, 0, NULL);
@@ -127,24 +132,34 @@ static void load_context(struct dg_device *dev)
 	}
 }
 
-/* Drop every cached entry: a new generation (see the preamble). */
-static void retag(struct dg_device *dev)
+/*
+ * Drop every cached translation, and unless @leaf every walk-cache entry too: a new
+ * generation of the IOTLB's tag and, unless @leaf, of the walk cache's (see the preamble).
+ */
+static void retag(struct dg_device *dev, bool leaf)
 {
 	if (dev->mode != DG_CTX_TRANSLATE)
 		return; /* nothing is cached outside translation */
 	if (dev->ctag == IOTLB_DID_MASK) {
 		iotlb_flush(&dev->iotlb);
-		wc_flush(&dev->wc);
 		dev->ctag = 1;
 	} else {
 		dev->ctag++;
 	}
 	dev->tag = (uint64_t)dev->ctag << IOTLB_DID_SHIFT | IOTLB_PERM_MASK;
+	if (leaf)
+		return;
+	if (dev->wtag == IOTLB_DID_MASK) {
+		wc_flush(&dev->wc);
+		dev->wtag = 1;
+	} else {
+		dev->wtag++;
+	}
 }
 
 static void flush_all(struct dg_device *dev)
 {
-	retag(dev);
+	retag(dev, false);
 	stat_inc(&dev->st_flushes, 1);
 }
 
@@ -159,11 +174,11 @@ static void apply(struct dg_device *dev, const struct inv_cmd *c)
 		last = c->iova + ((1ull << c->order) - 1);
 		iotlb_inval_range(&dev->iotlb, dev->ctag, c->iova, last);
 		if (!c->leaf)
-			wc_inval_range(&dev->wc, dev->ctag, c->iova, last);
+			wc_inval_range(&dev->wc, dev->wtag, c->iova, last);
 		break;
 	case INV_OP_DOMAIN:
 		if (c->id == dev->did)
-			retag(dev);
+			retag(dev, c->leaf);
 		break;
 	case INV_OP_GLOBAL:
 		flush_all(dev);

@@ -6,8 +6,9 @@
  * A wait for seq S completes when the batch holding S has been published and every online
  * device has acknowledged S (agent.c). Completion is then recorded by one memory write,
  * `completed` (the VT-d wait descriptor's status write), which every later wait for S' <= S
- * reads first: back-to-back and concurrent waits coalesce. Waiters spin with a pause, then
- * yield; a device never has to be woken (it acknowledges at its own quiescent points).
+ * reads first: back-to-back and concurrent waits coalesce. Waiters spin with a pause for
+ * WAIT_SPIN_NS, then yield now and then; a device never has to be woken (it acknowledges at
+ * its own quiescent points).
  *
  * Offline devices are skipped, but only through an RMW on their slot (see agent.c for why
  * that, and not a load, keeps the skip safe against the device coming back online).
@@ -26,6 +27,16 @@
 #include <sched.h>
 #include <stdarg.h>
 #include <string.h>
+
+/*
+ * A waiter spins (with a pause) for WAIT_SPIN_NS before it starts yielding the CPU between
+ * scans: a device acknowledges at its next quiescent point, normally well under a
+ * microsecond away, and a sched_yield() costs about as much as a whole wait (it is a system
+ * call, and in a paravirtualized guest a costly one). The clock is read once every
+ * WAIT_CLOCK_EVERY scans.
+ */
+#define WAIT_SPIN_NS	 20000
+#define WAIT_CLOCK_EVERY 64
 
 static struct dg_domain *find_domain(struct dg_iommu *mmu, uint32_t id)
 {
@@ -89,7 +100,7 @@ static int validate(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint32_t
 			*slots = count_blocks(c->iova, last);
 		return 0;
 	case DG_INVAL_DOMAIN:
-		if (c->flags)
+		if (c->flags & ~DG_INVAL_LEAF)
 			return -EINVAL;
 		return find_domain(mmu, c->domain) ? 0 : -ENOENT;
 	case DG_INVAL_GLOBAL:
@@ -348,17 +359,16 @@ int dg_inval_wait(struct dg_iommu *mmu, uint64_t seq)
 		}
 		if (completed_at_least(mmu, seq))
 			return 0; /* another waiter saw it complete */
-		if (++spins < 64) {
-			dg_cpu_relax();
-			continue;
-		}
-		sched_yield();
-		if (spins % 16)
+		dg_cpu_relax();
+		if (++spins % WAIT_CLOCK_EVERY)
 			continue;
 		now = dg_now_ns();
-		if (!start) {
+		if (!start)
 			start = now;
-		} else if (now - start >= mmu->cfg.wait_timeout_ns) {
+		if (now - start < WAIT_SPIN_NS)
+			continue;
+		sched_yield();
+		if (now - start >= mmu->cfg.wait_timeout_ns) {
 			atomic_fetch_add_explicit(&ws->timeouts, 1, memory_order_relaxed);
 			report_timeout(mmu, seq, now - start);
 			return -ETIMEDOUT;

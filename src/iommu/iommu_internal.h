@@ -80,8 +80,9 @@ struct dg_device {
 	uint64_t acked;	       /* device: last value stored into slot->ack (without the flag) */
 	uint32_t mode;	       /* device: cached context mode */
 	uint32_t did;	       /* device: cached domain id (0 unless translated) */
-	uint32_t ctag;	       /* device: tag of the entries made now (1..IOTLB_DID_MASK, see
-				  agent.c "generations"); 0 unless translated */
+	uint32_t ctag;	       /* device: tag of the IOTLB entries made now (1..IOTLB_DID_MASK,
+				  see agent.c "generations"); 0 unless translated */
+	uint32_t wtag;	       /* device: the same for walk-cache entries */
 	struct dg_domain *dom; /* device: cached domain; not dereferenced once stale */
 	struct walk_cache wc;  /* device */
 	/* Counters: the device writes them (relaxed load + store), anyone reads. */

@@ -843,6 +843,59 @@ int pt_map_granule(struct dg_pt *pt, uint64_t iova, uint64_t phys, unsigned int 
 	return dg_pt_map(pt, iova, phys, pt->geo.granule, prot, gather);
 }
 
+int pt_map_granules(struct dg_pt *pt, uint64_t iova, const uint64_t *phys, unsigned int n,
+		    unsigned int prot, struct dg_pt_gather *gather, unsigned int *done)
+{
+	const uint64_t g = pt->geo.granule;
+	unsigned int i = 0;
+	int r;
+
+	if (dg_likely(pt->granule_fast && !(prot & ~DG_PROT_ALL) &&
+		      (prot & (DG_PROT_READ | DG_PROT_WRITE)) && gather && n &&
+		      iova >= pt->iova_base && iova - pt->iova_base < pt->va_limit &&
+		      (uint64_t)n <= (pt->va_limit - (iova - pt->iova_base)) / g &&
+		      !((iova - pt->iova_base) & pt->granule_mask))) {
+		const uint64_t tmpl = pt->leaf_tmpl[prot][pt->depth - 1];
+		const uint64_t span = pt->leaf_index_mask + 1; /* granules per last-level table */
+
+		while (i < n) {
+			const uint64_t va = iova - pt->iova_base + (uint64_t)i * g;
+			const uint64_t idx = (va >> pt->leaf_shift) & pt->leaf_index_mask;
+			_Atomic uint64_t *table = pt_hint_get(pt, va);
+			unsigned int m = n - i;
+
+			if (!table && !(table = pt_granule_table(pt, va, true)))
+				break; /* no memory, or a larger leaf there: the general path says */
+			if (m > span - idx)
+				m = (unsigned int)(span - idx);
+			for (unsigned int k = 0; k < m; k++) {
+				const uint64_t pa = phys[i + k];
+
+				if (dg_unlikely((pa & pt->granule_mask) || pa >= pt->oa_limit ||
+						atomic_load_explicit(&table[idx + k],
+								     memory_order_relaxed))) {
+					i += k;
+					goto slow; /* the general path refuses it as it should */
+				}
+				/* Release: pairs with the acquire loads of walkers (pt_map_va). */
+				atomic_store_explicit(&table[idx + k], pt_oa_encode(pt, pa) | tmpl,
+						      memory_order_release);
+			}
+			i += m;
+		}
+	}
+slow:
+	for (; i < n; i++) {
+		r = pt_map_granule(pt, iova + (uint64_t)i * g, phys[i], prot, gather);
+		if (r) {
+			*done = i;
+			return r;
+		}
+	}
+	*done = n;
+	return 0;
+}
+
 int pt_unmap_granule(struct dg_pt *pt, uint64_t iova, struct dg_pt_gather *gather)
 {
 	const uint64_t va = iova - pt->iova_base;

@@ -20,6 +20,14 @@
 int pt_map_granule(struct dg_pt *pt, uint64_t iova, uint64_t phys, unsigned int prot,
 		   struct dg_pt_gather *gather);
 
+/*
+ * pt_map_granule() of @n consecutive granules from @iova, the i-th to @phys[i] (a page list:
+ * a scatter-gather list of whole pages). One hint lookup per last-level table the range
+ * crosses, then one store per granule. Returns 0, or the error of the first granule that
+ * failed with *done set to the granules mapped before it (the caller undoes those).
+ */
+int pt_map_granules(struct dg_pt *pt, uint64_t iova, const uint64_t *phys, unsigned int n,
+		    unsigned int prot, struct dg_pt_gather *gather, unsigned int *done);
 /* dg_pt_unmap(pt, iova, granule, gather, &unmapped) without the count. Any thread, as
  * dg_pt_unmap. */
 int pt_unmap_granule(struct dg_pt *pt, uint64_t iova, struct dg_pt_gather *gather);

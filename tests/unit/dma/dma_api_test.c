@@ -519,6 +519,59 @@ static void test_sg_mixed(void **state)
 	}
 }
 
+/*
+ * Page lists (whole aligned pages, the last may be shorter: a TSO send) take the one-store-
+ * per-page path: the device reads every byte where it should, the segments merge up to the
+ * device's limits exactly as for any list, and a list longer than the short path takes
+ * (DMA_PAGE_LIST_MAX) behaves the same through the general one.
+ */
+static void test_sg_pages(void **state)
+{
+	uint8_t *mem = page_alloc(80 * 4096);
+	struct dg_dma_sg sg[70];
+	unsigned int nr;
+
+	(void)state;
+	for (unsigned int k = 0; k < 80 * 4096; k++)
+		mem[k] = (uint8_t)(k * 13 + (k >> 12));
+	for (unsigned int round = 0; round < 3; round++) {
+		struct dg_dma_dev_config c;
+		unsigned int n = round == 2 ? 70 : 17;
+		struct t t;
+
+		dg_dma_dev_config_init(&c);
+		c.policy = DG_DMA_STRICT;
+		if (round == 1) {
+			c.max_seg_size = 8192;
+			c.seg_boundary = 16383;
+		}
+		setup_dev(&t, DG_DMA_STRICT, &c);
+		for (unsigned int i = 0; i < n; i++) /* shuffled pages, last one 1000 bytes */
+			sg[i] = (struct dg_dma_sg){.addr = mem + ((i * 37) % 80) * 4096,
+						   .len = i + 1 == n ? 1000 : 4096};
+		assert_int_equal(dg_dma_map_sg(t.dd, sg, n, DG_DMA_TO_DEVICE, 0, &nr), 0);
+		check_sg_bytes(&t, sg, n, nr);
+		if (round == 1) {
+			for (unsigned int i = 0; i < nr; i++) {
+				uint64_t a = sg[i].dma_addr, e = a + sg[i].dma_len - 1;
+
+				assert_true(sg[i].dma_len <= 8192);
+				assert_int_equal(a & ~16383ull, e & ~16383ull);
+			}
+			assert_int_equal(nr, 9);
+		} else {
+			assert_int_equal(nr, round == 2 ? 5 : 2); /* 64 KiB segments */
+			assert_int_equal(sg[0].dma_len, 65536);
+		}
+		for (unsigned int i = 1; i < nr; i++)
+			assert_int_equal(sg[i].dma_addr, sg[i - 1].dma_addr + sg[i - 1].dma_len);
+		assert_int_equal(dg_dma_unmap_sg(t.dd, sg, n, DG_DMA_TO_DEVICE, 0, NULL), 0);
+		assert_int_equal(stats(t.dd).live, 0);
+		teardown_dev(&t);
+	}
+	free(mem);
+}
+
 static void test_sg_limits(void **state)
 {
 	struct dg_dma_dev_config c;
@@ -944,6 +997,46 @@ static void test_batch(void **state)
 	dg_dma_batch_begin(t.dd, &b);
 	assert_int_equal(dg_dma_batch_end(&b), 0);
 	assert_int_equal(dg_dma_batch_end(NULL), -EINVAL);
+
+	/*
+	 * Submitted early: the pages are gone from the table at once, the IOVAs stay the
+	 * batch's (maps meanwhile get others), unmaps after the submit join the same end, and
+	 * the end waits once for everything.
+	 */
+	for (unsigned int i = 0; i < 8; i++)
+		assert_int_equal(dg_dma_map_single(t.dd, buf + i * 4096 + 64, 1500,
+						   DG_DMA_FROM_DEVICE, 0, &dma[i]),
+				 0);
+	s0 = stats(t.dd);
+	dg_dma_batch_begin(t.dd, &b);
+	for (unsigned int i = 0; i < 4; i++)
+		assert_int_equal(dg_dma_unmap_single(t.dd, dma[i], 1500, DG_DMA_FROM_DEVICE, 0, &b),
+				 0);
+	assert_int_equal(dg_dma_batch_submit(&b), 0);
+	assert_int_equal(dg_dma_batch_submit(&b), 0); /* nothing new: nothing submitted */
+	for (unsigned int i = 0; i < 4; i++) {
+		assert_int_equal(dg_dev_read(t.dev, dma[i], got, 1), -EFAULT);
+		assert_int_equal(dg_dma_map_single(t.dd, buf + (50 + i) * 4096, 64,
+						   DG_DMA_TO_DEVICE, 0, &dma[50 + i]),
+				 0);
+		for (unsigned int j = 0; j < 4; j++)
+			assert_int_not_equal(dma[50 + i] & ~4095ull, dma[j] & ~4095ull);
+	}
+	for (unsigned int i = 4; i < 8; i++)
+		assert_int_equal(dg_dma_unmap_single(t.dd, dma[i], 1500, DG_DMA_FROM_DEVICE, 0, &b),
+				 0);
+	s1 = stats(t.dd);
+	assert_int_equal(s1.inval_waits - s0.inval_waits, 0);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	s1 = stats(t.dd);
+	assert_int_equal(s1.inval_waits - s0.inval_waits, 1);
+	assert_int_equal(s1.live, 4);
+	for (unsigned int i = 0; i < 8; i++)
+		assert_int_equal(dg_dev_read(t.dev, dma[i], got, 1), -EFAULT);
+	for (unsigned int i = 0; i < 4; i++)
+		assert_int_equal(
+			dg_dma_unmap_single(t.dd, dma[50 + i], 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_batch_submit(NULL), -EINVAL);
 	teardown_dev(&t);
 
 	/* bounce frees its slots at the batch end, with no invalidation at all */
@@ -1328,6 +1421,7 @@ int main(void)
 		cmocka_unit_test(test_mask32_and_exhaustion),
 		cmocka_unit_test(test_fail_hooks),
 		cmocka_unit_test(test_sg_mixed),
+		cmocka_unit_test(test_sg_pages),
 		cmocka_unit_test(test_sg_limits),
 		cmocka_unit_test(test_bounce_subpage),
 		cmocka_unit_test(test_bounce_sync_and_limits),

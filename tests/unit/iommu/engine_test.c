@@ -821,7 +821,7 @@ static void test_bad_commands(void **state)
 		{{.type = DG_INVAL_PAGE, .domain = 1, .iova = 0x1000, .size = 2 * K4}, -EINVAL},
 		{{.type = DG_INVAL_PAGE, .domain = 1, .iova = 0, .size = 0x800}, -EINVAL},
 		{{.type = DG_INVAL_DOMAIN, .domain = 5000}, -ENOENT},
-		{{.type = DG_INVAL_DOMAIN, .domain = 1, .flags = DG_INVAL_LEAF}, -EINVAL},
+		{{.type = DG_INVAL_DOMAIN, .domain = 1, .flags = 2}, -EINVAL},
 		{{.type = DG_INVAL_GLOBAL, .flags = 1}, -EINVAL},
 		{{.type = DG_INVAL_DEVICE, .rid = 99}, -ENODEV},
 		{{.type = DG_INVAL_CONTEXT, .rid = 99}, -ENODEV},
@@ -1089,6 +1089,49 @@ static void test_held_translations(void **state)
 	dg_iommu_destroy(mmu);
 }
 
+/*
+ * dg_dev_quiesce_if_pending(): with nothing queued it changes nothing (held translations
+ * stay held, so a command applied by a later call is not acknowledged behind the caller's
+ * back); with something queued it quiesces, acknowledges and says so.
+ */
+static void test_quiesce_if_pending(void **state)
+{
+	struct dg_iommu *mmu = mk_iommu(0, 0);
+	struct dg_domain *dom = mk_vtd(mmu);
+	struct dg_device *dev = dg_device_create(mmu, 1);
+	struct dg_inval_cmd c = {.type = DG_INVAL_RANGE, .domain = 1, .iova = 0x10000, .size = K4};
+	struct dg_sg ring[1], sg[1];
+	unsigned int nr;
+	uint64_t seq;
+
+	(void)state;
+	assert_int_equal(dg_device_attach(dev, dom), 0);
+	map(dom, 0x10000, 0x10000, K4, RW); /* the "ring" the device keeps */
+	map(dom, 0x20000, 0x20000, K4, RW); /* a buffer */
+	assert_int_equal(dg_dev_translate(dev, 0x10000, 64, DG_ACCESS_READ, ring, 1, &nr), 0);
+	assert_false(dg_dev_quiesce_if_pending(dev)); /* nothing queued: the ring stays held */
+	assert_int_equal(dg_inval_submit(mmu, &c, 1, &seq), 0);
+	/* The next DMA applies the command but must not acknowledge: the ring is in use. */
+	assert_int_equal(dg_dev_translate(dev, 0x20000, 64, DG_ACCESS_WRITE, sg, 1, &nr), 0);
+	assert_false(cached(dev, 0x10000));
+	assert_false(dg_inval_done(mmu, seq));
+	assert_true(dg_dev_quiesce_if_pending(dev)); /* applied: translate the ring again */
+	assert_true(dg_inval_done(mmu, seq));
+	assert_false(dg_dev_quiesce_if_pending(dev));
+	/* Queued and not yet applied by any call: applied and acknowledged here. */
+	assert_int_equal(dg_dev_translate(dev, 0x10000, 64, DG_ACCESS_READ, ring, 1, &nr), 0);
+	c.iova = 0x20000;
+	assert_int_equal(dg_inval_submit(mmu, &c, 1, &seq), 0);
+	assert_false(dg_inval_done(mmu, seq));
+	assert_true(dg_dev_quiesce_if_pending(dev));
+	assert_true(dg_inval_done(mmu, seq));
+	dg_dev_offline(dev);
+	assert_int_equal(dg_device_block(dev), 0);
+	dg_device_destroy(dev);
+	assert_int_equal(dg_domain_destroy(dom), 0);
+	dg_iommu_destroy(mmu);
+}
+
 /* Switching domains under a device: from the wait on, only the new domain's mappings. */
 static void test_context_switch(void **state)
 {
@@ -1238,6 +1281,28 @@ static void test_walk_cache_use(void **state)
 	dg_dev_stats(dev, &b);
 	assert_int_equal(b.walks - a.walks, 1);
 	assert_int_equal(b.walk_cache_hits - a.walk_cache_hits, 0);
+	/* A leaf-only domain flush drops every translation but keeps the walk cache... */
+	for (unsigned int p = 0; p < 64; p++)
+		assert_int_equal(
+			dg_dev_translate(dev, 0x100000 + p * K4, 1, DG_ACCESS_READ, sg, 1, &nr), 0);
+	dg_dev_quiesce(dev);
+	submit1(mmu, (struct dg_inval_cmd){
+			     .type = DG_INVAL_DOMAIN, .domain = 1, .flags = DG_INVAL_LEAF});
+	dg_dev_stats(dev, &a);
+	for (unsigned int p = 0; p < 64; p++)
+		assert_int_equal(
+			dg_dev_translate(dev, 0x100000 + p * K4, 1, DG_ACCESS_READ, sg, 1, &nr), 0);
+	dg_dev_stats(dev, &b);
+	assert_int_equal(b.iotlb_misses - a.iotlb_misses, 64);
+	assert_int_equal(b.walk_cache_hits - a.walk_cache_hits, 64);
+	/* ...and a full one drops both. */
+	dg_dev_quiesce(dev);
+	submit1(mmu, (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = 1});
+	dg_dev_stats(dev, &a);
+	assert_int_equal(dg_dev_translate(dev, 0x100000, 1, DG_ACCESS_READ, sg, 1, &nr), 0);
+	dg_dev_stats(dev, &b);
+	assert_int_equal(b.iotlb_misses - a.iotlb_misses, 1);
+	assert_int_equal(b.walk_cache_hits - a.walk_cache_hits, 0);
 	assert_int_equal(iotlb_check(&dev->iotlb, stderr), 0);
 	assert_int_equal(dg_device_block(dev), 0);
 	dg_device_destroy(dev);
@@ -1266,6 +1331,7 @@ int main(void)
 		cmocka_unit_test(test_lap),
 		cmocka_unit_test(test_timeout_recovery),
 		cmocka_unit_test(test_held_translations),
+		cmocka_unit_test(test_quiesce_if_pending),
 		cmocka_unit_test(test_context_switch),
 		cmocka_unit_test(test_reference_mode),
 		cmocka_unit_test(test_long_copies),

@@ -1072,6 +1072,83 @@ static void test_gather_and_stale_walk(void **state)
 }
 
 /*
+ * pt_map_granules(): a page list mapped across a last-level table boundary equals the model;
+ * a granule it cannot map (slot taken, bad address) stops it there with the error dg_pt_map
+ * gives and *done = the granules mapped before it, which stay mapped.
+ */
+static void test_map_granules(void **state)
+{
+	(void)state;
+	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
+		struct dg_pt *pt = create(&cfgs[c]);
+		struct pt_model m;
+		struct dg_pt_gather g;
+		uint64_t base, limit, sizes[8], s, span, a, bytes, phys[12];
+		unsigned int last = pt->depth - 1, n = 12, done = 99;
+
+		sizes_of(pt, sizes);
+		s = sizes[0];
+		in_range(pt, &base, &limit);
+		pt_model_init(&m, pt);
+		span = last ? dg_pt_table_span(pt, last) : limit - base;
+		a = base + 2 * span - 5 * s; /* granules 0..4 in one table, 5..11 in the next */
+		if (a < base || a + n * s > limit)
+			a = base;
+		for (unsigned int i = 0; i < n; i++)
+			phys[i] = (5 * i + 1) * s;
+		dg_pt_gather_init(&g);
+		assert_int_equal(pt_map_granules(pt, a, phys, n, RW, &g, &done), 0);
+		assert_int_equal(done, n);
+		for (unsigned int i = 0; i < n; i++)
+			assert_int_equal(pt_model_map(&m, a + i * s, phys[i], s, RW), 0);
+		check_ok(pt, &m);
+		assert_int_equal(dg_pt_unmap(pt, a, n * s, &g, &bytes), 0);
+		assert_int_equal(pt_model_unmap(&m, a, n * s, &bytes), 0);
+		dg_pt_gather_release(pt, &g);
+		check_ok(pt, &m);
+
+		/* a slot already taken: stops there */
+		assert_int_equal(pt_map_granule(pt, a + 7 * s, 3 * s, DG_PROT_READ, &g), 0);
+		assert_int_equal(pt_model_map(&m, a + 7 * s, 3 * s, s, DG_PROT_READ), 0);
+		assert_int_equal(pt_map_granules(pt, a, phys, n, RW, &g, &done), -EEXIST);
+		assert_int_equal(done, 7);
+		for (unsigned int i = 0; i < 7; i++)
+			assert_int_equal(pt_model_map(&m, a + i * s, phys[i], s, RW), 0);
+		check_ok(pt, &m);
+		assert_int_equal(dg_pt_unmap(pt, a, n * s, &g, &bytes), 0);
+		assert_int_equal(pt_model_unmap(&m, a, n * s, &bytes), 0);
+		dg_pt_gather_release(pt, &g);
+
+		/* a misaligned address, then one beyond the output size */
+		phys[3] = s + 1;
+		assert_int_equal(pt_map_granules(pt, a, phys, n, RW, &g, &done), -EINVAL);
+		assert_int_equal(done, 3);
+		for (unsigned int i = 0; i < 3; i++)
+			assert_int_equal(pt_model_map(&m, a + i * s, phys[i], s, RW), 0);
+		check_ok(pt, &m);
+		phys[3] = 1ull << pt->geo.oas;
+		assert_int_equal(pt_map_granules(pt, a + 3 * s, phys + 3, n - 3, RW, &g, &done),
+				 -ERANGE);
+		assert_int_equal(done, 0);
+		/* bad arguments: the general path's errors, nothing mapped */
+		assert_int_equal(pt_map_granules(pt, a + 3 * s, phys, 1, 0, &g, &done), -EINVAL);
+		assert_int_equal(pt_map_granules(pt, a + 3 * s + 1, phys, 1, RW, &g, &done),
+				 -EINVAL);
+		assert_int_equal(pt_map_granules(pt, limit, phys, 1, RW, &g, &done), -ERANGE);
+		assert_int_equal(pt_map_granules(pt, a, phys, 0, RW, &g, &done), 0);
+		assert_int_equal(done, 0);
+		check_ok(pt, &m);
+		assert_int_equal(dg_pt_unmap(pt, a, 3 * s, &g, &bytes), 0);
+		assert_int_equal(pt_model_unmap(&m, a, 3 * s, &bytes), 0);
+		dg_pt_gather_release(pt, &g);
+		check_ok(pt, &m);
+		drain(pt);
+		pt_model_fini(&m);
+		dg_pt_destroy(pt);
+	}
+}
+
+/*
  * The last-leaf-table hint and the one-granule paths (pt_fast.h): they give dg_pt_map's and
  * dg_pt_unmap's results and errors; the hint is used inside its table (one entry touched,
  * same table as a walk finds) and never after the table was unlinked - by an unmap covering
@@ -1416,6 +1493,7 @@ int main(void)
 		cmocka_unit_test(test_enomem),
 		cmocka_unit_test(test_gather_and_stale_walk),
 		cmocka_unit_test(test_hint_granule),
+		cmocka_unit_test(test_map_granules),
 		cmocka_unit_test(test_check_catches),
 		cmocka_unit_test(test_restricted_sizes),
 		cmocka_unit_test(test_lpae_sweep),
