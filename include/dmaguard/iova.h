@@ -24,7 +24,11 @@
  *
  * Concurrency contract: every function except create/destroy may be called from any number of
  * threads at once. Allocation and free through the magazines take one per-CPU-slot lock that
- * is uncontended unless two threads share a slot; the tree has one lock. dg_iova_get_stats()
+ * is uncontended unless two threads share a slot (a free validates the range without any
+ * other lock: one compare-exchange); the tree has one lock.
+ * Memory: tree nodes of allocations are kept for reuse once freed and given back to the system
+ * by dg_iova_destroy() (lock-free readers may still look at them); a space with magazines
+ * allocates a loaded magazine (about 1 KiB) per slot, size class and zone at creation. dg_iova_get_stats()
  * is a snapshot that is exact when no other call is running. dg_iova_check() and dg_iova_dump()
  * take every lock and see a consistent state.
  *

@@ -4,26 +4,35 @@
  *
  *      dg_iova_alloc                               dg_iova_free
  *           |                                           |
- *           | cacheable size, limit maps to a zone      | index lookup: LIVE, right size?
- *           v                                           v       (shard lock, O(1))
+ *           | cacheable size, limit maps to a zone      | lock-free index lookup, then one
+ *           v                                           v compare-exchange LIVE -> CACHED
  *   per-CPU magazines --- depot (full magazines) <--- push (cacheable) | tree (other)
  *           | miss                                          |
  *           v                                               v
  *   augmented AVL tree: highest fit below the limit, O(log n) worst case (tree lock)
  *
+ * The hit paths (alloc_fast, dg_iova_free) take this thread's slot lock and nothing else, call
+ * nothing, and tail-call a slow path for anything unusual: about 46 + 53 instructions for an
+ * alloc+free pair (docs/iova.md).
+ *
  * Invariants (dg_iova_check() verifies all of them):
  *  - The tree holds every range that is not free: live and cached allocations (ALLOC nodes),
  *    reserved ranges, and the anchor at end + 1. Ranges are disjoint and inside the space;
  *    each node's gap is the free space below it; subtree fields are exact (iova_tree.c).
- *  - With magazines, every ALLOC node is in the live-range index (iova_index.c) and its state
- *    is LIVE (with the granules asked for) or CACHED; a CACHED node is in exactly one magazine,
- *    of its size class and zone; LIVE nodes are in none.
- *  - Without magazines (DG_IOVA_CFG_NO_MAGAZINES or the Linux reference) every ALLOC node is
- *    LIVE and a free finds its node by a tree descent under the tree lock.
+ *  - With magazines, every cacheable ALLOC node (IOVA_INDEXED) is in the live-range index
+ *    (iova_index.c) under its first byte, and its state (iova_priv.h) is LIVE with the granules
+ *    asked for, or CACHED; a CACHED node is in exactly one magazine, of its size class and
+ *    zone; LIVE nodes are in none. Other ALLOC nodes are not indexed, are LIVE and keep the
+ *    granules asked for in n->npfn.
+ *  - Without magazines (DG_IOVA_CFG_NO_MAGAZINES or the Linux reference) no node is indexed, the
+ *    index stays empty, and a free finds its node by a tree descent under the tree lock.
+ *  - ALLOC nodes out of the tree are on the node free list with state 0 and are never freed
+ *    before the space (lock-free index readers may still look at them).
+ *  - Every slot has a loaded magazine in every cache of the space's zones.
  *
- * Frees are validated before anything changes: a free of a pfn no ALLOC node starts at, of a
- * node that is already CACHED, or with another size, is refused and counted, so no caller
- * mistake can put a range into a magazine twice or tear a hole into the tree.
+ * Frees are validated before anything changes: a free of an address no ALLOC node starts at,
+ * of a node that is already CACHED, or with another size, is refused and counted, so no
+ * caller mistake can put a range into a magazine twice or tear a hole into the tree.
  *
  * When the tree has no room, the magazines and the depot are flushed back to the tree and the
  * search is repeated once (like Linux's alloc_iova_fast), so -ENOSPC means the space really
@@ -115,26 +124,53 @@ static void tree_unlink(struct dg_iova_space *s, struct iova_node *x)
 	iova_tree_remove(&s->tree, x);
 }
 
+/* A node for a new ALLOC range: a recycled one (its generation carries on) or a new one. */
+static struct iova_node *node_get(struct dg_iova_space *s)
+{
+	struct iova_node *x = s->free_nodes;
+
+	if (x) {
+		s->free_nodes = x->left;
+		s->nfree_nodes--;
+		return x;
+	}
+	x = iova_malloc(s, sizeof(*x));
+	if (x) {
+		atomic_init(&x->state, 0);
+		atomic_init(&x->hkey, UINT64_MAX);
+		atomic_init(&x->hnext, NULL);
+	}
+	return x;
+}
+
+/* An ALLOC node out of the tree (and the index): kept for reuse, never freed before the
+ * space, because lock-free index readers may still look at it (iova_index.c). Tree lock. */
+static void node_put(struct dg_iova_space *s, struct iova_node *x)
+{
+	uint64_t st = atomic_load_explicit(&x->state, memory_order_relaxed);
+
+	/* Relaxed: nobody's compare-exchange can succeed on a node that is not LIVE. */
+	atomic_store_explicit(&x->state, st & ~IOVA_ST_LOW, memory_order_relaxed);
+	x->left = s->free_nodes;
+	s->free_nodes = x;
+	s->nfree_nodes++;
+}
+
 void iova_release_cached(struct dg_iova_space *s, struct iova_node **nodes, unsigned int n)
 {
-	for (unsigned int i = 0; i < n; i++) {
-		struct iova_index_shard *sh = iova_index_shard(s, nodes[i]->lo);
-
-		dg_spin_lock(&sh->lock);
-		iova_index_remove(s, sh, nodes[i]);
-		dg_spin_unlock(&sh->lock);
-	}
 	pthread_mutex_lock(&s->tree_lock);
 	for (unsigned int i = 0; i < n; i++) {
+		iova_index_remove(s, nodes[i]);
 		iova_tree_op_begin(s);
 		tree_unlink(s, nodes[i]);
 		iova_tree_op_end(s);
+		node_put(s, nodes[i]);
 	}
 	store_relaxed(&s->st_tree_frees, load_relaxed(&s->st_tree_frees) + n);
 	pthread_mutex_unlock(&s->tree_lock);
-	for (unsigned int i = 0; i < n; i++)
-		free(nodes[i]);
 }
+
+static _Atomic uint64_t next_space_id;
 
 struct dg_iova_space *dg_iova_create(const struct dg_iova_config *cfg)
 {
@@ -182,12 +218,15 @@ struct dg_iova_space *dg_iova_create(const struct dg_iova_config *cfg)
 	s->nslots = (unsigned int)dg_roundup_pow2(ncpus < 1    ? 1 :
 						  ncpus > 4096 ? 4096 :
 								 (uint64_t)ncpus);
+	s->slot_mask = s->nslots - 1;
 	pthread_mutex_init(&s->tree_lock, NULL);
 	iova_tree_init(&s->tree, start_pfn, &s->anchor, end_pfn + 1,
 		       s->algo == DG_IOVA_ALGO_AUGMENTED);
 	s->cached_node = s->cached32_node = &s->anchor;
 	s->max32_alloc_size = s->dma32_pfn + 1;
-	if (s->mags && (iova_index_init(s) || iova_mag_init(s))) {
+	s->id = atomic_fetch_add_explicit(&next_space_id, 1, memory_order_relaxed) + 1;
+	/* Slots and an (empty) index even without magazines: dg_iova_free() needs no test. */
+	if (iova_index_init(s) || iova_mag_init(s)) {
 		dg_iova_destroy(s);
 		errno = ENOMEM;
 		return NULL;
@@ -224,6 +263,12 @@ void dg_iova_destroy(struct dg_iova_space *s)
 	iova_mag_fini(s);
 	iova_index_fini(s);
 	free_subtree(s->tree.root);
+	while (s->free_nodes) {
+		struct iova_node *x = s->free_nodes;
+
+		s->free_nodes = x->left;
+		free(x);
+	}
 	pthread_mutex_destroy(&s->tree_lock);
 	free(s);
 }
@@ -295,11 +340,15 @@ static inline int zone_of_limit(const struct dg_iova_space *s, uint64_t lim)
 static int alloc_tree(struct dg_iova_space *s, const struct alloc_req *r, uint64_t lim,
 		      uint64_t *pfn)
 {
-	struct iova_node *x = iova_malloc(s, sizeof(*x)), *succ;
+	struct iova_node *x, *succ;
+	uint64_t gen;
 
-	if (!x)
-		return -ENOMEM;
 	pthread_mutex_lock(&s->tree_lock);
+	x = node_get(s);
+	if (!x) {
+		pthread_mutex_unlock(&s->tree_lock);
+		return -ENOMEM;
+	}
 	iova_tree_op_begin(s);
 	if (s->algo == DG_IOVA_ALGO_LINUX_REFERENCE)
 		succ = iova_linux_find_fit(s, r->len, r->align, lim, pfn);
@@ -307,28 +356,30 @@ static int alloc_tree(struct dg_iova_space *s, const struct alloc_req *r, uint64
 		succ = iova_tree_find_fit(&s->tree, r->len, r->align, lim, pfn);
 	if (!succ) {
 		iova_tree_op_end(s);
+		node_put(s, x);
 		pthread_mutex_unlock(&s->tree_lock);
-		free(x);
 		return -ENOSPC;
 	}
 	x->lo = *pfn;
 	x->len = r->len;
 	x->kind = IOVA_KIND_ALLOC;
-	x->hnext = NULL;
 	node_classify(s, x);
-	atomic_init(&x->state, IOVA_LIVE(r->npfn));
+	x->npfn = r->npfn;
+	gen = (atomic_load_explicit(&x->state, memory_order_relaxed) >> IOVA_ST_GEN_SHIFT) + 1;
+	/* Release pairs with the acquire load and compare-exchange of a free (dg_iova_free) in
+	 * another thread the caller hands the IOVA to. A new generation: a lock-free reader that
+	 * found the node in its previous life cannot validate against this one. */
+	atomic_store_explicit(&x->state,
+			      gen << IOVA_ST_GEN_SHIFT |
+				      (IOVA_INDEXED(s, x) ? IOVA_LIVE(r->npfn) : IOVA_ST_LIVE),
+			      memory_order_release);
 	iova_tree_insert_below(&s->tree, succ, x);
 	if (s->algo == DG_IOVA_ALGO_LINUX_REFERENCE)
 		iova_linux_inserted(s, x);
 	iova_tree_op_end(s);
 	store_relaxed(&s->st_tree_allocs, load_relaxed(&s->st_tree_allocs) + 1);
-	if (s->mags) {
-		struct iova_index_shard *sh = iova_index_shard(s, x->lo);
-
-		dg_spin_lock(&sh->lock);
-		iova_index_insert(s, sh, x);
-		dg_spin_unlock(&sh->lock);
-	}
+	if (IOVA_INDEXED(s, x))
+		iova_index_insert(s, x);
 	pthread_mutex_unlock(&s->tree_lock);
 	return 0;
 }
@@ -350,12 +401,10 @@ static dg_noinline int alloc_common(struct dg_iova_space *s, uint64_t size, uint
 		goto fail;
 	if (s->mags && r.order >= 0 && (zone = zone_of_limit(s, lim)) >= 0) {
 		struct iova_node *n =
-			iova_mag_alloc(s, (unsigned int)zone * IOVA_ORDERS + (unsigned int)r.order);
+			iova_mag_alloc(s, (unsigned int)zone * IOVA_ORDERS + (unsigned int)r.order,
+				       IOVA_LIVE(r.npfn));
 
 		if (dg_likely(n)) {
-			/* Release pairs with the acquire load in dg_iova_free(): the caller may
-			 * hand the IOVA to another thread, which then sees the node LIVE. */
-			atomic_store_explicit(&n->state, IOVA_LIVE(r.npfn), memory_order_release);
 			*iova = n->lo << s->shift;
 			if (node)
 				*node = n;
@@ -377,64 +426,70 @@ fail:
 	return err;
 }
 
+/* Every allocation that is not a magazine hit of alloc_fast() (six arguments: a tail call). */
+static dg_noinline int alloc_miss(struct dg_iova_space *s, uint64_t size, uint64_t limit,
+				  unsigned int flags, uint64_t *iova, uint64_t *token)
+{
+	struct iova_node *n = NULL;
+	int err = alloc_common(s, size, limit, flags, iova, true, token ? &n : NULL);
+
+	if (token)
+		*token = (uint64_t)(uintptr_t)n;
+	return err;
+}
+
 /*
- * The magazine hit path (most allocations), kept short: a size of at most the largest class,
- * a limit that maps to a zone, this thread's slot free to take, a hit. Anything else returns
- * NULL having changed nothing, and the caller tail-calls alloc_common(), which checks
- * everything and takes the slow ways; with no call on the hit path the compiler needs no
- * registers saved.
+ * The magazine hit path (most allocations), kept short: no flags, a size of at most the
+ * largest class, a limit that maps to a zone, this thread's slot free to take, a hit. Anything
+ * else is a tail call to alloc_miss(), having changed nothing, which checks everything and
+ * takes the slow ways (page-aligned requests of a power-of-two size still hit the magazines
+ * there); with no call on the hit path the compiler needs no registers saved. The node
+ * becomes LIVE under the slot lock (iova_node_set_live). @token (iova_owned.h) may be NULL.
  */
-static inline __attribute__((always_inline)) struct iova_node *
-alloc_hit(struct dg_iova_space *s, uint64_t size, uint64_t limit, unsigned int flags)
+static inline __attribute__((always_inline)) int alloc_fast(struct dg_iova_space *s, uint64_t size,
+							    uint64_t limit, unsigned int flags,
+							    uint64_t *iova, uint64_t *token)
 {
 	struct iova_slot *sl;
 	struct iova_node *n;
 	struct iova_mag *m;
-	uint64_t npfn;
-	unsigned int c, idx;
+	uint64_t x;
+	unsigned int idx;
 
 	/* mag_max_bytes is 0 without magazines, so size - 1 < 0 never holds (size 0 wraps) */
-	if (dg_unlikely(size - 1 >= s->mag_max_bytes || (flags & ~DG_IOVA_ALLOC_PAGE_ALIGN)))
-		return NULL;
-	npfn = ((size - 1) >> s->shift) + 1;
-	idx = 63 ^ (unsigned int)__builtin_clzll(2 * npfn - 1); /* the class: ceil(log2 npfn) */
-	if (dg_unlikely(flags && (npfn & (npfn - 1))))
-		return NULL; /* page aligned, not a power of two: never cached */
+	if (dg_unlikely(!iova || size - 1 >= s->mag_max_bytes || flags))
+		goto miss;
+	x = (size - 1) >> s->shift;			     /* granules - 1 */
+	idx = 63 ^ (unsigned int)__builtin_clzll(2 * x + 1); /* the class: ceil(log2 granules) */
 	if (dg_unlikely(limit < s->full_limit)) {
 		if (limit < s->dma32_limit)
-			return NULL;
+			goto miss;
 		idx += IOVA_ORDERS; /* ZONE_DMA32 */
 	}
-	c = iova_tls_slot;
-	if (dg_unlikely(!c))
-		return NULL;
-	sl = &s->slots[c & (s->nslots - 1)];
-	if (dg_unlikely(!dg_spin_trylock(&sl->lock)))
-		return NULL;
-	m = sl->cc[idx].loaded;
-	if (dg_unlikely(!m || !m->n)) {
+	if (dg_unlikely(!iova_slot_trylock(s, &sl)))
+		goto miss;
+	m = sl->cc[idx].loaded; /* never NULL (iova_mag_init) */
+	if (dg_unlikely(!m->n)) {
 		dg_spin_unlock(&sl->lock);
-		return NULL;
+		goto miss;
 	}
 	n = m->e[--m->n];
+	iova_node_set_live(n, 4 * x + IOVA_LIVE(1)); /* IOVA_LIVE(x + 1) in one instruction */
 	sl->hits++;
 	dg_spin_unlock(&sl->lock);
-	/* Release pairs with the acquire load in dg_iova_free(): the caller may hand the IOVA to
-	 * another thread, which then sees the node LIVE. */
-	atomic_store_explicit(&n->state, IOVA_LIVE_SIZE(s, size), memory_order_release);
-	return n;
+	/* the key is the first byte; relaxed: the node is ours (LIVE, set by us) */
+	*iova = atomic_load_explicit(&n->hkey, memory_order_relaxed);
+	if (token)
+		*token = (uint64_t)(uintptr_t)n;
+	return 0;
+miss:
+	return alloc_miss(s, size, limit, flags, iova, token);
 }
 
 int dg_iova_alloc(struct dg_iova_space *s, uint64_t size, uint64_t limit, unsigned int flags,
 		  uint64_t *iova)
 {
-	struct iova_node *n;
-
-	if (dg_likely(iova) && (n = alloc_hit(s, size, limit, flags))) {
-		*iova = n->lo << s->shift;
-		return 0;
-	}
-	return alloc_common(s, size, limit, flags, iova, true, NULL);
+	return alloc_fast(s, size, limit, flags, iova, NULL);
 }
 
 int dg_iova_alloc_prefer32(struct dg_iova_space *s, uint64_t size, uint64_t limit,
@@ -457,81 +512,105 @@ static int bad_free(struct dg_iova_space *s, int err)
 	return err;
 }
 
-/* Without magazines: find, validate and remove under the tree lock. */
-static int free_tree(struct dg_iova_space *s, uint64_t pfn, uint64_t npfn)
+/* A node that is not indexed: find, validate and remove it (tree lock held). 0 or an errno;
+ * on success *out is the node, out of the tree, for the caller to put. */
+static int free_unindexed(struct dg_iova_space *s, uint64_t pfn, uint64_t npfn,
+			  struct iova_node **out)
 {
 	struct iova_node *n;
+	uint64_t st;
 	int err = 0;
 
-	pthread_mutex_lock(&s->tree_lock);
 	iova_tree_op_begin(s);
 	n = iova_tree_floor(&s->tree, pfn);
-	if (!n || n->lo != pfn || n->kind != IOVA_KIND_ALLOC)
-		err = -ENOENT;
-	else if (atomic_load_explicit(&n->state, memory_order_relaxed) != IOVA_LIVE(npfn))
-		err = -EINVAL;
-	else
-		tree_unlink(s, n);
+	if (!n || n->lo != pfn || n->kind != IOVA_KIND_ALLOC || IOVA_INDEXED(s, n)) {
+		err = -ENOENT; /* an indexed node starting here would have been found */
+	} else {
+		st = atomic_load_explicit(&n->state, memory_order_relaxed);
+		if (!(st & IOVA_ST_LIVE))
+			err = -ENOENT;
+		else if (n->npfn != npfn)
+			err = -EINVAL;
+		else
+			tree_unlink(s, n);
+	}
 	iova_tree_op_end(s);
-	if (!err)
+	if (!err) {
 		store_relaxed(&s->st_tree_frees, load_relaxed(&s->st_tree_frees) + 1);
+		*out = n;
+	}
+	return err;
+}
+
+/* Push the CACHED node @n into slot @sl (locked); unlocks it. Without memory for a magazine
+ * the node goes to the tree. */
+static void push_locked(struct dg_iova_space *s, struct iova_slot *sl, struct iova_node *n)
+{
+	struct iova_mag *m = sl->cc[n->cc_idx].loaded;
+
+	if (dg_likely(m->n < DG_IOVA_MAG_SIZE)) {
+		m->e[m->n++] = n;
+		dg_spin_unlock(&sl->lock);
+		return;
+	}
+	if (!iova_mag_free_slow(s, sl, n)) { /* unlocks */
+		count_event(&s->st_user_tree_frees);
+		iova_release_cached(s, &n, 1);
+	}
+}
+
+/*
+ * Every free that is not a lock-free magazine push: invalid arguments, no magazines, a range
+ * that is not cacheable, the index hiding a node from the lock-free lookup, a free that is
+ * refused. Under the tree lock the index cannot change, so the lookup is exact and decides;
+ * the LIVE -> CACHED transition is then made under this thread's slot lock alone (no spinlock
+ * is ever held across the tree mutex), with the compare-exchange against the state word read
+ * under the tree lock: if the node changed in between (another free won, or it was even
+ * reused: a new generation), the compare-exchange fails and the lookup is made again.
+ */
+static dg_noinline int free_slow(struct dg_iova_space *s, uint64_t iova, uint64_t size)
+{
+	struct iova_slot *sl;
+	struct iova_node *n = NULL;
+	uint64_t pfn, npfn, st;
+	int err;
+
+	if (!size || (iova & s->gmask))
+		return bad_free(s, -EINVAL);
+	pfn = iova >> s->shift;
+	npfn = ((size - 1) >> s->shift) + 1;
+	for (;;) {
+		pthread_mutex_lock(&s->tree_lock);
+		if (!s->mags || !(n = iova_index_lookup_locked(s, iova)))
+			break;
+		/* Acquire pairs with the release stores of LIVE (alloc_tree, iova_node_set_live). */
+		st = atomic_load_explicit(&n->state, memory_order_acquire);
+		pthread_mutex_unlock(&s->tree_lock);
+		if ((st & IOVA_ST_LOW) == IOVA_ST_CACHED)
+			return bad_free(s, -ENOENT);
+		if (IOVA_ST_NPFN(st) != npfn)
+			return bad_free(s, -EINVAL);
+		sl = iova_slot_lock(s);
+		/* acq_rel: as in dg_iova_free() */
+		if (atomic_compare_exchange_strong_explicit(
+			    &n->state, &st, (st & ~IOVA_ST_LOW) | IOVA_ST_CACHED,
+			    memory_order_acq_rel, memory_order_relaxed)) {
+			push_locked(s, sl, n); /* unlocks */
+			return 0;
+		}
+		dg_spin_unlock(&sl->lock);
+	}
+	err = free_unindexed(s, pfn, npfn, &n);
+	if (!err)
+		node_put(s, n);
 	pthread_mutex_unlock(&s->tree_lock);
 	if (err)
 		return bad_free(s, err);
 	count_event(&s->st_user_tree_frees);
-	free(n);
 	return 0;
 }
 
-/* A free that is not a magazine push. With @sh, its lock is held and @n is what the index
- * lookup found (NULL, or not LIVE with this size, or not cacheable). */
-static dg_noinline int free_slow(struct dg_iova_space *s, uint64_t iova, uint64_t size,
-				 struct iova_index_shard *sh, struct iova_node *n)
-{
-	uint64_t st, npfn;
-
-	if (!sh) { /* no magazines, or an invalid argument */
-		if (!size || (iova & s->gmask))
-			return bad_free(s, -EINVAL);
-		return free_tree(s, iova >> s->shift, ((size - 1) >> s->shift) + 1);
-	}
-	npfn = ((size - 1) >> s->shift) + 1;
-	if (!n) {
-		dg_spin_unlock(&sh->lock);
-		return bad_free(s, -ENOENT);
-	}
-	/* Acquire pairs with the release store of LIVE in dg_iova_alloc()/alloc_common(). */
-	st = atomic_load_explicit(&n->state, memory_order_acquire);
-	if (st != IOVA_LIVE(npfn)) {
-		dg_spin_unlock(&sh->lock);
-		return bad_free(s, st & IOVA_ST_LIVE ? -EINVAL : -ENOENT);
-	}
-	/* LIVE and not cacheable: out of the index, then out of the tree */
-	iova_index_remove(s, sh, n);
-	dg_spin_unlock(&sh->lock);
-	pthread_mutex_lock(&s->tree_lock);
-	iova_tree_op_begin(s);
-	tree_unlink(s, n);
-	iova_tree_op_end(s);
-	store_relaxed(&s->st_tree_frees, load_relaxed(&s->st_tree_frees) + 1);
-	pthread_mutex_unlock(&s->tree_lock);
-	count_event(&s->st_user_tree_frees);
-	free(n);
-	return 0;
-}
-
-/* The rest of a free whose node is CACHED and out of the shard lock: push it (slowly). */
-static dg_noinline int free_push_slow(struct dg_iova_space *s, struct iova_node *n)
-{
-	if (!iova_mag_free(s, n)) {
-		/* No memory for a magazine: to the tree (the node is CACHED, in the index). */
-		count_event(&s->st_user_tree_frees);
-		iova_release_cached(s, &n, 1);
-	}
-	return 0;
-}
-
-/* ... the same with this thread's slot locked and its loaded magazine missing or full. */
+/* A push into this thread's slot (locked) whose loaded magazine is full. */
 static dg_noinline int free_push_locked_slow(struct dg_iova_space *s, struct iova_slot *sl,
 					     struct iova_node *n)
 {
@@ -542,71 +621,98 @@ static dg_noinline int free_push_locked_slow(struct dg_iova_space *s, struct iov
 	return 0;
 }
 
-/* ... with the shard lock still to take. */
-static dg_noinline int free_locked_slow(struct dg_iova_space *s, uint64_t iova, uint64_t size)
-{
-	struct iova_index_shard *sh = iova_index_shard(s, iova >> s->shift);
-	struct iova_node *n;
-
-	dg_spin_lock(&sh->lock);
-	n = iova_index_lookup(sh, iova >> s->shift);
-	if (n && n->mag_order >= 0 &&
-	    atomic_load_explicit(&n->state, memory_order_acquire) ==
-		    IOVA_LIVE(((size - 1) >> s->shift) + 1)) {
-		atomic_store_explicit(&n->state, IOVA_ST_CACHED, memory_order_relaxed);
-		dg_spin_unlock(&sh->lock);
-		return free_push_slow(s, n);
-	}
-	return free_slow(s, iova, size, sh, n);
-}
-
 /*
- * The magazine push path (most frees), kept short: look the start up in the index, check it
- * is LIVE with this size and cacheable, mark it CACHED, push it into this thread's slot.
- * Anything else is a tail call to a slow path, so the hit path calls nothing.
+ * The end of a lock-free free: @n is the indexed node whose key (the first byte) is @iova,
+ * its state @st loaded (acquire) before the key was compared, this thread's slot @sl is
+ * locked. Check LIVE with this size, flip it to CACHED with one compare-exchange (which fails
+ * if another free won, or if the node was reused since its key was read: the generation
+ * changed), push it into the slot. Anything else goes to free_slow(), which decides exactly.
  */
-int dg_iova_free(struct dg_iova_space *s, uint64_t iova, uint64_t size)
+static inline __attribute__((always_inline)) int free_found(struct dg_iova_space *s,
+							    struct iova_slot *sl,
+							    struct iova_node *n, uint64_t st,
+							    uint64_t iova, uint64_t size)
 {
-	struct iova_index_shard *sh;
-	struct iova_slot *sl;
-	struct iova_node *n;
 	struct iova_mag *m;
-	uint64_t pfn, h, st;
-	unsigned int c;
 
-	if (dg_unlikely(!s->mags || !size || (iova & s->gmask)))
-		return free_slow(s, iova, size, NULL, NULL);
-	pfn = iova >> s->shift;
-	h = iova_index_hash(pfn);
-	sh = &s->index[h >> (64 - IOVA_INDEX_SHARD_BITS)];
-	if (dg_unlikely(!dg_spin_trylock(&sh->lock)))
-		return free_locked_slow(s, iova, size);
-	n = *iova_index_chain(sh, h);
-	while (n && n->lo != pfn)
-		n = n->hnext;
-	if (dg_unlikely(!n))
-		return free_slow(s, iova, size, sh, n);
-	/* Acquire pairs with the release store of LIVE in dg_iova_alloc()/alloc_common(). */
-	st = atomic_load_explicit(&n->state, memory_order_acquire);
-	if (dg_unlikely(st != IOVA_LIVE_SIZE(s, size) || n->mag_order < 0))
-		return free_slow(s, iova, size, sh, n);
-	/* Relaxed: the shard lock orders this against other frees of the node, and the slot
-	 * locks publish it to the allocator that pops the node. */
-	atomic_store_explicit(&n->state, IOVA_ST_CACHED, memory_order_relaxed);
-	dg_spin_unlock(&sh->lock);
-
-	c = iova_tls_slot;
-	if (dg_unlikely(!c))
-		return free_push_slow(s, n);
-	sl = &s->slots[c & (s->nslots - 1)];
-	if (dg_unlikely(!dg_spin_trylock(&sl->lock)))
-		return free_push_slow(s, n);
-	m = sl->cc[n->cc_idx].loaded;
-	if (dg_unlikely(!m || m->n == DG_IOVA_MAG_SIZE))
+	if (dg_unlikely((st & IOVA_ST_LOW) != IOVA_LIVE_SIZE(s, size)))
+		goto slow;
+	/* acq_rel: acquire as the load of @st; release: the state travels with the node to
+	 * the thread that pops it (under the slot lock, iova_node_set_live), and this free is
+	 * the one that won. */
+	if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
+		    &n->state, &st, (st & ~IOVA_ST_LOW) | IOVA_ST_CACHED, memory_order_acq_rel,
+		    memory_order_relaxed)))
+		goto slow;
+	m = sl->cc[n->cc_idx].loaded; /* never NULL (iova_mag_init) */
+	if (dg_unlikely(m->n == DG_IOVA_MAG_SIZE))
 		return free_push_locked_slow(s, sl, n);
 	m->e[m->n++] = n;
 	dg_spin_unlock(&sl->lock);
 	return 0;
+slow:
+	dg_spin_unlock(&sl->lock);
+	return free_slow(s, iova, size);
+}
+
+/* dg_iova_free() when the head of the chain is another node or missing: walk on (from @n,
+ * which is checked again), and look in the table that drains (if any). */
+static dg_noinline int free_chain(struct dg_iova_space *s, struct iova_slot *sl,
+				  struct iova_node *n, uint64_t iova, uint64_t size)
+{
+	uint64_t st;
+
+	n = iova_index_find_slow(s, n, iova);
+	if (atomic_load_explicit(&s->iold, memory_order_relaxed))
+		iova_index_help_drain(s);
+	if (!n) {
+		dg_spin_unlock(&sl->lock);
+		return free_slow(s, iova, size);
+	}
+	/* Acquire pairs with the release stores of LIVE (alloc_tree, iova_node_set_live); the
+	 * key is read again after it, so it is this generation's key (iova_index.c). */
+	st = atomic_load_explicit(&n->state, memory_order_acquire);
+	if (atomic_load_explicit(&n->hkey, memory_order_relaxed) != iova) {
+		dg_spin_unlock(&sl->lock);
+		return free_slow(s, iova, size);
+	}
+	return free_found(s, sl, n, st, iova, size);
+}
+
+/* dg_iova_free() when this thread's slot is unknown for @s (its first call, or the thread
+ * used another space since) or busy: find it and wait for it, then the same lock-free way. */
+static dg_noinline int free_relock(struct dg_iova_space *s, uint64_t iova, uint64_t size)
+{
+	if (!s->mags)
+		return free_slow(s, iova, size);
+	return free_chain(s, iova_slot_lock_slow(s), iova_index_head(s, iova), iova, size);
+}
+
+/*
+ * The magazine push path (most frees), kept short and without a lock but this thread's slot
+ * lock: the node is looked up by its first byte in the index without a lock (an unaligned
+ * IOVA matches no key), then free_found(). Every other case is a tail call, so the hit path
+ * calls nothing and saves no registers.
+ */
+int dg_iova_free(struct dg_iova_space *s, uint64_t iova, uint64_t size)
+{
+	struct iova_slot *sl;
+	struct iova_node *n;
+	uint64_t st;
+
+	/* Without magazines the index is empty (a miss); a size of 0 or above the largest class
+	 * never matches a LIVE state, nor an unaligned IOVA a key: all go to free_slow(). */
+	if (dg_unlikely(!iova_slot_trylock(s, &sl)))
+		return free_relock(s, iova, size);
+	n = iova_index_head(s, iova);
+	if (dg_unlikely(!n)) /* perhaps in the table that drains */
+		return free_chain(s, sl, n, iova, size);
+	/* Acquire pairs with the release stores of LIVE (alloc_tree, iova_node_set_live); the
+	 * key is read after it, so it is this generation's key (iova_index.c). */
+	st = atomic_load_explicit(&n->state, memory_order_acquire);
+	if (dg_unlikely(atomic_load_explicit(&n->hkey, memory_order_relaxed) != iova))
+		return free_chain(s, sl, n, iova, size);
+	return free_found(s, sl, n, st, iova, size);
 }
 
 /* ---- owned ranges (iova_owned.h) ---- */
@@ -614,18 +720,7 @@ int dg_iova_free(struct dg_iova_space *s, uint64_t iova, uint64_t size)
 int iova_alloc_owned(struct dg_iova_space *s, uint64_t size, uint64_t limit, uint64_t *iova,
 		     uint64_t *token)
 {
-	struct iova_node *n = alloc_hit(s, size, limit, 0);
-	int err;
-
-	if (dg_likely(n)) {
-		*iova = n->lo << s->shift;
-		*token = (uint64_t)(uintptr_t)n;
-		return 0;
-	}
-	n = NULL;
-	err = alloc_common(s, size, limit, 0, iova, true, &n);
-	*token = (uint64_t)(uintptr_t)n;
-	return err;
+	return alloc_fast(s, size, limit, 0, iova, token);
 }
 
 /* An owned free that cannot take the short way: the validated public path. */
@@ -652,8 +747,8 @@ void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsign
 		 * Relaxed: the owner's claim ordered the allocator's LIVE store before us.
 		 */
 		if (dg_unlikely(!x || x->lo != r[i].iova >> s->shift ||
-				atomic_load_explicit(&x->state, memory_order_relaxed) !=
-					IOVA_LIVE_SIZE(s, r[i].size))) {
+				(atomic_load_explicit(&x->state, memory_order_relaxed) &
+				 IOVA_ST_LOW) != IOVA_LIVE_SIZE(s, r[i].size))) {
 			free_owned_slow(s, sl, &r[i]);
 			sl = NULL;
 			continue;
@@ -663,9 +758,13 @@ void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsign
 		/* Relaxed: the slot lock publishes it to the allocator that pops the node (as in
 		 * dg_iova_free); stored under the slot lock so that dg_iova_check(), which holds
 		 * every slot lock, sees CACHED exactly for the nodes in a magazine. */
-		atomic_store_explicit(&x->state, IOVA_ST_CACHED, memory_order_relaxed);
+		atomic_store_explicit(&x->state,
+				      (atomic_load_explicit(&x->state, memory_order_relaxed) &
+				       ~IOVA_ST_LOW) |
+					      IOVA_ST_CACHED,
+				      memory_order_relaxed);
 		m = sl->cc[x->cc_idx].loaded;
-		if (dg_likely(m && m->n < DG_IOVA_MAG_SIZE)) {
+		if (dg_likely(m->n < DG_IOVA_MAG_SIZE)) {
 			m->e[m->n++] = x;
 			continue;
 		}
@@ -701,7 +800,8 @@ int dg_iova_find(const struct dg_iova_space *cs, uint64_t iova, uint64_t *start,
 
 			if (st & IOVA_ST_LIVE) {
 				st_start = n->lo << s->shift;
-				st_size = (st >> IOVA_ST_SHIFT) << s->shift;
+				st_size = (IOVA_INDEXED(s, n) ? IOVA_ST_NPFN(st) : n->npfn)
+					  << s->shift;
 				err = 0;
 			}
 		}
@@ -800,7 +900,8 @@ again:
 	x->kind = IOVA_KIND_RESERVED;
 	x->mag_order = -1;
 	x->zone = 0;
-	x->hnext = NULL;
+	atomic_init(&x->hnext, NULL);
+	atomic_init(&x->hkey, UINT64_MAX);
 	atomic_init(&x->state, 0);
 	iova_tree_insert(&s->tree, x);
 	iova_tree_op_end(s);
@@ -842,16 +943,10 @@ static void lock_everything(struct dg_iova_space *s)
 {
 	iova_mag_lock_all(s);
 	pthread_mutex_lock(&s->tree_lock);
-	if (s->mags)
-		for (unsigned int i = 0; i < IOVA_INDEX_SHARDS; i++)
-			dg_spin_lock(&s->index[i].lock);
 }
 
 static void unlock_everything(struct dg_iova_space *s)
 {
-	if (s->mags)
-		for (unsigned int i = IOVA_INDEX_SHARDS; i-- > 0;)
-			dg_spin_unlock(&s->index[i].lock);
 	pthread_mutex_unlock(&s->tree_lock);
 	iova_mag_unlock_all(s);
 }
@@ -868,13 +963,13 @@ static void unlock_everything(struct dg_iova_space *s)
 		}                                                   \
 	} while (0)
 
-static int check_nodes(struct dg_iova_space *s, FILE *why, uint64_t *cached)
+static int check_nodes(struct dg_iova_space *s, FILE *why, uint64_t *cached, uint64_t *indexed)
 {
 	struct iova_tree *t = &s->tree;
 	uint64_t saved = t->visits;
 	int err = 0;
 
-	*cached = 0;
+	*cached = *indexed = 0;
 	for (struct iova_node *n = iova_tree_first(t); n; n = iova_tree_next(t, n)) {
 		uint64_t hi = n->lo + n->len - 1;
 
@@ -888,6 +983,7 @@ static int check_nodes(struct dg_iova_space *s, FILE *why, uint64_t *cached)
 		if (n->kind != IOVA_KIND_ALLOC)
 			continue;
 		uint64_t st = atomic_load_explicit(&n->state, memory_order_relaxed);
+		uint64_t low = st & IOVA_ST_LOW, npfn;
 		int8_t order = n->mag_order;
 		uint8_t zone = n->zone;
 
@@ -895,27 +991,27 @@ static int check_nodes(struct dg_iova_space *s, FILE *why, uint64_t *cached)
 		SCHECK(order == n->mag_order && zone == n->zone,
 		       "node %#llx: class %d zone %u, expected %d %u", (unsigned long long)n->lo,
 		       order, zone, n->mag_order, n->zone);
-		SCHECK((st & IOVA_ST_LIVE && st >> IOVA_ST_SHIFT >= 1 &&
-			st >> IOVA_ST_SHIFT <= n->len) ||
-			       (s->mags && st == IOVA_ST_CACHED),
-		       "node %#llx: bad state %#llx", (unsigned long long)n->lo,
-		       (unsigned long long)st);
-		SCHECK(!(st & IOVA_ST_LIVE) || dg_roundup_pow2(st >> IOVA_ST_SHIFT) == n->len ||
-			       st >> IOVA_ST_SHIFT == n->len,
+		if (IOVA_INDEXED(s, n)) {
+			npfn = IOVA_ST_NPFN(st);
+			SCHECK((low & IOVA_ST_LIVE && npfn >= 1) || low == IOVA_ST_CACHED,
+			       "node %#llx: bad state %#llx", (unsigned long long)n->lo,
+			       (unsigned long long)st);
+			SCHECK(iova_index_lookup_locked(s, n->lo << s->shift) == n,
+			       "node %#llx not in the index", (unsigned long long)n->lo);
+			(*indexed)++;
+		} else {
+			npfn = n->npfn;
+			SCHECK(low == IOVA_ST_LIVE && npfn >= 1, "node %#llx: bad state %#llx",
+			       (unsigned long long)n->lo, (unsigned long long)st);
+			SCHECK(!s->mags || !iova_index_lookup_locked(s, n->lo << s->shift),
+			       "node %#llx indexed but not cacheable", (unsigned long long)n->lo);
+		}
+		SCHECK(low == IOVA_ST_CACHED || dg_roundup_pow2(npfn) == n->len || npfn == n->len,
 		       "node %#llx: %llu granules reserved for %llu asked",
 		       (unsigned long long)n->lo, (unsigned long long)n->len,
-		       (unsigned long long)(st >> IOVA_ST_SHIFT));
-		if (st == IOVA_ST_CACHED) {
-			SCHECK(n->mag_order >= 0, "node %#llx cached but not cacheable",
-			       (unsigned long long)n->lo);
+		       (unsigned long long)npfn);
+		if (low == IOVA_ST_CACHED)
 			(*cached)++;
-		}
-		if (s->mags) {
-			struct iova_index_shard *sh = iova_index_shard(s, n->lo);
-
-			SCHECK(iova_index_lookup(sh, n->lo) == n, "node %#llx not in the index",
-			       (unsigned long long)n->lo);
-		}
 	}
 out:
 	t->visits = saved;
@@ -925,21 +1021,27 @@ out:
 int dg_iova_check(const struct dg_iova_space *cs, FILE *why)
 {
 	struct dg_iova_space *s = (struct dg_iova_space *)cs; /* locks */
-	uint64_t cached = 0;
+	uint64_t cached = 0, indexed = 0, nfree = 0;
 	int err;
 
 	lock_everything(s);
-	if ((err = iova_tree_check(&s->tree, why)) || (err = check_nodes(s, why, &cached)))
+	if ((err = iova_tree_check(&s->tree, why)) ||
+	    (err = check_nodes(s, why, &cached, &indexed)))
 		goto out;
+	for (const struct iova_node *x = s->free_nodes; x; x = x->left) {
+		SCHECK((atomic_load_explicit(&x->state, memory_order_relaxed) & IOVA_ST_LOW) == 0 &&
+			       ++nfree <= s->nfree_nodes,
+		       "node free list corrupt");
+	}
+	SCHECK(nfree == s->nfree_nodes, "node free list holds %llu, counted %llu",
+	       (unsigned long long)nfree, (unsigned long long)s->nfree_nodes);
 	SCHECK(load_relaxed(&s->st_nodes) == s->tree.nodes &&
 		       load_relaxed(&s->st_allocated) == s->tree.allocated &&
 		       load_relaxed(&s->st_reserved) == s->tree.reserved,
 	       "published tree counters stale");
 	if (s->mags) {
-		SCHECK(iova_index_count(s) == s->tree.allocated,
-		       "index holds %llu nodes, tree %llu allocations",
-		       (unsigned long long)iova_index_count(s),
-		       (unsigned long long)s->tree.allocated);
+		SCHECK(s->icount == indexed, "index holds %llu nodes, the tree %llu cacheable",
+		       (unsigned long long)s->icount, (unsigned long long)indexed);
 		if ((err = iova_index_check(s, why)))
 			goto out;
 	}

@@ -4,162 +4,275 @@
  *
  * With magazines, a free must not take the tree lock (that is the point of magazines), yet a
  * double free or a free of the wrong size must be caught before the range enters a magazine,
- * or two callers would later be handed the same IOVA. Every ALLOC node (live or cached) is in
- * this index for as long as it is in the tree; its state word says LIVE (with the size asked
- * for) or CACHED. A free looks the pfn up here and flips LIVE -> CACHED under the shard lock:
- * one uncontended lock and O(1) expected work, never the tree.
+ * or two callers would later be handed the same IOVA. Every indexed node (a cacheable ALLOC
+ * node, live or cached, IOVA_INDEXED) is in this index for as long as it is in the tree; its
+ * state word says LIVE (with the size asked for) or CACHED. A free finds the node here
+ * WITHOUT A LOCK and flips LIVE -> CACHED with one compare-exchange on the state word
+ * (dg_iova_free): O(1) expected work, no lock but its own slot's, never the tree.
  *
- * Structure: 64 shards chosen by the top bits of a multiplicative (Fibonacci) hash of the pfn,
- * each a chained hash table with its own lock. A shard doubles when it averages more than two
- * nodes per bucket; the old table is drained incrementally, a few buckets per insert or
- * remove (as Redis does), so no single call rehashes a whole table and lookups consult the old
- * table for buckets not yet drained. If the new table cannot be allocated the shard simply
- * keeps longer chains: inserting never fails.
+ * Structure: one chained hash table (Fibonacci hashing, the bucket is the top bits of the
+ * hash). It doubles when it holds more nodes than buckets; the old table is drained
+ * incrementally, a few buckets per insert or remove (as Redis does), so no single call
+ * rehashes a whole table; lookups consult the old table for buckets not yet drained. If the
+ * new table cannot be allocated the table keeps longer chains: inserting never fails. With
+ * magazines, inserts and removes (tree operations) may stop right after a table doubled; so a
+ * free that had to look in the old table helps: if the tree lock is free it drains some more
+ * buckets (iova_index_help_drain), and the drain finishes within a few thousand such frees.
  *
- * Locking: the shard lock protects its tables, chains and count. Nodes enter and leave the
- * index with the tree lock held (lock order: tree -> shard). Lookups take only the shard lock.
+ * Concurrency - writers: every change (insert, remove, drain step) is made under the tree
+ * lock, so writers never race each other. Readers take no lock, and what keeps them safe is:
+ *  - nothing they can reach is ever freed while the space lives: drained tables go to a
+ *    retired list, tree nodes of allocations go to a free list and are reused (iova.c);
+ *  - every field a reader reads (bucket heads, hnext, hkey, state) is an atomic;
+ *  - a reader's answer is only a hint: a node found must still pass the compare-exchange of
+ *    its state word, which checks LIVE, the size and the node's generation (a node reused
+ *    for another range has another generation, iova_priv.h), after the reader re-read the
+ *    key following its acquire load of that state; a node not found (a chain that changed
+ *    under the reader, a chain longer than IOVA_INDEX_MAX_STEPS) sends the free to the slow
+ *    path, which looks again under the tree lock, where the index is exact.
+ * A reader may thus follow a chain pointer into another chain (the node moved) and miss, but
+ * never reads freed memory, never loops forever (bounded steps) and never validates a wrong
+ * node.
  */
 #include "iova/iova_priv.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
-#define INDEX_INIT_BITS	 4
-#define INDEX_DRAIN_STEP 4 /* old buckets moved per insert/remove while resizing */
+#define INDEX_INIT_BITS	 6
+#define INDEX_DRAIN_STEP 4  /* old buckets moved per insert/remove while draining */
+#define INDEX_HELP_STEP	 64 /* ... per iova_index_help_drain() */
 
-_Static_assert(IOVA_INDEX_SHARDS == 1 << IOVA_INDEX_SHARD_BITS, "shard bits");
+static struct iova_itab *tab_new(struct dg_iova_space *s, unsigned int bits)
+{
+	struct iova_itab *t = iova_calloc(s, 1, sizeof(*t) + (sizeof(t->b[0]) << bits));
+
+	if (t) {
+		t->nb = 1ull << bits;
+		t->shift = 64 - bits;
+		for (uint64_t i = 0; i < t->nb; i++)
+			atomic_init(&t->b[i], NULL);
+	}
+	return t;
+}
 
 int iova_index_init(struct dg_iova_space *s)
 {
-	for (unsigned int i = 0; i < IOVA_INDEX_SHARDS; i++) {
-		struct iova_index_shard *sh = &s->index[i];
+	struct iova_itab *t = tab_new(s, INDEX_INIT_BITS);
 
-		dg_spin_init(&sh->lock);
-		sh->bits = INDEX_INIT_BITS;
-		sh->bshift = 64 - INDEX_INIT_BITS;
-		sh->tab = iova_calloc(s, 1u << INDEX_INIT_BITS, sizeof(*sh->tab));
-		if (!sh->tab) {
-			iova_index_fini(s);
-			return -ENOMEM;
-		}
-	}
+	if (!t)
+		return -ENOMEM;
+	atomic_init(&s->itab, t);
+	atomic_init(&s->iold, NULL);
 	return 0;
 }
 
 void iova_index_fini(struct dg_iova_space *s)
 {
-	for (unsigned int i = 0; i < IOVA_INDEX_SHARDS; i++) {
-		free(s->index[i].tab);
-		free(s->index[i].old);
-		s->index[i].tab = s->index[i].old = NULL;
+	struct iova_itab *t = atomic_load_explicit(&s->itab, memory_order_relaxed);
+
+	free(t);
+	free(atomic_load_explicit(&s->iold, memory_order_relaxed));
+	while ((t = s->iretired)) {
+		s->iretired = t->retired;
+		free(t);
 	}
+	atomic_store_explicit(&s->itab, NULL, memory_order_relaxed);
+	atomic_store_explicit(&s->iold, NULL, memory_order_relaxed);
 }
 
-static void drain_step(struct iova_index_shard *sh)
+struct iova_node *iova_index_find_slow(struct dg_iova_space *s, struct iova_node *n, uint64_t key)
 {
-	uint64_t nold = 1ull << sh->old_bits;
+	uint64_t h = iova_index_hash(key);
+	struct iova_itab *o;
+	unsigned int k;
 
-	for (unsigned int k = 0; k < INDEX_DRAIN_STEP && sh->migrate < nold; k++) {
-		struct iova_node *n = sh->old[sh->migrate], *next;
+	for (k = 0; n && k < IOVA_INDEX_MAX_STEPS; k++) {
+		if (atomic_load_explicit(&n->hkey, memory_order_relaxed) == key)
+			return n;
+		/* Acquire pairs with the release stores that link nodes (iova_index_insert,
+		 * drain_step): a node reached is fully initialized. */
+		n = atomic_load_explicit(&n->hnext, memory_order_acquire);
+	}
+	/* Acquire pairs with the release store of iold in grow(). */
+	o = atomic_load_explicit(&s->iold, memory_order_acquire);
+	if (!o)
+		return NULL;
+	n = atomic_load_explicit(&o->b[h >> o->shift], memory_order_acquire); /* as above */
+	for (k = 0; n && k < IOVA_INDEX_MAX_STEPS; k++) {
+		if (atomic_load_explicit(&n->hkey, memory_order_relaxed) == key)
+			return n;
+		n = atomic_load_explicit(&n->hnext, memory_order_acquire); /* as above */
+	}
+	return NULL;
+}
 
-		sh->old[sh->migrate++] = NULL;
-		for (; n; n = next) {
-			uint64_t b = iova_index_bucket(iova_index_hash(n->lo), sh->bits);
+/* The chain that holds (or would hold) hash @h; tree lock held. */
+static _Atomic(struct iova_node *) *chain(const struct dg_iova_space *s, uint64_t h)
+{
+	struct iova_itab *o = atomic_load_explicit(&s->iold, memory_order_relaxed);
+	struct iova_itab *t = atomic_load_explicit(&s->itab, memory_order_relaxed);
 
-			next = n->hnext;
-			n->hnext = sh->tab[b];
-			sh->tab[b] = n;
+	if (dg_unlikely(o) && h >> o->shift >= s->imigrate)
+		return &o->b[h >> o->shift];
+	return &t->b[h >> t->shift];
+}
+
+struct iova_node *iova_index_lookup_locked(const struct dg_iova_space *s, uint64_t key)
+{
+	struct iova_node *n =
+		atomic_load_explicit(chain(s, iova_index_hash(key)), memory_order_relaxed);
+
+	while (n && atomic_load_explicit(&n->hkey, memory_order_relaxed) != key)
+		n = atomic_load_explicit(&n->hnext, memory_order_relaxed);
+	return n;
+}
+
+/* Push @n on the chain @head (tree lock held). Release: a lock-free reader that loads the
+ * head (acquire, iova_index_find) sees the node's key, link and state. */
+static void link_head(_Atomic(struct iova_node *) *head, struct iova_node *n)
+{
+	atomic_store_explicit(&n->hnext, atomic_load_explicit(head, memory_order_relaxed),
+			      memory_order_relaxed);
+	atomic_store_explicit(head, n, memory_order_release);
+}
+
+static void drain_step(struct dg_iova_space *s, unsigned int step)
+{
+	struct iova_itab *o = atomic_load_explicit(&s->iold, memory_order_relaxed);
+	struct iova_itab *t = atomic_load_explicit(&s->itab, memory_order_relaxed);
+
+	for (unsigned int k = 0; k < step && s->imigrate < o->nb; k++) {
+		struct iova_node *n =
+			atomic_load_explicit(&o->b[s->imigrate], memory_order_relaxed);
+
+		/* Readers still walking the old chain may follow a moved node into its new
+		 * chain and miss: a hint only (see above). */
+		atomic_store_explicit(&o->b[s->imigrate], NULL, memory_order_relaxed);
+		s->imigrate++;
+		while (n) {
+			struct iova_node *next =
+				atomic_load_explicit(&n->hnext, memory_order_relaxed);
+			uint64_t h = iova_index_hash(
+				atomic_load_explicit(&n->hkey, memory_order_relaxed));
+
+			link_head(&t->b[h >> t->shift], n);
+			n = next;
 		}
 	}
-	if (sh->migrate == nold) {
-		free(sh->old);
-		sh->old = NULL;
+	if (s->imigrate == o->nb) {
+		/* Relaxed: readers that still hold @o find empty chains (a miss, confirmed under
+		 * the tree lock); it is freed only with the space. */
+		atomic_store_explicit(&s->iold, NULL, memory_order_relaxed);
+		o->retired = s->iretired;
+		s->iretired = o;
 	}
 }
 
-void iova_index_insert(struct dg_iova_space *s, struct iova_index_shard *sh, struct iova_node *n)
+/* Start doubling the table (no drain in progress). Without memory: keep the table. */
+static void grow(struct dg_iova_space *s)
 {
-	if (sh->old) {
-		drain_step(sh);
-	} else if (sh->count >= 2ull << sh->bits && sh->bits < 64 - IOVA_INDEX_SHARD_BITS) {
-		struct iova_node **tab = iova_calloc(s, 2ull << sh->bits, sizeof(*tab));
+	struct iova_itab *t = atomic_load_explicit(&s->itab, memory_order_relaxed);
+	struct iova_itab *nt = tab_new(s, 64 - t->shift + 1);
 
-		if (tab) {
-			sh->old = sh->tab;
-			sh->old_bits = sh->bits;
-			sh->migrate = 0;
-			sh->tab = tab;
-			sh->bits++;
-			sh->bshift--;
-			drain_step(sh);
-		}
-	}
-	struct iova_node **head = iova_index_chain(sh, iova_index_hash(n->lo));
-
-	n->hnext = *head;
-	*head = n;
-	sh->count++;
+	if (!nt)
+		return;
+	s->imigrate = 0;
+	/* Release pairs with the acquire loads of iold in iova_index_find_slow(): published
+	 * before the new table, so a reader that sees the new table also finds the old one. */
+	atomic_store_explicit(&s->iold, t, memory_order_release);
+	/* Release pairs with the acquire load of itab in iova_index_find(): the new table's
+	 * empty buckets are initialized. */
+	atomic_store_explicit(&s->itab, nt, memory_order_release);
 }
 
-void iova_index_remove(struct dg_iova_space *s, struct iova_index_shard *sh, struct iova_node *n)
+void iova_index_insert(struct dg_iova_space *s, struct iova_node *n)
 {
-	(void)s;
-	struct iova_node **pp = iova_index_chain(sh, iova_index_hash(n->lo));
+	struct iova_itab *t = atomic_load_explicit(&s->itab, memory_order_relaxed);
 
-	while (*pp != n)
-		pp = &(*pp)->hnext;
-	*pp = n->hnext;
-	n->hnext = NULL;
-	sh->count--;
-	if (sh->old)
-		drain_step(sh);
+	if (atomic_load_explicit(&s->iold, memory_order_relaxed))
+		drain_step(s, INDEX_DRAIN_STEP);
+	else if (s->icount >= t->nb && t->shift > 1)
+		grow(s);
+	uint64_t key = n->lo << s->shift;
+
+	atomic_store_explicit(&n->hkey, key, memory_order_relaxed);
+	link_head(chain(s, iova_index_hash(key)), n);
+	s->icount++;
 }
 
-uint64_t iova_index_count(const struct dg_iova_space *s)
+void iova_index_remove(struct dg_iova_space *s, struct iova_node *n)
 {
-	uint64_t c = 0;
+	_Atomic(struct iova_node *) *pp = chain(s, iova_index_hash(n->lo << s->shift));
+	struct iova_node *x;
 
-	for (unsigned int i = 0; i < IOVA_INDEX_SHARDS; i++)
-		c += s->index[i].count;
-	return c;
+	while ((x = atomic_load_explicit(pp, memory_order_relaxed)) != n)
+		pp = &x->hnext;
+	/* Relaxed: the successor was published when it was linked. @n keeps its own link, so a
+	 * reader standing on it walks on. */
+	atomic_store_explicit(pp, atomic_load_explicit(&n->hnext, memory_order_relaxed),
+			      memory_order_relaxed);
+	s->icount--;
+	if (atomic_load_explicit(&s->iold, memory_order_relaxed))
+		drain_step(s, INDEX_DRAIN_STEP);
 }
 
-/* Every chained node hashes to where it is; counts agree. Caller holds every shard lock. */
-int iova_index_check(const struct dg_iova_space *s, FILE *why)
+void iova_index_help_drain(struct dg_iova_space *s)
 {
-	for (unsigned int i = 0; i < IOVA_INDEX_SHARDS; i++) {
-		const struct iova_index_shard *sh = &s->index[i];
-		uint64_t seen = 0;
+	if (pthread_mutex_trylock(&s->tree_lock))
+		return;
+	if (atomic_load_explicit(&s->iold, memory_order_relaxed))
+		drain_step(s, INDEX_HELP_STEP);
+	pthread_mutex_unlock(&s->tree_lock);
+}
 
-		for (int t = 0; t < 2; t++) {
-			struct iova_node *const *tab = t ? sh->old : sh->tab;
-			uint32_t bits = t ? sh->old_bits : sh->bits;
+static int check_tab(const struct dg_iova_space *s, const struct iova_itab *t, uint64_t from,
+		     FILE *why, uint64_t *seen)
+{
+	for (uint64_t b = from; b < t->nb; b++) {
+		for (const struct iova_node *n =
+			     atomic_load_explicit(&t->b[b], memory_order_relaxed);
+		     n; n = atomic_load_explicit(&n->hnext, memory_order_relaxed)) {
+			uint64_t key = atomic_load_explicit(&n->hkey, memory_order_relaxed);
 
-			if (!tab)
-				continue;
-			for (uint64_t b = t ? sh->migrate : 0; b < 1ull << bits; b++) {
-				for (const struct iova_node *n = tab[b]; n; n = n->hnext) {
-					uint64_t h = iova_index_hash(n->lo);
-
-					if (h >> (64 - IOVA_INDEX_SHARD_BITS) != i ||
-					    iova_index_bucket(h, bits) != b ||
-					    n->kind != IOVA_KIND_ALLOC) {
-						if (why)
-							fprintf(why,
-								"iova index: node %#llx misplaced\n",
-								(unsigned long long)n->lo);
-						return -EUCLEAN;
-					}
-					seen++;
-				}
+			if (iova_index_hash(key) >> t->shift != b || key != n->lo << s->shift ||
+			    n->kind != IOVA_KIND_ALLOC || !IOVA_INDEXED(s, n) ||
+			    ++*seen > s->icount) {
+				if (why)
+					fprintf(why, "iova index: node %#llx misplaced\n",
+						(unsigned long long)n->lo);
+				return -EUCLEAN;
 			}
 		}
-		if (seen != sh->count) {
-			if (why)
-				fprintf(why, "iova index: shard %u holds %llu, counted %llu\n", i,
-					(unsigned long long)seen, (unsigned long long)sh->count);
-			return -EUCLEAN;
+	}
+	return 0;
+}
+
+int iova_index_check(const struct dg_iova_space *s, FILE *why)
+{
+	const struct iova_itab *o = atomic_load_explicit(&s->iold, memory_order_relaxed);
+	uint64_t seen = 0;
+	int err;
+
+	if ((err = check_tab(s, atomic_load_explicit(&s->itab, memory_order_relaxed), 0, why,
+			     &seen)))
+		return err;
+	if (o) {
+		for (uint64_t b = 0; b < s->imigrate; b++) {
+			if (atomic_load_explicit(&o->b[b], memory_order_relaxed)) {
+				if (why)
+					fprintf(why, "iova index: drained bucket not empty\n");
+				return -EUCLEAN;
+			}
 		}
+		if ((err = check_tab(s, o, s->imigrate, why, &seen)))
+			return err;
+	}
+	if (seen != s->icount) {
+		if (why)
+			fprintf(why, "iova index: holds %llu, counted %llu\n",
+				(unsigned long long)seen, (unsigned long long)s->icount);
+		return -EUCLEAN;
 	}
 	return 0;
 }

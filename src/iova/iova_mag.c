@@ -64,15 +64,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Thread_local unsigned int iova_tls_slot __attribute__((tls_model("initial-exec")));
+static struct iova_mag *mag_new(struct dg_iova_space *s)
+{
+	struct iova_mag *m = iova_malloc(s, sizeof(*m));
 
+	if (m)
+		m->n = 0;
+	return m;
+}
+
+_Thread_local struct iova_tls iova_tls __attribute__((tls_model("initial-exec")));
+
+/* The slot is unknown for this space (first use, or the thread used another space since), or
+ * its trylock failed (another thread is there: one of them migrated). Only the latter and a
+ * thread's first call read the CPU again. */
 struct iova_slot *iova_slot_lock_slow(struct dg_iova_space *s)
 {
-	int c = sched_getcpu();
 	struct iova_slot *sl;
 
-	iova_tls_slot = (c < 0 ? 0 : (unsigned int)c) + 1;
-	sl = &s->slots[iova_tls_slot & (s->nslots - 1)];
+	if (!iova_tls.cpu || iova_tls.space_id == s->id) {
+		int c = sched_getcpu();
+
+		iova_tls.cpu = (c < 0 ? 0 : (unsigned int)c) + 1;
+	}
+	sl = &s->slots[iova_tls.cpu & s->slot_mask];
+	iova_tls.space_id = s->id;
+	iova_tls.slot = sl;
 	dg_spin_lock(&sl->lock);
 	return sl;
 }
@@ -81,7 +98,7 @@ int iova_mag_init(struct dg_iova_space *s)
 {
 	size_t bytes = (size_t)s->nslots * sizeof(struct iova_slot);
 
-	s->slots = aligned_alloc(DG_CACHELINE, bytes);
+	s->slots = aligned_alloc(_Alignof(struct iova_slot), bytes);
 	if (!s->slots)
 		return -ENOMEM;
 	memset(s->slots, 0, bytes);
@@ -89,6 +106,14 @@ int iova_mag_init(struct dg_iova_space *s)
 		dg_spin_init(&s->slots[i].lock);
 	for (unsigned int i = 0; i < IOVA_CCS; i++)
 		dg_spin_init(&s->depot[i].lock);
+	/* Every cache of a zone the space has gets its loaded magazine now (as Linux's rcache
+	 * init does), so the hit paths need no test for a missing one. */
+	for (unsigned int i = 0; s->mags && i < s->nslots; i++) {
+		for (unsigned int k = 0; k < s->nzones * IOVA_ORDERS; k++) {
+			if (!(s->slots[i].cc[k].loaded = mag_new(s)))
+				return -ENOMEM; /* the caller's iova_mag_fini() frees the rest */
+		}
+	}
 	return 0;
 }
 
@@ -113,15 +138,6 @@ void iova_mag_fini(struct dg_iova_space *s)
 	}
 	free(s->slots);
 	s->slots = NULL;
-}
-
-static struct iova_mag *mag_new(struct dg_iova_space *s)
-{
-	struct iova_mag *m = iova_malloc(s, sizeof(*m));
-
-	if (m)
-		m->n = 0;
-	return m;
 }
 
 /* An empty magazine from the depot's spares or the heap; NULL without memory. */
@@ -149,7 +165,7 @@ static inline void depot_set_nfull(struct iova_depot *d, uint32_t n)
 
 /* Alloc with loaded empty (slot locked; unlocks it). */
 struct iova_node *iova_mag_alloc_slow(struct dg_iova_space *s, struct iova_slot *sl,
-				      unsigned int idx)
+				      unsigned int idx, uint64_t live)
 {
 	struct iova_cpu_cache *cc = &sl->cc[idx];
 	struct iova_depot *d = &s->depot[idx];
@@ -183,23 +199,23 @@ struct iova_node *iova_mag_alloc_slow(struct dg_iova_space *s, struct iova_slot 
 pop:
 	sl->hits++;
 	n = m->e[--m->n];
+	iova_node_set_live(n, live);
 	dg_spin_unlock(&sl->lock);
 	free(spare);
 	return n;
 }
 
-/* Free with loaded missing or full (slot locked; unlocks it). */
+/* Free with loaded full (slot locked; unlocks it). The slot keeps a loaded magazine whatever
+ * happens: without memory for an empty one, @n is not cached (false: it goes to the tree). */
 bool iova_mag_free_slow(struct dg_iova_space *s, struct iova_slot *sl, struct iova_node *n)
 {
 	struct iova_cpu_cache *cc = &sl->cc[n->cc_idx];
 	struct iova_depot *d = &s->depot[n->cc_idx];
 	struct iova_node *drain[DG_IOVA_MAG_SIZE];
 	uint32_t ndrain = 0;
-	struct iova_mag *m;
+	struct iova_mag *m, *fresh = NULL;
 
-	if (!cc->loaded) {
-		m = cc->loaded = get_empty(s, d);
-	} else if (!cc->prev || !cc->prev->n) {
+	if (!cc->prev || !cc->prev->n) {
 		/* loaded is full, prev empty (or missing): swap */
 		if (!cc->prev)
 			cc->prev = get_empty(s, d);
@@ -211,16 +227,28 @@ bool iova_mag_free_slow(struct dg_iova_space *s, struct iova_slot *sl, struct io
 	} else {
 		/* loaded and prev are full: prev goes to the depot, or back to the tree */
 		dg_spin_lock(&d->lock);
-		if (d->nfull < DG_IOVA_DEPOT_MAX) {
+		if (d->nfull < DG_IOVA_DEPOT_MAX && !d->nempty) {
+			/* an empty magazine to load before the depot takes prev */
+			dg_spin_unlock(&d->lock);
+			fresh = mag_new(s);
+			dg_spin_lock(&d->lock);
+		}
+		if (d->nfull < DG_IOVA_DEPOT_MAX && (d->nempty || fresh)) {
 			m = d->nempty ? d->empty[--d->nempty] : NULL;
 			if (d->nempty < d->empty_low)
 				d->empty_low = d->nempty;
 			d->full[d->nfull] = cc->prev;
 			depot_set_nfull(d, d->nfull + 1);
 			dg_spin_unlock(&d->lock);
+			if (!m) {
+				m = fresh;
+				fresh = NULL;
+			}
 			cc->prev = cc->loaded;
-			/* without memory: loaded missing, prev full - consistent */
-			cc->loaded = m = m ? m : mag_new(s);
+			cc->loaded = m;
+		} else if (d->nfull < DG_IOVA_DEPOT_MAX) {
+			dg_spin_unlock(&d->lock); /* no memory: @n goes to the tree */
+			m = NULL;
 		} else {
 			dg_spin_unlock(&d->lock);
 			m = cc->prev;
@@ -234,6 +262,7 @@ bool iova_mag_free_slow(struct dg_iova_space *s, struct iova_slot *sl, struct io
 	if (m)
 		m->e[m->n++] = n;
 	dg_spin_unlock(&sl->lock);
+	free(fresh);
 	if (ndrain)
 		iova_release_cached(s, drain, ndrain);
 	return m != NULL;
@@ -258,7 +287,7 @@ static void flush_mag(struct dg_iova_space *s, struct iova_slot *sl, struct iova
 
 void iova_mag_flush(struct dg_iova_space *s)
 {
-	if (!s->slots)
+	if (!s->mags)
 		return;
 	for (unsigned int i = 0; i < s->nslots; i++) {
 		struct iova_slot *sl = &s->slots[i];
@@ -297,7 +326,7 @@ void iova_mag_flush(struct dg_iova_space *s)
 
 void iova_mag_trim(struct dg_iova_space *s)
 {
-	if (!s->slots)
+	if (!s->mags)
 		return;
 	for (unsigned int k = 0; k < IOVA_CCS; k++) {
 		struct iova_depot *d = &s->depot[k];
@@ -326,7 +355,7 @@ uint64_t iova_mag_cached(struct dg_iova_space *s, uint64_t *hits, uint64_t *miss
 {
 	uint64_t c = 0, h = 0, m = 0;
 
-	if (!s->slots) {
+	if (!s->mags) {
 		if (hits)
 			*hits = *misses = 0;
 		return 0;
@@ -402,7 +431,7 @@ static int check_mag(const struct iova_mag *m, unsigned int k, FILE *why, struct
 		const struct iova_node *n = m->e[i];
 		uint64_t st = atomic_load_explicit(&n->state, memory_order_relaxed);
 
-		MCHECK(n->kind == IOVA_KIND_ALLOC && st == IOVA_ST_CACHED,
+		MCHECK(n->kind == IOVA_KIND_ALLOC && (st & IOVA_ST_LOW) == IOVA_ST_CACHED,
 		       "node %#llx in a magazine is not cached (state %#llx)",
 		       (unsigned long long)n->lo, (unsigned long long)st);
 		MCHECK(n->cc_idx == k && n->zone == k / IOVA_ORDERS &&
@@ -423,7 +452,7 @@ int iova_mag_check(const struct dg_iova_space *s, FILE *why, uint64_t cached_in_
 	uint64_t nall = 0, cap = cached_in_tree + 1;
 	int err = 0;
 
-	if (!s->slots) {
+	if (!s->mags) {
 		MCHECK(!cached_in_tree, "%llu cached ranges without magazines",
 		       (unsigned long long)cached_in_tree);
 		return 0;
@@ -436,6 +465,8 @@ int iova_mag_check(const struct dg_iova_space *s, FILE *why, uint64_t cached_in_
 		for (unsigned int k = 0; k < IOVA_CCS; k++) {
 			const struct iova_cpu_cache *cc = &sl->cc[k];
 
+			MCHECK(cc->loaded || k >= s->nzones * IOVA_ORDERS,
+			       "slot %u: no loaded magazine in cache %u", i, k);
 			if (cc->loaded && (err = check_mag(cc->loaded, k, why, all, &nall, cap)))
 				goto out;
 			if (cc->prev) {
@@ -476,7 +507,7 @@ out:
 
 void iova_mag_dump(const struct dg_iova_space *s, FILE *out)
 {
-	if (!s->slots) {
+	if (!s->mags) {
 		fprintf(out, "  magazines: off\n");
 		return;
 	}

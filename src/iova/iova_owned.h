@@ -2,10 +2,11 @@
 /*
  * iova/iova_owned.h - allocations whose owner keeps the proof of ownership (library private).
  *
- * dg_iova_free() validates every free through the live-range index (a hash lookup under a
- * shard lock, iova_index.c): no caller mistake can push a range into a magazine twice. The
- * DMA layer does not need that check: its map record (src/dma/map_record.c) already proves
- * that the range is live and that this thread won the one claim that may free it. So it keeps
+ * dg_iova_free() validates every free through the live-range index (a lock-free hash lookup
+ * and a compare-exchange, iova_index.c): no caller mistake can push a range into a magazine
+ * twice. The DMA layer does not need that check: its map record (src/dma/map_record.c)
+ * already proves that the range is live and that this thread won the one claim that may free
+ * it. So it keeps
  * the token iova_alloc_owned() hands out (the allocator's node) in the record, and gives
  * ranges back with iova_free_owned(), which skips the index and pushes a whole batch into
  * this thread's magazines under one slot lock (the batch end of dg_dma_batch_end()).

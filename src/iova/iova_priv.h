@@ -4,15 +4,17 @@
  *
  * Pieces and the files that own them:
  *   iova_tree.c    the augmented AVL tree of ranges (the only record of what is taken)
- *   iova_index.c   the live-range index: pfn -> node, so a free is validated in O(1)
+ *   iova_index.c   the live-range index: first byte -> node, read without a lock, so a free
+ *                  is validated in O(1)
  *   iova_mag.c     per-CPU magazines and the depot in front of the tree
  *   iova_linux.c   the Linux 6.1 reference search (cached node, linear walk)
  *   iova.c         the public API: argument checks, dispatch, stats, check and dump
  *
  * Lock order (a thread holding one may take only those to its right):
- *   slot lock -> depot lock -> tree lock -> index shard lock
- * No path holds a slot or depot lock while it takes the tree lock; the tree lock is held
- * while a node enters or leaves the index.
+ *   slot lock -> depot lock -> tree lock
+ * The live-range index has no lock: it changes only under the tree lock and is read without
+ * one (iova_index.c). Tree nodes of allocations are never freed before the space is (they go
+ * to a free list and are reused), so a lock-free reader never touches freed memory.
  */
 #ifndef DG_IOVA_PRIV_H
 #define DG_IOVA_PRIV_H
@@ -27,12 +29,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define IOVA_ORDERS	  (DG_IOVA_MAG_MAX_ORDER + 1) /* cached size classes */
-#define IOVA_ZONES	  2			      /* cache zones, see iova_mag.c */
-#define IOVA_ZONE_FULL	  0 /* ranges for requests whose limit reaches the end of the space */
-#define IOVA_ZONE_DMA32	  1 /* ranges below 4 GiB, for limits from 4 GiB - 1 up */
-#define IOVA_INDEX_SHARDS 64
-#define IOVA_MAX_HEIGHT	  96 /* AVL height bound for 2^64 nodes is < 93 */
+#define IOVA_ORDERS	(DG_IOVA_MAG_MAX_ORDER + 1) /* cached size classes */
+#define IOVA_ZONES	2			    /* cache zones, see iova_mag.c */
+#define IOVA_ZONE_FULL	0  /* ranges for requests whose limit reaches the end of the space */
+#define IOVA_ZONE_DMA32 1  /* ranges below 4 GiB, for limits from 4 GiB - 1 up */
+#define IOVA_MAX_HEIGHT 96 /* AVL height bound for 2^64 nodes is < 93 */
 
 enum iova_kind {
 	IOVA_KIND_ALLOC = 0,	/* an allocation, live or cached */
@@ -41,36 +42,67 @@ enum iova_kind {
 };
 
 /*
- * State word of an ALLOC node: (granules asked for << 2) | LIVE, or CACHED. Written by a free
- * under the node's index shard lock (LIVE -> CACHED), by an owned free (iova_owned.h) under
- * the slot lock it pushes the node with (LIVE -> CACHED: its owner proved no other free runs),
- * and by the allocator that popped the node from a magazine (CACHED -> LIVE, no lock: it owns
- * the node). They never race, because a node is in a magazine only while CACHED and a free
- * acts only on LIVE.
+ * State word of an ALLOC node: gen << IOVA_ST_GEN_SHIFT | low, where low is
+ *   IOVA_LIVE(npfn)  live, indexed node (see IOVA_INDEXED): the granules asked for, < 1024
+ *   IOVA_ST_LIVE     live, node not indexed: the granules asked for are in n->npfn
+ *   IOVA_ST_CACHED   in exactly one magazine or depot magazine (indexed nodes only)
+ *   0                out of the tree, on the space's node free list
+ * gen counts the node's incarnations (it is bumped each time a recycled node is put back
+ * into the tree), so a lock-free free that found the node by a stale chain cannot mistake a
+ * new incarnation for the one it looked up: its compare-exchange expects the old gen.
+ * Transitions of an indexed node:
+ *   -> LIVE     by the tree allocator (tree lock), release store: publishes the node;
+ *   LIVE -> CACHED   by a free (any thread, under its slot lock), compare-exchange
+ *               (acq_rel): exactly one of two racing frees wins, the other is refused;
+ *               by an owned free (iova_owned.h), a store under the slot lock;
+ *   CACHED -> LIVE   by the thread that popped the node from a magazine, under the slot
+ *               lock it popped it with (release store: the new owner may hand the IOVA to
+ *               another thread, whose free must see LIVE);
+ *   CACHED -> 0      by the release to the tree (tree lock), after the node left every
+ *               magazine.
+ * No store ever races with the compare-exchange: a node is in a magazine only while CACHED,
+ * and CACHED nodes are touched only by whoever took them out of a magazine.
  */
-#define IOVA_ST_LIVE	1u
-#define IOVA_ST_CACHED	2u
-#define IOVA_ST_SHIFT	2
-#define IOVA_LIVE(npfn) (((uint64_t)(npfn) << IOVA_ST_SHIFT) | IOVA_ST_LIVE)
-/* IOVA_LIVE() of the granules in @size bytes (size >= 1), in three instructions */
+#define IOVA_ST_LIVE	  1u
+#define IOVA_ST_CACHED	  2u
+#define IOVA_ST_SHIFT	  2
+#define IOVA_ST_GEN_SHIFT 12
+#define IOVA_ST_LOW	  ((1ull << IOVA_ST_GEN_SHIFT) - 1)
+#define IOVA_ST_NPFN(st)  (((st)&IOVA_ST_LOW) >> IOVA_ST_SHIFT)
+#define IOVA_LIVE(npfn)	  (((uint64_t)(npfn) << IOVA_ST_SHIFT) | IOVA_ST_LIVE)
+/*
+ * IOVA_LIVE() of the granules in @size bytes, in four instructions, for any @size: with
+ * x = granules - 1 = (size - 1) >> shift, it is rotl(x, 2) + 5, which is x * 4 + 5 when
+ * x < 2^62, and otherwise (size 0, or a size near 2^64 with a granule of 1 or 2) has low bits
+ * rotl(x, 2) & 3 = x >> 62 != 0, so + 5 never ends in LIVE's 01: it never equals a LIVE low
+ * state, and a free of such a size is refused without a special test.
+ */
+static inline uint64_t iova_rotl2(uint64_t x)
+{
+	return x << IOVA_ST_SHIFT | x >> (64 - IOVA_ST_SHIFT);
+}
 #define IOVA_LIVE_SIZE(s, size) \
-	((((size)-1) >> (s)->shift << IOVA_ST_SHIFT) + ((1u << IOVA_ST_SHIFT) | IOVA_ST_LIVE))
+	(iova_rotl2(((size)-1) >> (s)->shift) + ((1u << IOVA_ST_SHIFT) | IOVA_ST_LIVE))
+/* Indexed nodes: cacheable ALLOC nodes of a space with magazines. */
+#define IOVA_INDEXED(s, n) ((s)->mags && (n)->mag_order >= 0)
 
 struct iova_node {
-	struct iova_node *left, *right, *parent; /* tree links (tree lock) */
-	uint64_t lo;				 /* first pfn (immutable) */
-	uint64_t len;				 /* granules reserved (immutable) */
-	uint64_t gap;				 /* free pfns right below lo (tree lock) */
-	uint64_t max_gap;			 /* largest gap in this subtree (tree lock) */
-	int8_t gap_order; /* largest k: the gap holds an aligned 2^k block; -1 (tree lock) */
-	int8_t max_order; /* largest gap_order in this subtree (tree lock) */
-	uint8_t height;	  /* AVL height, leaves 1 (tree lock) */
-	uint8_t kind;	  /* enum iova_kind (immutable) */
-	int8_t mag_order; /* size class when cacheable (len 2^k, aligned), else -1 (immutable) */
-	uint8_t zone;	  /* cache zone of the range (immutable) */
-	uint8_t cc_idx;	  /* zone * IOVA_ORDERS + mag_order when cacheable (immutable) */
-	struct iova_node *hnext; /* index chain (shard lock) */
-	_Atomic uint64_t state;	 /* IOVA_ST_* (see above) */
+	struct iova_node *left, *right, *parent; /* tree links (tree lock); left: free list */
+	uint64_t lo;	       /* first pfn (tree lock; fixed while in the tree) */
+	uint64_t len;	       /* granules reserved (ditto) */
+	uint64_t gap;	       /* free pfns right below lo (tree lock) */
+	uint64_t max_gap;      /* largest gap in this subtree (tree lock) */
+	int8_t gap_order;      /* largest k: the gap holds an aligned 2^k block; -1 (tree lock) */
+	int8_t max_order;      /* largest gap_order in this subtree (tree lock) */
+	uint8_t height;	       /* AVL height, leaves 1 (tree lock) */
+	uint8_t kind;	       /* enum iova_kind (fixed while in the tree) */
+	int8_t mag_order;      /* size class when cacheable (len 2^k, aligned), else -1 (ditto) */
+	uint8_t zone;	       /* cache zone of the range (ditto) */
+	uint8_t cc_idx;	       /* zone * IOVA_ORDERS + mag_order when cacheable (ditto) */
+	uint64_t npfn;	       /* granules asked for, nodes not indexed (tree lock) */
+	_Atomic uint64_t hkey; /* index key: lo << shift, the first byte (for lock-free readers) */
+	_Atomic(struct iova_node *) hnext; /* index chain (written under the tree lock) */
+	_Atomic uint64_t state;		   /* see above */
 };
 
 struct iova_tree {
@@ -89,18 +121,21 @@ struct iova_mag {
 };
 
 struct iova_cpu_cache {
-	struct iova_mag *loaded; /* pop/push here first (slot lock) */
+	struct iova_mag *loaded; /* pop/push here first (slot lock); never NULL in a zone the
+				    space has (iova_mag_init) */
 	struct iova_mag *prev;	 /* always empty or full (slot lock) */
 };
 
 #define IOVA_CCS (IOVA_ZONES * IOVA_ORDERS) /* caches per slot: zone * IOVA_ORDERS + order */
 
+/* A power of two in size, so that indexing the slots is a shift. */
 struct iova_slot {
 	struct dg_spinlock lock;
 	uint64_t hits;	 /* allocations served here (slot lock) */
 	uint64_t misses; /* cacheable allocations sent to the tree (slot lock) */
 	struct iova_cpu_cache cc[IOVA_CCS];
-} dg_cacheline;
+} dg_aligned(512);
+_Static_assert(sizeof(struct iova_slot) == 512, "slot size: a power of two");
 
 struct iova_depot {
 	struct dg_spinlock lock;
@@ -113,16 +148,13 @@ struct iova_depot {
 	struct iova_mag *empty[DG_IOVA_DEPOT_MAX];
 } dg_cacheline;
 
-struct iova_index_shard {
-	struct dg_spinlock lock;
-	uint32_t bits;		/* log2 buckets of tab (shard lock) */
-	uint32_t bshift;	/* 64 - bits (shard lock) */
-	uint32_t old_bits;	/* log2 buckets of old while it drains (shard lock) */
-	struct iova_node **tab; /* buckets (shard lock) */
-	struct iova_node **old; /* previous table, drained a few buckets per call */
-	uint64_t migrate;	/* buckets of old below this are drained (shard lock) */
-	uint64_t count;		/* nodes in this shard (shard lock) */
-} dg_cacheline;
+/* A table of the live-range index (iova_index.c); never freed before the space. */
+struct iova_itab {
+	struct iova_itab *retired; /* tables drained before this one */
+	unsigned int shift;	   /* 64 - log2(nb) */
+	uint64_t nb;		   /* buckets, a power of two */
+	_Atomic(struct iova_node *) b[];
+};
 
 struct dg_iova_space {
 	/* configuration (immutable) */
@@ -139,6 +171,8 @@ struct dg_iova_space {
 	uint64_t dma32_limit;	/* ... else at or above this (4 GiB - 1) ZONE_DMA32 */
 	unsigned int nzones;	/* 2 when the space reaches above 4 GiB, else 1 */
 	unsigned int nslots;	/* a power of two */
+	uint64_t slot_mask;	/* nslots - 1 */
+	uint64_t id;		/* unique among the process's spaces, never 0 (iova_tls) */
 
 	/* the tree and what the tree lock protects */
 	pthread_mutex_t tree_lock;
@@ -154,7 +188,15 @@ struct dg_iova_space {
 	/* counters of rare events (atomic add) */
 	_Atomic uint64_t st_alloc_failures, st_bad_frees, st_flushes, st_trimmed;
 
-	struct iova_index_shard index[IOVA_INDEX_SHARDS];
+	/* the live-range index (iova_index.c): written under the tree lock, read without locks */
+	_Atomic(struct iova_itab *) itab; /* current table */
+	_Atomic(struct iova_itab *) iold; /* the previous one while it drains, else NULL */
+	uint64_t imigrate;		  /* buckets of iold below this are drained */
+	uint64_t icount;		  /* nodes indexed */
+	struct iova_itab *iretired;	  /* drained tables, freed with the space */
+	struct iova_node *free_nodes;	  /* recycled ALLOC nodes, linked by left (tree lock) */
+	uint64_t nfree_nodes;		  /* ... how many */
+
 	struct iova_slot *slots; /* nslots, NULL without magazines */
 	struct iova_depot depot[IOVA_CCS];
 
@@ -201,106 +243,112 @@ int iova_tree_check(const struct iova_tree *t, FILE *why);
 int8_t iova_gap_order(uint64_t g0, uint64_t len);
 
 /* ---- iova_index.c ---- */
-#define IOVA_INDEX_SHARD_BITS 6 /* log2 IOVA_INDEX_SHARDS */
+#define IOVA_INDEX_MAX_STEPS 32 /* chain steps of a lock-free lookup before it gives up */
 
-static inline uint64_t iova_index_hash(uint64_t pfn)
+/* The rest of a lock-free lookup of @key: the chain from @n (already checked) onwards, then
+ * the draining table (see iova_index_head). */
+struct iova_node *iova_index_find_slow(struct dg_iova_space *s, struct iova_node *n, uint64_t key);
+
+/* Keys are first bytes (lo << shift): an unaligned address never matches a key. */
+static inline uint64_t iova_index_hash(uint64_t key)
 {
-	return pfn * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing */
+	return key * 0x9e3779b97f4a7c15ull; /* Fibonacci hashing: bucket = top bits */
 }
 
-/* The bucket of hash @h in a table of 2^bits buckets: the bits below the shard bits. */
-static inline uint64_t iova_index_bucket(uint64_t h, uint32_t bits)
+/*
+ * Lock-free lookup (any thread, no lock), first step: the head of the chain of @key (NULL if
+ * the chain is empty). The caller compares its key (after loading its state, see the state
+ * word) and continues with iova_index_find_slow() if it is another node. Every answer is a
+ * hint: a chain changing under the reader may hide the node (callers confirm a miss under the
+ * tree lock with iova_index_lookup_locked()), and a node found is only a candidate whose state
+ * word decides.
+ */
+static inline struct iova_node *iova_index_head(struct dg_iova_space *s, uint64_t key)
 {
-	return (h << IOVA_INDEX_SHARD_BITS) >> (64 - bits);
-}
+	uint64_t h = iova_index_hash(key);
+	/* Acquire pairs with the release store of the table in grow() (iova_index.c). */
+	struct iova_itab *t = atomic_load_explicit(&s->itab, memory_order_acquire);
 
-static inline struct iova_index_shard *iova_index_shard(struct dg_iova_space *s, uint64_t pfn)
-{
-	return &s->index[iova_index_hash(pfn) >> (64 - IOVA_INDEX_SHARD_BITS)];
-}
-
-/* The chain that holds (or would hold) hash @h; caller holds the shard lock. */
-static inline struct iova_node **iova_index_chain(struct iova_index_shard *sh, uint64_t h)
-{
-	if (dg_unlikely(sh->old)) {
-		uint64_t ob = iova_index_bucket(h, sh->old_bits);
-
-		if (ob >= sh->migrate)
-			return &sh->old[ob];
-	}
-	return &sh->tab[(h << IOVA_INDEX_SHARD_BITS) >> sh->bshift];
-}
-
-/* The indexed node starting at @pfn, or NULL; caller holds the shard lock. */
-static inline struct iova_node *iova_index_lookup(struct iova_index_shard *sh, uint64_t pfn)
-{
-	struct iova_node *n = *iova_index_chain(sh, iova_index_hash(pfn));
-
-	while (n && n->lo != pfn)
-		n = n->hnext;
-	return n;
+	/* Acquire pairs with the release store of a chain head in link_head(). */
+	return atomic_load_explicit(&t->b[h >> t->shift], memory_order_acquire);
 }
 
 int iova_index_init(struct dg_iova_space *s);
 void iova_index_fini(struct dg_iova_space *s);
-/* Caller holds the shard lock of the node's pfn for these two. */
-void iova_index_insert(struct dg_iova_space *s, struct iova_index_shard *sh, struct iova_node *n);
-void iova_index_remove(struct dg_iova_space *s, struct iova_index_shard *sh, struct iova_node *n);
-/* Call @fn on every indexed node (caller holds every shard lock). Returns the count. */
-uint64_t iova_index_count(const struct dg_iova_space *s);
+/* A lock-free lookup had to look in the draining table: drain some more of it if the tree lock
+ * is free (trylock; lock order allows a slot lock held). */
+void iova_index_help_drain(struct dg_iova_space *s);
+/* Exact lookup; caller holds the tree lock. */
+struct iova_node *iova_index_lookup_locked(const struct dg_iova_space *s, uint64_t key);
+/* Caller holds the tree lock for these two. Inserting never fails (a table that cannot grow
+ * keeps longer chains). */
+void iova_index_insert(struct dg_iova_space *s, struct iova_node *n);
+void iova_index_remove(struct dg_iova_space *s, struct iova_node *n);
+/* Every chained node hashes to where it is and is indexed; counts agree (tree lock held). */
 int iova_index_check(const struct dg_iova_space *s, FILE *why);
 
 /* ---- iova_mag.c ---- */
-/* CPU + 1 of the slot this thread uses; 0 until its first magazine operation. */
-extern _Thread_local unsigned int iova_tls_slot __attribute__((tls_model("initial-exec")));
+/*
+ * This thread's slot (see iova_mag.c, "Slots and migration"): the space it was last used
+ * with (by id: a space at a reused address has another id), that space's slot, and the CPU
+ * the slot was chosen for + 1 (0: not yet known).
+ */
+struct iova_tls {
+	uint64_t space_id;
+	struct iova_slot *slot;
+	unsigned int cpu;
+};
+extern _Thread_local struct iova_tls iova_tls __attribute__((tls_model("initial-exec")));
 
 struct iova_slot *iova_slot_lock_slow(struct dg_iova_space *s);
 struct iova_node *iova_mag_alloc_slow(struct dg_iova_space *s, struct iova_slot *sl,
-				      unsigned int idx);
+				      unsigned int idx, uint64_t live);
 bool iova_mag_free_slow(struct dg_iova_space *s, struct iova_slot *sl, struct iova_node *n);
 
-/* Lock this thread's slot (see iova_mag.c, "Slots and migration"). */
-static inline struct iova_slot *iova_slot_lock(struct dg_iova_space *s)
+/* Trylock this thread's slot of @s into *slp: false if it is not known or not free. */
+static inline bool iova_slot_trylock(struct dg_iova_space *s, struct iova_slot **slp)
 {
-	unsigned int c = iova_tls_slot;
+	struct iova_slot *sl = iova_tls.slot;
 
-	if (dg_likely(c)) {
-		struct iova_slot *sl = &s->slots[c & (s->nslots - 1)];
-
-		if (dg_likely(dg_spin_trylock(&sl->lock)))
-			return sl;
-	}
-	return iova_slot_lock_slow(s);
+	*slp = sl;
+	return dg_likely(iova_tls.space_id == s->id) && dg_likely(dg_spin_trylock(&sl->lock));
 }
 
-/* Pop a cached range of cache @idx (zone * IOVA_ORDERS + order); NULL on a miss. */
-static inline struct iova_node *iova_mag_alloc(struct dg_iova_space *s, unsigned int idx)
+/* Lock this thread's slot. */
+static inline struct iova_slot *iova_slot_lock(struct dg_iova_space *s)
+{
+	struct iova_slot *sl;
+
+	return dg_likely(iova_slot_trylock(s, &sl)) ? sl : iova_slot_lock_slow(s);
+}
+
+/* A node popped from a magazine of slot @sl (locked) becomes LIVE with low state @live. */
+static inline void iova_node_set_live(struct iova_node *n, uint64_t live)
+{
+	uint64_t st = atomic_load_explicit(&n->state, memory_order_relaxed); /* CACHED, ours */
+
+	/* Release pairs with the acquire load and compare-exchange of a free (dg_iova_free):
+	 * the caller may hand the IOVA to another thread, which then sees the node LIVE. */
+	atomic_store_explicit(&n->state, (st & ~IOVA_ST_LOW) | live, memory_order_release);
+}
+
+/* Pop a cached range of cache @idx (zone * IOVA_ORDERS + order) and make it LIVE with low
+ * state @live; NULL on a miss. */
+static inline struct iova_node *iova_mag_alloc(struct dg_iova_space *s, unsigned int idx,
+					       uint64_t live)
 {
 	struct iova_slot *sl = iova_slot_lock(s);
 	struct iova_mag *m = sl->cc[idx].loaded;
 	struct iova_node *n;
 
-	if (dg_likely(m && m->n)) {
+	if (dg_likely(m->n)) {
 		n = m->e[--m->n];
+		iova_node_set_live(n, live);
 		sl->hits++;
 		dg_spin_unlock(&sl->lock);
 		return n;
 	}
-	return iova_mag_alloc_slow(s, sl, idx); /* unlocks */
-}
-
-/* Push a CACHED node; false if it could not be cached (no memory): free it to the tree. */
-static inline bool iova_mag_free(struct dg_iova_space *s, struct iova_node *n)
-{
-	struct iova_slot *sl = iova_slot_lock(s);
-	struct iova_mag *m = sl->cc[n->cc_idx].loaded;
-
-	if (dg_likely(m && m->n < DG_IOVA_MAG_SIZE)) {
-		m->e[m->n++] = n;
-		dg_spin_unlock(&sl->lock);
-		return true;
-	}
-	return iova_mag_free_slow(s, sl, n); /* unlocks */
+	return iova_mag_alloc_slow(s, sl, idx, live); /* unlocks */
 }
 
 int iova_mag_init(struct dg_iova_space *s);

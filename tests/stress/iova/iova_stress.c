@@ -13,6 +13,13 @@
  * magazine slot for all threads (every operation contends on the same slot lock) and with a
  * slot per CPU. At the end everything is freed, dg_iova_check() must pass and no range may be
  * live.
+ *
+ * Then the racing frees: every thread frees the same batch of ranges at the same moment (each
+ * in another order, after a barrier), many rounds. A free takes no lock but its slot's: each
+ * range must be freed exactly once, every other free must fail with -ENOENT (the range is
+ * cached, or back in the tree), and the space must pass dg_iova_check() after every round. Between rounds one thread flushes the caches now and
+ * then, so nodes go back to the tree and are reused for other ranges (new generations) while
+ * stale lookups of them may still be in flight.
  */
 #include <dmaguard/iova.h>
 
@@ -213,6 +220,88 @@ static int run(unsigned int nthreads, unsigned int ncpus)
 	return atomic_load(&failed);
 }
 
+#define RACE_N 48
+
+static struct range race_r[RACE_N];
+static atomic_int race_wins[RACE_N];
+static pthread_barrier_t race_bar;
+static unsigned int race_rounds, race_threads;
+
+static void *race_worker(void *arg)
+{
+	unsigned int id = (unsigned int)(uintptr_t)arg;
+	uint64_t rng = 0x5eed + id;
+
+	for (unsigned int round = 0; round < race_rounds; round++) {
+		if (id == 0) {
+			for (unsigned int i = 0; i < RACE_N; i++) {
+				/* cacheable sizes, and 3 granules page aligned: a tree free */
+				uint64_t size = i % 4 == 3 ? 3 * G : (1 + rnd(&rng) % 4) * G;
+				unsigned int fl = i % 4 == 3 ? DG_IOVA_ALLOC_PAGE_ALIGN : 0;
+				int e = dg_iova_alloc(space, size, UINT64_MAX, fl, &race_r[i].iova);
+
+				if (e)
+					FAIL("race alloc: %d", e);
+				race_r[i].size = size;
+				atomic_store(&race_wins[i], 0);
+			}
+			if (round % 8 == 7)
+				dg_iova_flush_caches(space);
+		}
+		pthread_barrier_wait(&race_bar);
+		for (unsigned int k = 0; k < RACE_N; k++) {
+			unsigned int i = (k * (2 * id + 1) + id * 7) % RACE_N;
+			int e = dg_iova_free(space, race_r[i].iova, race_r[i].size);
+
+			if (!e)
+				atomic_fetch_add(&race_wins[i], 1);
+			else if (e != -ENOENT)
+				FAIL("racing free of %#llx: %d", (unsigned long long)race_r[i].iova,
+				     e);
+		}
+		pthread_barrier_wait(&race_bar);
+		if (id == 0) {
+			for (unsigned int i = 0; i < RACE_N; i++)
+				if (atomic_load(&race_wins[i]) != 1)
+					FAIL("range %#llx freed %d times",
+					     (unsigned long long)race_r[i].iova,
+					     atomic_load(&race_wins[i]));
+			if (dg_iova_check(space, stderr))
+				FAIL("check failed after a racing round");
+		}
+		pthread_barrier_wait(&race_bar);
+	}
+	return NULL;
+}
+
+static int race(unsigned int nthreads, unsigned int ncpus)
+{
+	struct dg_iova_config cfg = {.start = 0, .end = NG * G - 1, .granule = G, .ncpus = ncpus};
+	pthread_t th[64];
+	struct dg_iova_stats st;
+
+	space = dg_iova_create(&cfg);
+	if (!space)
+		return 1;
+	race_threads = nthreads < 2 ? 2 : nthreads;
+	race_rounds = iterations / 500 + 1;
+	pthread_barrier_init(&race_bar, NULL, race_threads);
+	for (unsigned int i = 0; i < race_threads; i++)
+		pthread_create(&th[i], NULL, race_worker, (void *)(uintptr_t)i);
+	for (unsigned int i = 0; i < race_threads; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&race_bar);
+	dg_iova_get_stats(space, &st);
+	if (st.live_ranges || st.bad_frees != (uint64_t)(race_threads - 1) * RACE_N * race_rounds)
+		FAIL("racing frees: %llu live, %llu bad frees", (unsigned long long)st.live_ranges,
+		     (unsigned long long)st.bad_frees);
+	printf("stress_iova: racing frees, %u threads, %u slots: %u rounds of %u ranges, %llu "
+	       "refused\n",
+	       race_threads, ncpus, race_rounds, RACE_N, (unsigned long long)st.bad_frees);
+	dg_iova_destroy(space);
+	return atomic_load(&failed);
+}
+
 int main(int argc, char **argv)
 {
 	unsigned int nthreads = argc > 1 ? (unsigned int)atoi(argv[1]) : 2;
@@ -222,7 +311,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: stress_iova THREADS(1..64) ITERATIONS\n");
 		return 2;
 	}
-	if (run(nthreads, 1) || run(nthreads, 0))
+	if (run(nthreads, 1) || run(nthreads, 0) || race(nthreads, 1) || race(nthreads, 0))
 		return 1;
 	return 0;
 }

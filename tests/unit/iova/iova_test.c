@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -632,20 +633,28 @@ static void test_enomem(void **state)
 		assert_int_equal(st2.tree_nodes, st.tree_nodes);
 		assert_int_equal(st2.alloc_failures, 1);
 		assert_ok(s);
-		/* No memory for a magazine: the free goes to the tree instead. */
+		/* No memory for a magazine: a free that finds the loaded magazine full and gets no
+		 * empty one goes to the tree instead; the slot keeps its loaded magazine. */
+		bool mags = variants[v].algo == DG_IOVA_ALGO_AUGMENTED &&
+			    !(variants[v].flags & DG_IOVA_CFG_NO_MAGAZINES);
+		uint64_t b[DG_IOVA_MAG_SIZE + 1];
 		f.after = -1;
-		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &a), 0);
+		for (unsigned int i = 0; i <= DG_IOVA_MAG_SIZE; i++)
+			assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &b[i]), 0);
 		f.after = 0;
-		assert_int_equal(dg_iova_free(s, a, K4), 0);
+		unsigned int f0 = f.failed;
+		for (unsigned int i = 0; i <= DG_IOVA_MAG_SIZE; i++)
+			assert_int_equal(dg_iova_free(s, b[i], K4), 0);
 		stats(s, &st);
 		assert_int_equal(st.live_ranges, 0);
-		assert_int_equal(st.cached_ranges, 0);
-		assert_int_equal(st.frees, 1);
+		assert_int_equal(st.cached_ranges, mags ? DG_IOVA_MAG_SIZE : 0);
+		assert_int_equal(st.frees, DG_IOVA_MAG_SIZE + 1);
+		assert_int_equal(f.failed - f0, mags ? 1 : 0); /* the one empty magazine */
 		assert_ok(s);
+		assert_int_equal(dg_iova_find(s, b[DG_IOVA_MAG_SIZE], NULL, NULL), -ENOENT);
 		f.after = -1;
-		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &iova), 0);
-		assert_int_equal(iova, a);
-		assert_int_equal(dg_iova_free(s, iova, K4), 0);
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &a), 0);
+		assert_int_equal(dg_iova_free(s, a, K4), 0);
 		assert_ok(s);
 		dg_iova_destroy(s);
 	}
@@ -659,10 +668,7 @@ static void test_enomem(void **state)
 	for (unsigned int i = 0; i < n; i++)
 		assert_int_equal(
 			dg_iova_alloc(s, 8 * K4, UINT64_MAX, DG_IOVA_ALLOC_PAGE_ALIGN, &got[i]), 0);
-	bool crowded = false;
-	for (unsigned int i = 0; i < IOVA_INDEX_SHARDS; i++)
-		crowded |= s->index[i].count > 2ull << s->index[i].bits;
-	assert_true(crowded);
+	assert_true(s->icount > 8 * atomic_load(&s->itab)->nb); /* long chains */
 	assert_ok(s);
 	for (unsigned int i = 0; i < n; i++)
 		assert_int_equal(dg_iova_free(s, got[i], 8 * K4), 0);
@@ -1060,11 +1066,11 @@ static void test_check_catches_corruption(void **state)
 	atomic_store(&n->state, IOVA_ST_CACHED);
 	assert_ok(s);
 	/* A node missing from the index. */
-	struct iova_index_shard *sh = iova_index_shard(s, a[0] / K4);
-	struct iova_node *live = iova_index_lookup(sh, a[0] / K4);
-	iova_index_remove(s, sh, live);
+	struct iova_node *live = iova_index_lookup_locked(s, a[0]);
+	assert_non_null(live);
+	iova_index_remove(s, live);
 	assert_int_equal(dg_iova_check(s, null), -EUCLEAN);
-	iova_index_insert(s, sh, live);
+	iova_index_insert(s, live);
 	assert_ok(s);
 	/* The same node twice in a magazine. */
 	struct iova_mag *m = s->slots[0].cc[0].loaded;
@@ -1141,6 +1147,212 @@ static void test_granules(void **state)
 	dg_iova_destroy(s);
 }
 
+/*
+ * Sizes whose granule count does not fit the state word: with a granule of 1, a size of
+ * 2^62 + 4 bytes must not pass for the 4 the range was allocated with (a plain x * 4 + 5
+ * would wrap to the same state), nor size 0 or 2^64 - 1 for anything; a free at an address
+ * inside a range or unaligned is refused; nothing changes.
+ */
+static void test_free_sizes_and_addresses(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 40) - 1, 1, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	struct dg_iova_stats st;
+	uint64_t a, b;
+
+	assert_int_equal(dg_iova_alloc(s, 4, UINT64_MAX, 0, &a), 0);
+	assert_int_equal(dg_iova_free(s, a, (1ull << 62) + 4), -EINVAL);
+	assert_int_equal(dg_iova_free(s, a, (2ull << 62) + 4), -EINVAL);
+	assert_int_equal(dg_iova_free(s, a, (3ull << 62) + 4), -EINVAL);
+	assert_int_equal(dg_iova_free(s, a, UINT64_MAX), -EINVAL);
+	assert_int_equal(dg_iova_free(s, a, 0), -EINVAL);
+	assert_int_equal(dg_iova_free(s, a + 1, 3), -ENOENT);
+	assert_int_equal(dg_iova_free(s, a, 3), -EINVAL); /* 3 granules, not the 4 asked for */
+	stats(s, &st);
+	assert_int_equal(st.bad_frees, 7);
+	assert_int_equal(st.live_ranges, 1);
+	assert_ok(s);
+	assert_int_equal(dg_iova_free(s, a, 4), 0);
+	assert_ok(s);
+	dg_iova_destroy(s);
+
+	s = mk(0, (1ull << 40) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	assert_int_equal(dg_iova_alloc(s, 2 * K4, UINT64_MAX, 0, &a), 0);
+	assert_int_equal(dg_iova_alloc(s, 3 * K4, UINT64_MAX, DG_IOVA_ALLOC_PAGE_ALIGN, &b), 0);
+	assert_int_equal(dg_iova_free(s, a + 1, 2 * K4), -EINVAL); /* unaligned */
+	assert_int_equal(dg_iova_free(s, a + K4, K4), -ENOENT);	   /* inside */
+	assert_int_equal(dg_iova_free(s, b, 4 * K4), -EINVAL);	   /* tree range, wrong size */
+	assert_int_equal(dg_iova_free(s, b + K4, K4), -ENOENT);
+	assert_int_equal(dg_iova_free(s, a, UINT64_MAX), -EINVAL);
+	assert_ok(s);
+	assert_int_equal(dg_iova_free(s, a, 2 * K4), 0);
+	assert_int_equal(dg_iova_free(s, b, 3 * K4), 0);
+	assert_int_equal(dg_iova_free(s, b, 3 * K4), -ENOENT);
+	assert_int_equal(dg_iova_free(s, a, 2 * K4), -ENOENT);
+	assert_ok(s);
+	dg_iova_destroy(s);
+}
+
+/*
+ * A node that went back to the tree is reused for the next range with a new generation, so
+ * a lock-free free that read the node in its previous life cannot validate against it: the
+ * compare-exchange with the old state word fails.
+ */
+static void test_node_reuse_generation(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 40) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	uint64_t a, b;
+
+	assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &a), 0);
+	struct iova_node *n = iova_index_lookup_locked(s, a);
+	assert_non_null(n);
+	uint64_t old = atomic_load(&n->state);
+	assert_int_equal(old & IOVA_ST_LOW, IOVA_LIVE(1));
+	assert_int_equal(dg_iova_free(s, a, K4), 0);
+	dg_iova_flush_caches(s); /* back to the tree: the node is on the free list */
+	assert_int_equal(atomic_load(&n->state) & IOVA_ST_LOW, 0);
+	assert_int_equal(dg_iova_alloc(s, 2 * K4, UINT64_MAX, 0, &b), 0); /* reuses it */
+	assert_true(iova_index_lookup_locked(s, b) == n);
+	assert_true(b != a);
+	uint64_t now = atomic_load(&n->state);
+	assert_int_equal(now & IOVA_ST_LOW, IOVA_LIVE(2));
+	assert_int_equal(now >> IOVA_ST_GEN_SHIFT, (old >> IOVA_ST_GEN_SHIFT) + 1);
+	/* what a stale reader of the old life would try */
+	uint64_t expect = (now & ~IOVA_ST_LOW) - (1ull << IOVA_ST_GEN_SHIFT) + IOVA_LIVE(2);
+	assert_false(atomic_compare_exchange_strong(&n->state, &expect, IOVA_ST_CACHED));
+	assert_int_equal(dg_iova_free(s, a, K4), -ENOENT);
+	assert_int_equal(dg_iova_free(s, b, 2 * K4), 0);
+	assert_ok(s);
+	dg_iova_destroy(s);
+}
+
+/*
+ * After the index doubled, frees that only hit the magazines (no tree operation that would
+ * drain the old table) still find their ranges and drain the old table themselves.
+ */
+static void test_index_drain_by_frees(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 40) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	const unsigned int cap = 1u << 14;
+	uint64_t *got = malloc(cap * sizeof(*got));
+	unsigned int n = 0;
+	struct dg_iova_stats st0, st1;
+
+	/* allocate until the index has just doubled */
+	do {
+		assert_true(n < cap);
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &got[n]), 0);
+		n++;
+	} while (!atomic_load(&s->iold) || s->imigrate > 0);
+	stats(s, &st0);
+	/* cycle frees and allocations through the magazines only */
+	for (unsigned int round = 0; round < 64 && atomic_load(&s->iold); round++) {
+		for (unsigned int i = 0; i < n; i++)
+			assert_int_equal(dg_iova_free(s, got[i], K4), 0);
+		for (unsigned int i = 0; i < n; i++)
+			assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &got[i]), 0);
+	}
+	assert_null(atomic_load(&s->iold));
+	stats(s, &st1);
+	assert_int_equal(st1.tree_allocs, st0.tree_allocs);
+	assert_int_equal(st1.tree_frees, st0.tree_frees);
+	assert_ok(s);
+	for (unsigned int i = 0; i < n; i++)
+		assert_int_equal(dg_iova_free(s, got[i], K4), 0);
+	assert_ok(s);
+	free(got);
+	dg_iova_destroy(s);
+}
+
+/* Ranges freed by another thread than the one that allocated them, then freed again by
+ * either: refused (the range sits in the other thread's slot). */
+struct xfree {
+	struct dg_iova_space *s;
+	uint64_t *r;
+	unsigned int n;
+	int want;
+};
+
+static void *xfree_thread(void *arg)
+{
+	struct xfree *x = arg;
+
+	for (unsigned int i = 0; i < x->n; i++)
+		if (dg_iova_free(x->s, x->r[i], K4 << (i % 3)) != x->want)
+			return (void *)1;
+	return NULL;
+}
+
+static void test_cross_thread_double_free(void **state)
+{
+	(void)state;
+	/* one slot: the other thread's frees land where this thread allocates from */
+	struct dg_iova_space *s = mk(0, (1ull << 40) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	uint64_t r[300];
+	struct xfree x = {.s = s, .r = r, .n = 300, .want = 0};
+	struct dg_iova_stats st;
+	pthread_t t;
+	void *ret;
+
+	for (int round = 0; round < 2; round++) { /* the second round hits the magazines */
+		for (unsigned int i = 0; i < 300; i++)
+			assert_int_equal(dg_iova_alloc(s, K4 << (i % 3), UINT64_MAX, 0, &r[i]), 0);
+		x.want = 0;
+		assert_int_equal(pthread_create(&t, NULL, xfree_thread, &x), 0);
+		pthread_join(t, &ret);
+		assert_null(ret);
+		for (unsigned int i = 0; i < 300; i++)
+			assert_int_equal(dg_iova_free(s, r[i], K4 << (i % 3)), -ENOENT);
+		x.want = -ENOENT;
+		assert_int_equal(pthread_create(&t, NULL, xfree_thread, &x), 0);
+		pthread_join(t, &ret);
+		assert_null(ret);
+		stats(s, &st);
+		assert_int_equal(st.live_ranges, 0);
+		assert_int_equal(st.bad_frees, 600ull * (round + 1));
+		assert_ok(s);
+	}
+	assert_int_equal(st.magazine_hits, 300); /* the second round: the other thread's frees */
+	dg_iova_destroy(s);
+}
+
+/*
+ * One thread alternating between spaces: its remembered slot belongs to one space at a time
+ * (by id), so a space created at a destroyed space's address never gets the old slot (which
+ * valgrind and ASan would report as a use after free).
+ */
+static void test_spaces_alternate(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s[2];
+	struct dg_iova_stats st;
+	uint64_t a, b;
+
+	for (int gen = 0; gen < 3; gen++) {
+		for (int k = 0; k < 2; k++)
+			s[k] = mk(0, (1ull << 40) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 2);
+		for (unsigned int i = 0; i < 1000; i++) {
+			assert_int_equal(dg_iova_alloc(s[0], K4, UINT64_MAX, 0, &a), 0);
+			assert_int_equal(dg_iova_alloc(s[1], 2 * K4, UINT64_MAX, 0, &b), 0);
+			assert_int_equal(dg_iova_free(s[0], a, K4), 0);
+			assert_int_equal(dg_iova_free(s[1], b, 2 * K4), 0);
+			assert_int_equal(dg_iova_free(s[i & 1], i & 1 ? b : a, (i & 1) + 1),
+					 -ENOENT);
+		}
+		for (int k = 0; k < 2; k++) {
+			stats(s[k], &st);
+			assert_int_equal(st.allocs, 1000);
+			assert_int_equal(st.magazine_hits, 999);
+			assert_int_equal(st.tree_frees, 0);
+			assert_int_equal(st.bad_frees, 500);
+			assert_ok(s[k]);
+			dg_iova_destroy(s[k]);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1160,6 +1372,11 @@ int main(void)
 		cmocka_unit_test(test_check_catches_corruption),
 		cmocka_unit_test(test_index_growth),
 		cmocka_unit_test(test_granules),
+		cmocka_unit_test(test_free_sizes_and_addresses),
+		cmocka_unit_test(test_node_reuse_generation),
+		cmocka_unit_test(test_index_drain_by_frees),
+		cmocka_unit_test(test_cross_thread_double_free),
+		cmocka_unit_test(test_spaces_alternate),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
