@@ -299,7 +299,8 @@ void wl_dev_quiesce(struct wl_dev *d);
  */
 bool wl_dev_dma_done(struct wl_dev *d, struct wl_port *p);
 
-/* Device: translate [iova, iova + len) for @access into @sg (at most @max segments), timed in
+/* Device: translate [iova, iova + len) for @access into @sg (at most @max segments) through
+   the inline hit (dg_dev_translate_fast, as a device's hot loop would), timed in
    sampled bursts; a failure is counted as an error. Returns the segment count or 0. */
 unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p, uint64_t iova, size_t len,
 			      unsigned int access, struct dg_sg *sg, unsigned int max);

@@ -375,7 +375,7 @@ unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p, uint64_t iova
 			      unsigned int access, struct dg_sg *sg, unsigned int max)
 {
 	unsigned int nr = 0;
-	int e = dg_dev_translate(p->dev, iova, len, access, sg, max, &nr);
+	int e = dg_dev_translate_fast(p->dev, iova, len, access, sg, max, &nr);
 
 	if (e) {
 		if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
