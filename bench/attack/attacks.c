@@ -127,6 +127,10 @@ static void attack_stale_window(struct atk_world *w, unsigned int rounds)
 			breached = w->res->breaches > before;
 			if (r < 0)
 				break; /* refused: the window closed */
+			if (world_iova_reissued(w, m)) {
+				breached = false; /* the window closed: the IOVA is another's now */
+				break;
+			}
 			if (w->pol != ATK_POL_LAZY ? k >= 15 : world_now(w) - t0 > 20 * lazy_to)
 				break;
 			if (!busy)

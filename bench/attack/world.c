@@ -399,6 +399,23 @@ static bool dir_writes(enum dg_dma_dir dir)
 	return dir != DG_DMA_TO_DEVICE;
 }
 
+/* An IOVA page was handed out (a map returned @dma). */
+static void issued(struct atk_world *w, uint64_t dma)
+{
+	uint64_t page = dma / W_PAGE;
+
+	w->issued[page % W_ISSUED_SLOTS].page = page;
+	w->issued[page % W_ISSUED_SLOTS].at = w->unmaps + 1;
+}
+
+bool world_iova_reissued(const struct atk_world *w, const struct atk_map *m)
+{
+	uint64_t page = m->dma / W_PAGE;
+
+	return w->issued[page % W_ISSUED_SLOTS].page == page &&
+	       w->issued[page % W_ISSUED_SLOTS].at > m->unmaps_at;
+}
+
 struct atk_map *drv_map(struct atk_world *w, unsigned int dev, size_t len, size_t off,
 			enum dg_dma_dir dir, bool direct)
 {
@@ -453,6 +470,7 @@ struct atk_map *drv_map(struct atk_world *w, unsigned int dev, size_t len, size_
 		return NULL;
 	}
 	m->state = MAP_LIVE;
+	issued(w, m->dma);
 	orc_grant(&w->orc, dev, m->buf, len, dir_reads(dir), dir_writes(dir));
 	/* The device's legitimate DMA: it must see exactly the buffer (and caches the
 	   translation, which the stale attacks rely on). */
@@ -521,6 +539,7 @@ void drv_traffic(struct atk_world *w, unsigned int dev)
 		w_legit_failure(w, "traffic map", r);
 		return;
 	}
+	issued(w, dma);
 	/* The device must reach exactly this buffer through its fresh IOVA (a stale IOTLB
 	   entry for a reused IOVA would send it elsewhere). */
 	r = dg_dev_read(w->dev[dev], dma, w->scratch, len);
@@ -701,7 +720,7 @@ static void judge(struct atk_world *w, unsigned int dev, bool write, size_t len,
 			w->lazy_el[w->n_lazy_el++] = w->j.lazy_elapsed;
 		}
 	}
-	if (stale) {
+	if (stale && !world_iova_reissued(w, stale)) {
 		uint64_t el = w->j.t - stale->t_unmap, un = w->unmaps - stale->unmaps_at;
 
 		if (el > res->window_ns)

@@ -58,6 +58,8 @@ struct atk_map {
 	uint64_t unmaps_at;	  /* driver unmaps counted at that moment */
 };
 
+#define W_ISSUED_SLOTS 4096
+
 struct atk_world {
 	enum atk_policy pol;
 	const struct atk_config *cfg;
@@ -83,7 +85,16 @@ struct atk_world {
 	uint8_t *scratch;    /* what an attack read lands in */
 	uint8_t *wbuf;	     /* what an attack write sends */
 	uint8_t *traffic;    /* drv_traffic()'s buffer (not tagged: only the device uses it) */
-	uint64_t *lazy_el;   /* elapsed ns of every breach documented as inside the lazy window */
+	/*
+	 * When each IOVA page was last handed out (w->unmaps + 1 at that map; direct-mapped by
+	 * page, a collision forgets the older page): a stale access through an IOVA given out
+	 * again after its unmap belongs to the newer mapping, so it says nothing about the
+	 * window of the older one (world_iova_reissued()).
+	 */
+	struct {
+		uint64_t page, at;
+	} issued[W_ISSUED_SLOTS];
+	uint64_t *lazy_el; /* elapsed ns of every breach documented as inside the lazy window */
 	size_t n_lazy_el, cap_lazy_el;
 	/* The access being judged (oracle callbacks). */
 	struct {
@@ -98,6 +109,9 @@ struct atk_world {
 		size_t undoc_bytes;   /* undocumented bytes */
 	} j;
 };
+
+/* Has the IOVA of @m been handed out to a new mapping since @m was unmapped? */
+bool world_iova_reissued(const struct atk_world *w, const struct atk_map *m);
 
 uint64_t w_now_ns(void); /* CLOCK_MONOTONIC */
 void w_sleep_ns(uint64_t ns);

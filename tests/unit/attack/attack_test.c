@@ -274,11 +274,19 @@ static void test_lazy(void **state)
 		}
 		if (a == ATK_OTHER_DOMAIN || a == ATK_PERM || a == ATK_DETACHED)
 			assert_int_equal(r.breaches, 0);
-		/* what the attacker observed never exceeds what the library reported (time);
-		   in unmaps the bound is per CPU flush queue, and the attacker counts them all */
+		/*
+		 * What the attacker observed never exceeds what the library reported (time). In
+		 * unmaps the bound is per CPU flush queue (256), and the attacker counts them all:
+		 * a window that closed before the 10 ms timeout closed by queue pressure, so it
+		 * spans at most 256 unmaps per CPU; one closed by the timeout may span any number
+		 * made on another CPU's queue (the thread moved; stale-window's busy rounds make
+		 * thousands in 10 ms), bounded in time only.
+		 */
 		assert_true(r.window_ns <= r.lib_window_ns);
 		assert_true(r.lib_window_unmaps <= 256);
-		assert_true(r.window_unmaps <= 256 * (uint64_t)sysconf(_SC_NPROCESSORS_CONF));
+		if (r.window_ns < 10000000)
+			assert_true(r.window_unmaps <=
+				    256 * (uint64_t)sysconf(_SC_NPROCESSORS_CONF));
 		if (a == ATK_SUBPAGE)
 			assert_true(r.documented[ATK_DOC_SUBPAGE] > 0);
 	}
