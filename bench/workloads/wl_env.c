@@ -467,8 +467,14 @@ void wl_drv_poll_end(struct wl_drv *d, uint64_t ios, uint64_t bytes)
 
 void wl_dev_burst_start(struct wl_dev *d)
 {
-	d->timed = d->burst_no++ % WL_SAMPLE_EVERY == 0;
+	d->timed = d->burst_no % WL_SAMPLE_EVERY == 0;
 	d->xlat_ns = 0;
+	d->xlat_pairs = 0;
+	d->xlat_sampled = false;
+	/* rotate over the positions a burst had last time, so every position gets sampled */
+	d->xlat_sample =
+		(uint32_t)(d->burst_no / WL_SAMPLE_EVERY % (d->xlat_last ? d->xlat_last : 1));
+	d->burst_no++;
 }
 
 void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes)
@@ -479,8 +485,11 @@ void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes)
 	wl_ctr_add(&d->ctr->dev_bytes, bytes);
 	wl_ctr_add(&d->ctr->polls, 1);
 	if (d->timed) {
-		wl_ctr_add(&d->ctr->xlat_ns, d->xlat_ns);
-		wl_ctr_add(&d->ctr->xlat_units, units);
+		d->xlat_last = d->xlat_pairs;
+		if (d->xlat_sampled) {
+			wl_ctr_add(&d->ctr->xlat_ns, d->xlat_ns * d->xlat_pairs);
+			wl_ctr_add(&d->ctr->xlat_units, units);
+		}
 	}
 }
 
@@ -503,9 +512,9 @@ bool wl_dev_dma_done(struct wl_dev *d, struct wl_port *p)
 }
 
 /*
- * What a pair of clock reads around nothing measures, taken off every bracketed interval: a
- * device brackets each DMA's translation on its own (tens of ns), so the clock's own cost
- * would otherwise be most of what it reports. The minimum of a few hundred tries, once.
+ * What a pair of clock reads around nothing measures, taken off the timed interval (a single
+ * translation is tens of ns, the clock's own cost would be most of it). The minimum of a few
+ * hundred tries, once.
  */
 static uint64_t clock_pair_ns(void)
 {
@@ -527,17 +536,19 @@ static uint64_t clock_pair_ns(void)
 
 void wl_dev_xlat_begin(struct wl_dev *d)
 {
-	if (d->timed) {
-		(void)clock_pair_ns(); /* calibrated before the first interval, not inside it */
+	if (d->timed && d->xlat_pairs == d->xlat_sample) {
+		(void)clock_pair_ns(); /* calibrated before the interval, not inside it */
 		d->t_mark = bench_now_ns();
 	}
 }
 
 void wl_dev_xlat_end(struct wl_dev *d)
 {
-	if (d->timed) {
+	if (d->timed && d->xlat_pairs == d->xlat_sample) {
 		uint64_t dt = bench_now_ns() - d->t_mark, c = clock_pair_ns();
 
-		d->xlat_ns += dt > c ? dt - c : 0;
+		d->xlat_ns = dt > c ? dt - c : 0;
+		d->xlat_sampled = true;
 	}
+	d->xlat_pairs++;
 }

@@ -37,12 +37,14 @@
  * Phases 2, 3, 4 and 6 are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
  *
  * Device burst of a queue: at most NIC_BURST descriptors per ring. The ring is translated
- * once per burst; every frame (rx) and every descriptor of a send (tx) is a DMA of its own:
- * translate, copy (rx: a header with the queue's next sequence number, the rest from a
- * template; tx: the payload to the wire scratch buffer, the header checked at EOP), then
- * wl_dev_dma_done(): a quiescent point if an invalidation is pending, after which the ring
- * is translated again. So a driver's wait lasts one DMA, as a real IOMMU completes an
- * invalidation in microseconds whatever the device's queue holds. A burst moves at most
+ * once per burst and its descriptors read at once (their cache misses overlap). Every frame
+ * (rx) and every descriptor of a send (tx) is a DMA of its own: translate, copy (rx: a
+ * header with the queue's next sequence number, the rest from a template; tx: the payload
+ * to the wire scratch buffer, the header checked at EOP). After every NIC_ACK_EVERY of them
+ * (rx: a group translated together, then written; an aggregation buffer's frames one by
+ * one) wl_dev_dma_done(): a quiescent point if an invalidation is pending, after which the
+ * ring is translated again. So a driver's wait lasts a few DMAs, as a real IOMMU completes
+ * an invalidation in microseconds whatever the device's queue holds. A burst moves at most
  * WL_BURST_BYTES, and ends with a quiescent point of every device of the thread.
  */
 #include "wl_nic.h"
@@ -52,13 +54,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NIC_BUDGET   64 /* rx buffers / tx sends reaped per queue and poll */
-#define NIC_BURST    32 /* descriptors per ring and device burst */
-#define NIC_EOP	     1	/* desc.flags: last descriptor of a send */
-#define NIC_DD	     1	/* desc.status: done */
-#define NIC_SEGS     32 /* TSO: segments of a send at most */
-#define NIC_MAX_Q    64 /* queue pairs per port */
-#define NIC_FRAME_SG 4	/* translated segments per rx frame at most */
+#define NIC_BUDGET    64 /* rx buffers / tx sends reaped per queue and poll */
+#define NIC_BURST     32 /* descriptors per ring and device burst */
+#define NIC_ACK_EVERY 8	 /* rx frames a device writes between acknowledgements */
+#define NIC_EOP	      1	 /* desc.flags: last descriptor of a send */
+#define NIC_DD	      1	 /* desc.status: done */
+#define NIC_SEGS      32 /* TSO: segments of a send at most */
+#define NIC_MAX_Q     64 /* queue pairs per port */
+#define NIC_FRAME_SG  4	 /* translated segments per rx frame at most */
 
 struct nic_desc {
 	uint64_t addr;		 /* DMA address (driver) */
@@ -655,7 +658,8 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	/* Acquire pairs with the driver's release store of tail in write_descs(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
 	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames, k;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, daddr[NIC_BURST];
+	uint32_t dlen[NIC_BURST];
 
 	if (!n)
 		return 0;
@@ -665,46 +669,84 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	wl_dev_xlat_begin(d);
 	struct nic_desc *ring = dev_ring(d, p, rg);
 	wl_dev_xlat_end(d);
-	/* every frame is a DMA of its own: translate, write, done */
+	/*
+	 * The burst's descriptors first, all at once: their cache misses overlap (one at a time,
+	 * between the frames' copies, they halved identity's packet rate). The driver rewrites a
+	 * descriptor only after its DD, so the copies stay right.
+	 */
 	for (k = 0; ring && k < n; k++) {
-		uint32_t i = (rg->dev_head + k) & rg->mask, written = 0;
+		daddr[k] = ring[(rg->dev_head + k) & rg->mask].addr;
+		dlen[k] = ring[(rg->dev_head + k) & rg->mask].len;
+	}
+	/*
+	 * Frames in groups of NIC_ACK_EVERY: translate the group's frames, write them, hand them
+	 * back, then acknowledge what is pending (dma_done). A wait lasts one group at most, and
+	 * the group's translations and copies overlap their cache misses. Aggregated frames
+	 * (rx_frames > 1) fill one buffer per group.
+	 */
+	for (k = 0; ring && k < n;) {
+		uint32_t m = fr > 1 ? 1 : (n - k < NIC_ACK_EVERY ? n - k : NIC_ACK_EVERY);
+		unsigned int nr[NIC_ACK_EVERY];
 
-		for (uint32_t j = 0; j < fr; j++) {
-			uint64_t off = (uint64_t)j * prm->rx_stride;
-			uint64_t addr = ring[i].addr + off;
-			unsigned int nr;
-
-			if (ring[i].len < off + prm->rx_frame)
-				break;
+		if (fr == 1) { /* translate the group's frames */
 			wl_dev_xlat_begin(d);
-			nr = wl_dev_translate(d, p, addr, prm->rx_frame, DG_ACCESS_WRITE, d->sg,
-					      NIC_FRAME_SG);
+			for (uint32_t g = 0; g < m; g++)
+				nr[g] = dlen[k + g] >= prm->rx_frame ?
+						wl_dev_translate(d, p, daddr[k + g], prm->rx_frame,
+								 DG_ACCESS_WRITE,
+								 &d->sg[g * NIC_FRAME_SG],
+								 NIC_FRAME_SG) :
+						0;
 			wl_dev_xlat_end(d);
-			if (!nr)
-				break;
+		}
+		for (uint32_t g = 0; g < m; g++) {
+			uint32_t written = 0, i = (rg->dev_head + k + g) & rg->mask;
 
-			struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
-					   .src = {2, 0, 0, 0, 0, 1},
-					   .ethertype = 0x0800,
-					   .queue = (uint16_t)q->id,
-					   .magic = WL_MAGIC,
-					   .seq = rg->dev_seq++,
-					   .len = prm->rx_frame};
+			for (uint32_t j = 0; j < fr; j++) {
+				uint64_t off = (uint64_t)j * prm->rx_stride;
+				const struct dg_sg *sg = &d->sg[g * NIC_FRAME_SG];
+				unsigned int x = g;
 
-			h.csum = wl_hdr_csum(&h);
-			wl_sg_copy_to(d->sg, nr, 0, &h, sizeof(h));
-			wl_sg_copy_to(d->sg, nr, sizeof(h), np->tmpl + sizeof(h),
-				      prm->rx_frame - sizeof(h));
-			written = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
-			bytes += prm->rx_frame;
-			if (j + 1 < fr && !(ring = dma_done(d, p, rg, ring)))
-				break;
+				if (fr > 1) { /* an aggregated frame: its own DMA */
+					if (dlen[k + g] < off + prm->rx_frame)
+						break;
+					wl_dev_xlat_begin(d);
+					nr[0] = wl_dev_translate(d, p, daddr[k + g] + off,
+								 prm->rx_frame, DG_ACCESS_WRITE,
+								 d->sg, NIC_FRAME_SG);
+					wl_dev_xlat_end(d);
+					sg = d->sg;
+					x = 0;
+				}
+				if (!nr[x])
+					break;
+
+				struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
+						   .src = {2, 0, 0, 0, 0, 1},
+						   .ethertype = 0x0800,
+						   .queue = (uint16_t)q->id,
+						   .magic = WL_MAGIC,
+						   .seq = rg->dev_seq++,
+						   .len = prm->rx_frame};
+
+				h.csum = wl_hdr_csum(&h);
+				wl_sg_copy_to(sg, nr[x], 0, &h, sizeof(h));
+				wl_sg_copy_to(sg, nr[x], sizeof(h), np->tmpl + sizeof(h),
+					      prm->rx_frame - sizeof(h));
+				written = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
+				bytes += prm->rx_frame;
+				if (fr > 1 && j + 1 < fr && !(ring = dma_done(d, p, rg, ring)))
+					break;
+			}
+			if (!ring)
+				break; /* the ring is gone (an error counted): not handed back */
+			ring[i].len = written;
+			/* Release pairs with the driver's acquire load of status in reap(). */
+			atomic_store_explicit(&ring[i].status, NIC_DD, memory_order_release);
 		}
 		if (!ring)
-			break; /* the ring is gone (an error counted): the buffer is not handed back */
-		ring[i].len = written;
-		/* Release pairs with the driver's acquire load of status in reap(). */
-		atomic_store_explicit(&ring[i].status, NIC_DD, memory_order_release);
+			break;
+		k += m;
 		ring = dma_done(d, p, rg, ring);
 	}
 	rg->dev_head += k;
@@ -714,13 +756,13 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 
 /*
  * Read one send (its descriptors from @k to EOP) to the wire and check it, one DMA per
- * descriptor (a TSO send's pages). *ring is translated again after any DMA that
- * acknowledged something. Returns its descriptors, 0 if it is not all there (or the ring
- * is gone: *ring NULL).
+ * descriptor (a TSO send's pages), acknowledging after every NIC_ACK_EVERY of the burst
+ * (*since_ack counts them); *ring is translated again when that acknowledged something.
+ * Returns its descriptors, 0 if it is not all there (or the ring is gone: *ring NULL).
  */
 static uint32_t tx_send(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
-			struct nic_queue *q, struct nic_desc **ring, uint32_t k, uint32_t avail,
-			uint64_t *bytes)
+			struct nic_queue *q, struct nic_desc **ring, const struct nic_desc *snap,
+			uint32_t k, uint32_t avail, uint32_t *since_ack, uint64_t *bytes)
 {
 	struct nic_ring *rg = &q->tx;
 	uint32_t nd = 0;
@@ -731,10 +773,10 @@ static uint32_t tx_send(struct wl_dev *d, struct wl_port *p, struct nic_port *np
 	for (uint32_t i = k; !eop; i++) {
 		if (i == avail || i - k == NIC_SEGS)
 			return 0;
-		eop = (*ring)[(rg->dev_head + i) & rg->mask].flags & NIC_EOP;
+		eop = snap[i].flags & NIC_EOP;
 	}
-	while (nd == 0 || !((*ring)[(rg->dev_head + k + nd - 1) & rg->mask].flags & NIC_EOP)) {
-		const struct nic_desc *dsc = &(*ring)[(rg->dev_head + k + nd) & rg->mask];
+	while (nd == 0 || !(snap[k + nd - 1].flags & NIC_EOP)) {
+		const struct nic_desc *dsc = &snap[k + nd];
 		uint32_t len = dsc->len;
 		unsigned int nr;
 
@@ -745,8 +787,11 @@ static uint32_t tx_send(struct wl_dev *d, struct wl_port *p, struct nic_port *np
 			wl_sg_copy_from(d->sg, nr, 0, d->scratch + off, len);
 		off += len;
 		nd++;
-		if (!(*ring = dma_done(d, p, rg, *ring)))
-			return 0;
+		if (++*since_ack == NIC_ACK_EVERY) {
+			*since_ack = 0;
+			if (!(*ring = dma_done(d, p, rg, *ring)))
+				return 0;
+		}
 	}
 
 	const struct wl_hdr *h = (const void *)d->scratch;
@@ -771,17 +816,27 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->tx;
 	/* Acquire pairs with the driver's release store of tail in write_descs(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t avail = tail - rg->dev_head, k = 0, sends = 0;
+	uint32_t avail = tail - rg->dev_head, k = 0, sends = 0, since_ack = 0;
+	struct nic_desc snap[2 * NIC_BURST];
 	uint64_t bytes = 0;
 
 	if (!avail)
 		return 0;
+	avail = avail < 2 * NIC_BURST ? avail : 2 * NIC_BURST;
 	wl_dev_xlat_begin(d);
 	struct nic_desc *ring = dev_ring(d, p, rg);
 	wl_dev_xlat_end(d);
+	/* the descriptors at once, their cache misses overlapping (as rx_burst) */
+	for (uint32_t i = 0; ring && i < avail; i++) {
+		const struct nic_desc *dsc = &ring[(rg->dev_head + i) & rg->mask];
+
+		snap[i].addr = dsc->addr;
+		snap[i].len = dsc->len;
+		snap[i].flags = dsc->flags;
+	}
 	/* whole sends, each a DMA of its own, about NIC_BURST of them or WL_BURST_BYTES */
 	while (ring && k < avail && sends < NIC_BURST && bytes < WL_BURST_BYTES) {
-		uint32_t nd = tx_send(d, p, np, q, &ring, k, avail, &bytes);
+		uint32_t nd = tx_send(d, p, np, q, &ring, snap, k, avail, &since_ack, &bytes);
 
 		if (!nd)
 			break;
