@@ -467,14 +467,15 @@ void wl_drv_poll_end(struct wl_drv *d, uint64_t ios, uint64_t bytes)
 
 void wl_dev_burst_start(struct wl_dev *d)
 {
-	d->timed = d->burst_no % WL_SAMPLE_EVERY == 0;
+	d->timed = d->burst_no++ % WL_SAMPLE_EVERY == 0;
+	if (!d->timed)
+		return; /* an idle device polls here: nothing else to do */
 	d->xlat_ns = 0;
 	d->xlat_pairs = 0;
 	d->xlat_sampled = false;
 	/* rotate over the positions a burst had last time, so every position gets sampled */
 	d->xlat_sample =
 		(uint32_t)(d->burst_no / WL_SAMPLE_EVERY % (d->xlat_last ? d->xlat_last : 1));
-	d->burst_no++;
 }
 
 void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes)
@@ -544,7 +545,9 @@ void wl_dev_xlat_begin(struct wl_dev *d)
 
 void wl_dev_xlat_end(struct wl_dev *d)
 {
-	if (d->timed && d->xlat_pairs == d->xlat_sample) {
+	if (!d->timed)
+		return;
+	if (d->xlat_pairs == d->xlat_sample) {
 		uint64_t dt = bench_now_ns() - d->t_mark, c = clock_pair_ns();
 
 		d->xlat_ns = dt > c ? dt - c : 0;
