@@ -44,7 +44,10 @@
  * Give back @n released entries in address order (dma_order_frees), in chunks of at most
  * LAZY_FREE_CHUNK, the last chunk first: a stretch in ascending order (a ring's) goes back
  * highest first as a whole, and the next maps get neighbouring IOVAs ascending. Given back in
- * unmap order, xdp64 under lazy had 3% of its maps next to the previous one.
+ * unmap order, xdp64 under lazy had 3% of its maps next to the previous one (47% with this,
+ * 1% when only monotonic chunks are put in order: the order decays unless sorted). The sort
+ * costs the single map+unmap benchmark about 150 instructions per operation
+ * (lazy/64/single/t1: 917 against 769).
  */
 #define LAZY_FREE_CHUNK 64
 
@@ -56,7 +59,7 @@ static void lazy_free(struct dma_space *sp, const struct iova_owned *r, uint32_t
 		uint32_t k = n < LAZY_FREE_CHUNK ? n : LAZY_FREE_CHUNK;
 
 		memcpy(tmp, r + n - k, k * sizeof(*tmp));
-		dma_order_frees(tmp, k);
+		dma_order_frees(tmp, k, true);
 		iova_free_owned(sp->iova, tmp, k);
 		n -= k;
 	}

@@ -38,6 +38,7 @@
 #include "dma/dma_internal.h"
 #include "pt/pt_fast.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -372,10 +373,11 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
  * line the other side has just loaded once per eight pages, not once per page. (Given back
  * in the order they were unmapped, the order decays into a random one within seconds: 2% of
  * xdp64's maps were neighbours of the previous one.) Nearly always already ascending (the
- * ring's order) or descending: reversed or kept; otherwise sorted by insertion.
+ * ring's order) or descending: reversed or kept; otherwise merge-sorted.
  */
-void dma_order_frees(struct iova_owned *fr, uint32_t n)
+void dma_order_frees(struct iova_owned *fr, uint32_t n, bool sort)
 {
+	struct iova_owned tmp[DG_DMA_BATCH_MAX];
 	bool asc = true, desc = true;
 
 	for (uint32_t i = 1; i < n; i++) {
@@ -393,13 +395,24 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
 		}
 		return;
 	}
-	for (uint32_t i = 1; i < n; i++) {
-		struct iova_owned t = fr[i];
-		uint32_t j;
+	if (!sort)
+		return;
+	/* Otherwise a bottom-up merge sort, descending: n log n whatever the order. */
+	assert(n <= DG_DMA_BATCH_MAX);
+	for (uint32_t w = 1; w < n; w *= 2) {
+		for (uint32_t lo = 0; lo < n; lo += 2 * w) {
+			uint32_t mid = lo + w < n ? lo + w : n,
+				 hi = lo + 2 * w < n ? lo + 2 * w : n;
+			uint32_t i = lo, j = mid, k = lo;
 
-		for (j = i; j > 0 && fr[j - 1].iova < t.iova; j--)
-			fr[j] = fr[j - 1];
-		fr[j] = t;
+			while (i < mid && j < hi)
+				tmp[k++] = fr[i].iova > fr[j].iova ? fr[i++] : fr[j++];
+			while (i < mid)
+				tmp[k++] = fr[i++];
+			while (j < hi)
+				tmp[k++] = fr[j++];
+		}
+		memcpy(fr, tmp, n * sizeof(*fr));
 	}
 }
 
@@ -493,7 +506,7 @@ static int batch_flush(struct dg_dma_batch *b)
 		}
 	}
 	if (nf) {
-		dma_order_frees(fr, nf);
+		dma_order_frees(fr, nf, true);
 		iova_free_owned(sp->iova, fr, nf);
 	}
 	if (nb) /* bounce slots: no translation of theirs changed */
