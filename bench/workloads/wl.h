@@ -32,8 +32,7 @@
  * read-modify-write) that the main thread samples at the start and end of the measured
  * interval. Time spent in the DMA API (driver) and in translation (device) is measured on
  * one poll or burst in WL_SAMPLE_EVERY, with two clock reads around each phase, never per
- * operation (STYLE.md rule 12). A device translates once per DMA, between copies: in a timed
- * burst one of its translations (a different one each time) is timed and stands for all.
+ * operation (STYLE.md rule 12).
  */
 #ifndef DG_BENCH_WL_H
 #define DG_BENCH_WL_H
@@ -169,13 +168,9 @@ struct wl_dev {
 	uint64_t burst_no;
 	bool timed;
 	uint64_t t_mark;
-	uint64_t xlat_ns;     /* ns of the sampled translation (timed bursts) */
-	uint32_t xlat_pairs;  /* translations bracketed in this burst so far */
-	uint32_t xlat_sample; /* which one of them is timed */
-	uint32_t xlat_last;   /* translations of the last timed burst */
-	bool xlat_sampled;    /* the sampled one was reached */
-	uint64_t units;	      /* units of this burst so far */
-	uint8_t *scratch;     /* the "wire": where transmitted payload is copied (64 KiB) */
+	uint64_t xlat_ns; /* ns translating in this burst so far (timed bursts) */
+	uint64_t units;	  /* units of this burst so far */
+	uint8_t *scratch; /* the "wire": where transmitted payload is copied (64 KiB) */
 	unsigned int ndevs;
 	struct dg_device *devs[WL_MAX_PORTS]; /* the devices of this thread */
 	struct dg_sg sg[WL_DEV_SG];
@@ -295,14 +290,6 @@ void wl_dev_xlat_end(struct wl_dev *d);
  * more than one burst of the thread, whichever device it is for.
  */
 void wl_dev_quiesce(struct wl_dev *d);
-
-/*
- * Device: one DMA of a burst on @p is done (a frame written, a send read). Every device of the
- * thread reaches a quiescent point if something is pending for it, so a driver's wait lasts
- * one DMA, not one burst. Returns true when @p's device did: the translations it kept (its
- * ring) may be stale and must be made again (dg_dev_quiesce_if_pending()).
- */
-bool wl_dev_dma_done(struct wl_dev *d, struct wl_port *p);
 
 /* Device: translate [iova, iova + len) for @access into @sg (at most @max segments) through
    the inline hit (dg_dev_translate_fast, as a device's hot loop would), timed in

@@ -468,14 +468,7 @@ void wl_drv_poll_end(struct wl_drv *d, uint64_t ios, uint64_t bytes)
 void wl_dev_burst_start(struct wl_dev *d)
 {
 	d->timed = d->burst_no++ % WL_SAMPLE_EVERY == 0;
-	if (!d->timed)
-		return; /* an idle device polls here: nothing else to do */
 	d->xlat_ns = 0;
-	d->xlat_pairs = 0;
-	d->xlat_sampled = false;
-	/* rotate over the positions a burst had last time, so every position gets sampled */
-	d->xlat_sample =
-		(uint32_t)(d->burst_no / WL_SAMPLE_EVERY % (d->xlat_last ? d->xlat_last : 1));
 }
 
 void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes)
@@ -486,11 +479,8 @@ void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes)
 	wl_ctr_add(&d->ctr->dev_bytes, bytes);
 	wl_ctr_add(&d->ctr->polls, 1);
 	if (d->timed) {
-		d->xlat_last = d->xlat_pairs;
-		if (d->xlat_sampled) {
-			wl_ctr_add(&d->ctr->xlat_ns, d->xlat_ns * d->xlat_pairs);
-			wl_ctr_add(&d->ctr->xlat_units, units);
-		}
+		wl_ctr_add(&d->ctr->xlat_ns, d->xlat_ns);
+		wl_ctr_add(&d->ctr->xlat_units, units);
 	}
 }
 
@@ -500,58 +490,14 @@ void wl_dev_quiesce(struct wl_dev *d)
 		dg_dev_quiesce(d->devs[i]);
 }
 
-bool wl_dev_dma_done(struct wl_dev *d, struct wl_port *p)
-{
-	bool mine = false;
-
-	for (unsigned int i = 0; i < d->ndevs; i++) {
-		bool q = dg_dev_quiesce_if_pending(d->devs[i]);
-
-		mine |= q && d->devs[i] == p->dev;
-	}
-	return mine;
-}
-
-/*
- * What a pair of clock reads around nothing measures, taken off the timed interval (a single
- * translation is tens of ns, the clock's own cost would be most of it). The minimum of a few
- * hundred tries, once.
- */
-static uint64_t clock_pair_ns(void)
-{
-	static _Atomic uint64_t cost = UINT64_MAX;
-	uint64_t c = atomic_load_explicit(&cost, memory_order_relaxed);
-
-	if (c != UINT64_MAX)
-		return c;
-	for (int i = 0; i < 256; i++) {
-		uint64_t t = bench_now_ns();
-		uint64_t dt = bench_now_ns() - t;
-
-		if (dt < c)
-			c = dt;
-	}
-	atomic_store_explicit(&cost, c, memory_order_relaxed);
-	return c;
-}
-
 void wl_dev_xlat_begin(struct wl_dev *d)
 {
-	if (d->timed && d->xlat_pairs == d->xlat_sample) {
-		(void)clock_pair_ns(); /* calibrated before the interval, not inside it */
+	if (d->timed)
 		d->t_mark = bench_now_ns();
-	}
 }
 
 void wl_dev_xlat_end(struct wl_dev *d)
 {
-	if (!d->timed)
-		return;
-	if (d->xlat_pairs == d->xlat_sample) {
-		uint64_t dt = bench_now_ns() - d->t_mark, c = clock_pair_ns();
-
-		d->xlat_ns = dt > c ? dt - c : 0;
-		d->xlat_sampled = true;
-	}
-	d->xlat_pairs++;
+	if (d->timed)
+		d->xlat_ns += bench_now_ns() - d->t_mark;
 }

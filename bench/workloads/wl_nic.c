@@ -22,30 +22,26 @@
  * every plain access to a descriptor is ordered by one of those two release/acquire pairs.
  *
  * Driver poll of a port (all its queues), the phases of a Linux NAPI poll:
- *   1. reap: rx descriptors and tx sends whose DD is set (at most a budget per queue); a
- *      reaped rx buffer leaves its ring slot;
+ *   1. reap: rx descriptors and tx sends whose DD is set (at most a budget per queue);
  *   2. one dg_dma_batch: sync_for_cpu + unmap(SKIP_CPU_SYNC) of received buffers (the
  *      driver syncs what the device wrote, as drivers do with small packets), unmap of sent
- *      buffers and sg lists, then dg_dma_batch_submit(): the invalidation starts;
- *   3. rx refill from other buffers (map_single) and the rx doorbell, while it runs;
- *   4. the batch's end: its one invalidation wait, usually already complete;
- *   5. work: every received frame's header is read and checked (magic, checksum, queue,
- *      sequence number) - only now, so a device can no longer change what the CPU reads;
- *      fwd swaps the MAC addresses and sends the packet back out; bond and tcp write the
- *      header of each new send;
- *   6. tx: map new sends (map_single, or map_sg for TSO), descriptors, doorbell.
- * Phases 2, 3, 4 and 6 are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
+ *      buffers and sg lists; the batch's end is the one invalidation wait of the poll;
+ *   3. work: every received frame's header is read and checked (magic, checksum, queue,
+ *      sequence number); fwd swaps the MAC addresses and sends the packet back out; bond
+ *      and tcp write the header of each new send;
+ *   4. map: refill the rx ring, map new sends (map_single, or map_sg for TSO);
+ *   5. write the descriptors and ring the doorbells.
+ * Phases 2 and 4 are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
  *
- * Device burst of a queue: at most NIC_BURST descriptors per ring. The ring is translated
- * once per burst and its descriptors read at once (their cache misses overlap). Every frame
- * (rx) and every descriptor of a send (tx) is a DMA of its own: translate, copy (rx: a
- * header with the queue's next sequence number, the rest from a template; tx: the payload
- * to the wire scratch buffer, the header checked at EOP). After every NIC_ACK_EVERY of them
- * (rx: a group translated together, then written; an aggregation buffer's frames one by
- * one) wl_dev_dma_done(): a quiescent point if an invalidation is pending, after which the
- * ring is translated again. So a driver's wait lasts a few DMAs, as a real IOMMU completes
- * an invalidation in microseconds whatever the device's queue holds. A burst moves at most
- * WL_BURST_BYTES, and ends with a quiescent point of every device of the thread.
+ * Device burst of a queue: at most NIC_BURST descriptors per ring. rx: translate the ring,
+ * then every frame's destination (rx_frames per buffer, each its own DMA like a NIC writing
+ * packets into a multi-packet buffer), then copy the frames (a header with the queue's next
+ * sequence number, the rest from a template). tx: translate every descriptor of the sends,
+ * copy the payload to the wire scratch buffer, check the header. The device thread calls
+ * dg_dev_quiesce() on all its devices after each ring's burst (translations are held until
+ * then), and a burst moves at most WL_BURST_BYTES, so an invalidation wait of the driver
+ * waits for one burst at most, as a real device acknowledges an invalidation in microseconds
+ * whatever its DMA queue holds.
  */
 #include "wl_nic.h"
 
@@ -54,14 +50,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NIC_BUDGET    64 /* rx buffers / tx sends reaped per queue and poll */
-#define NIC_BURST     32 /* descriptors per ring and device burst */
-#define NIC_ACK_EVERY 8	 /* rx frames a device writes between acknowledgements */
-#define NIC_EOP	      1	 /* desc.flags: last descriptor of a send */
-#define NIC_DD	      1	 /* desc.status: done */
-#define NIC_SEGS      32 /* TSO: segments of a send at most */
-#define NIC_MAX_Q     64 /* queue pairs per port */
-#define NIC_FRAME_SG  4	 /* translated segments per rx frame at most */
+#define NIC_BUDGET   64 /* rx buffers / tx sends reaped per queue and poll */
+#define NIC_BURST    32 /* descriptors per ring and device burst */
+#define NIC_EOP	     1	/* desc.flags: last descriptor of a send */
+#define NIC_DD	     1	/* desc.status: done */
+#define NIC_SEGS     32 /* TSO: segments of a send at most */
+#define NIC_MAX_Q    64 /* queue pairs per port */
+#define NIC_FRAME_SG 4	/* translated segments per rx frame at most */
 
 struct nic_desc {
 	uint64_t addr;		 /* DMA address (driver) */
@@ -107,9 +102,8 @@ struct nic_queue {
 	uint64_t rx_seq; /* driver: next expected frame */
 	uint64_t tx_seq; /* driver: next send's sequence number */
 	/* this poll */
-	uint32_t nrx, ntx;		      /* reaped */
-	struct nic_rxslot rx_got[NIC_BUDGET]; /* reaped buffers (their slots refill at once) */
-	uint32_t rx_len[NIC_BUDGET];
+	uint32_t nrx, ntx; /* reaped */
+	uint32_t rx_done[NIC_BUDGET], rx_len[NIC_BUDGET];
 	void *fwd[NIC_BUDGET]; /* received buffers to send (FORWARD) */
 	uint32_t nfwd;
 	uint32_t nrx_new, ntx_new; /* mapped, descriptors still to write */
@@ -149,12 +143,7 @@ void nic_classes(const struct wl_run *r, unsigned int port, struct wl_class *cls
 	unsigned int nq = nic_port_queues(prm->queues, port, r->nports);
 	uint32_t rx = prm->rx_ring;
 
-	/*
-	 * What can be out at once: the ring, and the buffers a poll reaped, which it refills
-	 * from other buffers before it has finished with them (the invalidation of their
-	 * unmaps runs meanwhile).
-	 */
-	rx += NIC_BUDGET;
+	/* Exactly what can be out at once: a poll unmaps before it maps again. */
 	if (prm->tx == NIC_TX_FORWARD)
 		rx += prm->tx_ring; /* buffers in flight on the tx ring too */
 	cls[CLS_RX] = (struct wl_class){.size = prm->rx_buf, .count = nq * rx};
@@ -281,8 +270,7 @@ static void reap(const struct nic_param *prm, struct nic_queue *q)
 		/* Acquire pairs with the device's release store of DD in rx_burst(). */
 		if (!(atomic_load_explicit(&dsc->status, memory_order_acquire) & NIC_DD))
 			break;
-		q->rx_got[q->nrx] = q->rxs[i];
-		q->rxs[i].buf = NULL;
+		q->rx_done[q->nrx] = i;
 		q->rx_len[q->nrx++] = dsc->len;
 		q->rx.ntc++;
 	}
@@ -306,7 +294,7 @@ static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
 	int e;
 
 	for (uint32_t k = 0; k < q->nrx; k++) {
-		struct nic_rxslot *s = &q->rx_got[k];
+		struct nic_rxslot *s = &q->rxs[q->rx_done[k]];
 
 		e = dg_dma_sync_for_cpu(p->dd, s->dma, q->rx_len[k], DG_DMA_FROM_DEVICE);
 		if (!e)
@@ -384,7 +372,7 @@ static uint64_t work(struct wl_drv *d, struct wl_port *p, struct nic_queue *q, b
 	uint64_t ios = 0;
 
 	for (uint32_t k = 0; k < q->nrx; k++) {
-		struct nic_rxslot *s = &q->rx_got[k];
+		struct nic_rxslot *s = &q->rxs[q->rx_done[k]];
 		uint32_t f = rx_frames(d, q, s->buf, q->rx_len[k], prm);
 
 		if (prm->rx_is_io) {
@@ -511,23 +499,17 @@ static void post(struct nic_ring *rg, uint64_t addr, uint32_t len, uint16_t flag
 	atomic_store_explicit(&dsc->status, 0, memory_order_relaxed);
 }
 
-/* Descriptors and doorbell of the rx refills. */
-static void write_rx_descs(struct nic_queue *q, const struct nic_param *prm)
+/* Phase 5: descriptors and doorbells. */
+static void write_descs(struct nic_queue *q, const struct nic_param *prm)
 {
+	uint32_t w = 0;
+
 	for (uint32_t k = 0; k < q->nrx_new; k++)
 		post(&q->rx, q->rxs[q->rx.ntu & q->rx.mask].dma, prm->rx_buf, 0);
 	if (q->nrx_new) {
 		/* Release pairs with the device's acquire load of tail in rx_burst(). */
 		atomic_store_explicit(&q->rx.tail, q->rx.ntu, memory_order_release);
 	}
-	q->nrx_new = 0;
-}
-
-/* Descriptors and doorbell of the new sends. */
-static void write_tx_descs(struct nic_queue *q, const struct nic_param *prm)
-{
-	uint32_t w = 0;
-
 	for (uint32_t k = 0; k < q->ntx_new; k++) {
 		struct nic_send *s = send_at(q, q->send_tail + k);
 
@@ -558,68 +540,53 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 {
 	struct nic_port *np = p->priv;
 	const struct nic_param *prm = np->prm;
-	bool run = d->posting, any = false, reaped, rx_maps = false;
+	bool run = d->posting, any = false;
 	uint64_t ios = 0, bytes = 0;
 	struct dg_dma_batch b;
-	int e;
 
 	wl_drv_poll_start(d);
 	for (unsigned int i = 0; i < np->nq; i++) {
 		reap(prm, np->q[i]);
 		any |= np->q[i]->nrx || np->q[i]->ntx;
 	}
-	reaped = any;
-	if (reaped) {
+	if (any) {
 		wl_drv_dma_begin(d);
 		dg_dma_batch_begin(p->dd, &b);
 		for (unsigned int i = 0; i < np->nq; i++)
 			unmap_done(d, p, np->q[i], &b);
-		e = dg_dma_batch_submit(&b);
-		wl_drv_dma_end(d);
-		if (e)
-			wl_drv_fail(d, e);
-	}
-	/* rx refills come from other buffers: mapped while the invalidation runs */
-	for (unsigned int i = 0; run && prm->rx_ring && i < np->nq; i++)
-		rx_maps |= np->q[i]->rx.ntu - np->q[i]->rx.ntc < np->q[i]->rx.size &&
-			   p->stack[CLS_RX].n;
-	if (rx_maps) {
-		wl_drv_dma_begin(d);
-		for (unsigned int i = 0; i < np->nq; i++)
-			map_rx(d, p, np->q[i]);
-		wl_drv_dma_end(d);
-		for (unsigned int i = 0; i < np->nq; i++) {
-			any |= np->q[i]->nrx_new;
-			write_rx_descs(np->q[i], prm);
-		}
-	}
-	if (reaped) {
-		wl_drv_dma_begin(d);
-		e = dg_dma_batch_end(&b);
+		int e = dg_dma_batch_end(&b);
 		wl_drv_dma_end(d);
 		if (e)
 			wl_drv_fail(d, e);
 		for (unsigned int i = 0; i < np->nq; i++)
 			ios += work(d, p, np->q[i], run, &bytes);
 	}
-	if (run && prm->tx != NIC_TX_NONE) {
+	if (run) {
 		bool maps = false;
 
 		for (unsigned int i = 0; i < np->nq; i++) {
-			prepare_tx(p, np->q[i], prm);
-			maps |= np->q[i]->ntx_new;
+			struct nic_queue *q = np->q[i];
+
+			if (prm->tx != NIC_TX_NONE)
+				prepare_tx(p, q, prm);
+			maps |= q->ntx_new || (prm->rx_ring && q->rx.ntu - q->rx.ntc < q->rx.size &&
+					       p->stack[CLS_RX].n);
 		}
 		if (maps) {
 			wl_drv_dma_begin(d);
-			for (unsigned int i = 0; i < np->nq; i++)
-				map_tx(d, p, np->q[i]);
+			for (unsigned int i = 0; i < np->nq; i++) {
+				if (prm->rx_ring)
+					map_rx(d, p, np->q[i]);
+				if (prm->tx != NIC_TX_NONE)
+					map_tx(d, p, np->q[i]);
+			}
 			wl_drv_dma_end(d);
 			for (unsigned int i = 0; i < np->nq; i++) {
-				any |= np->q[i]->ntx_new;
-				write_tx_descs(np->q[i], prm);
+				any |= np->q[i]->nrx_new || np->q[i]->ntx_new;
+				write_descs(np->q[i], prm);
 			}
 		}
-	} else if (!run) {
+	} else {
 		for (unsigned int i = 0; i < np->nq; i++)
 			for (uint32_t k = 0; k < np->q[i]->nfwd; k++)
 				wl_stack_push(&p->stack[CLS_RX], np->q[i]->fwd[k]);
@@ -635,21 +602,6 @@ static struct nic_desc *dev_ring(struct wl_dev *d, struct wl_port *p, struct nic
 	return wl_dev_ring(d, p, rg->dma, (size_t)rg->size * sizeof(struct nic_desc));
 }
 
-/*
- * One DMA of the burst done: a quiescent point if anything is pending (wl_dev_dma_done), and
- * then the ring is translated again. Returns the ring to go on with, NULL if it is gone.
- */
-static struct nic_desc *dma_done(struct wl_dev *d, struct wl_port *p, struct nic_ring *rg,
-				 struct nic_desc *ring)
-{
-	if (!wl_dev_dma_done(d, p))
-		return ring;
-	wl_dev_xlat_begin(d);
-	ring = dev_ring(d, p, rg);
-	wl_dev_xlat_end(d);
-	return ring;
-}
-
 static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
 			 struct nic_queue *q, uint64_t *units)
 {
@@ -657,9 +609,10 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->rx;
 	/* Acquire pairs with the driver's release store of tail in write_descs(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames, k;
-	uint64_t bytes = 0, daddr[NIC_BURST];
-	uint32_t dlen[NIC_BURST];
+	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames;
+	uint32_t chunk = fr > 1 ? 1 : NIC_BURST;
+	unsigned int fnr[NIC_BURST > 64 ? NIC_BURST : 64];
+	uint64_t bytes = 0;
 
 	if (!n)
 		return 0;
@@ -669,145 +622,63 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	wl_dev_xlat_begin(d);
 	struct nic_desc *ring = dev_ring(d, p, rg);
 	wl_dev_xlat_end(d);
-	/*
-	 * The burst's descriptors first, all at once: their cache misses overlap (one at a time,
-	 * between the frames' copies, they halved identity's packet rate). The driver rewrites a
-	 * descriptor only after its DD, so the copies stay right.
-	 */
-	for (k = 0; ring && k < n; k++) {
-		daddr[k] = ring[(rg->dev_head + k) & rg->mask].addr;
-		dlen[k] = ring[(rg->dev_head + k) & rg->mask].len;
-	}
-	/*
-	 * Frames in groups of NIC_ACK_EVERY: translate the group's frames, write them, hand them
-	 * back, then acknowledge what is pending (dma_done). A wait lasts one group at most, and
-	 * the group's translations and copies overlap their cache misses. Aggregated frames
-	 * (rx_frames > 1) fill one buffer per group.
-	 */
-	for (k = 0; ring && k < n;) {
-		uint32_t m = fr > 1 ? 1 : (n - k < NIC_ACK_EVERY ? n - k : NIC_ACK_EVERY);
-		unsigned int nr[NIC_ACK_EVERY];
+	if (!ring)
+		return 0;
+	for (uint32_t done = 0; done < n; done += chunk) {
+		uint32_t m = n - done < chunk ? n - done : chunk;
 
-		if (fr == 1) { /* translate the group's frames */
-			wl_dev_xlat_begin(d);
-			for (uint32_t g = 0; g < m; g++)
-				nr[g] = dlen[k + g] >= prm->rx_frame ?
-						wl_dev_translate(d, p, daddr[k + g], prm->rx_frame,
-								 DG_ACCESS_WRITE,
-								 &d->sg[g * NIC_FRAME_SG],
-								 NIC_FRAME_SG) :
-						0;
-			wl_dev_xlat_end(d);
-		}
-		for (uint32_t g = 0; g < m; g++) {
-			uint32_t written = 0, i = (rg->dev_head + k + g) & rg->mask;
+		/* translate every frame's destination in the chunk */
+		wl_dev_xlat_begin(d);
+		for (uint32_t k = 0; k < m; k++) {
+			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
 
 			for (uint32_t j = 0; j < fr; j++) {
 				uint64_t off = (uint64_t)j * prm->rx_stride;
-				const struct dg_sg *sg = &d->sg[g * NIC_FRAME_SG];
-				unsigned int x = g;
+				uint32_t f = k * fr + j;
 
-				if (fr > 1) { /* an aggregated frame: its own DMA */
-					if (dlen[k + g] < off + prm->rx_frame)
-						break;
-					wl_dev_xlat_begin(d);
-					nr[0] = wl_dev_translate(d, p, daddr[k + g] + off,
-								 prm->rx_frame, DG_ACCESS_WRITE,
-								 d->sg, NIC_FRAME_SG);
-					wl_dev_xlat_end(d);
-					sg = d->sg;
-					x = 0;
-				}
-				if (!nr[x])
-					break;
+				fnr[f] = dsc->len >= off + prm->rx_frame ?
+						 wl_dev_translate(d, p, dsc->addr + off,
+								  prm->rx_frame, DG_ACCESS_WRITE,
+								  &d->sg[f * NIC_FRAME_SG],
+								  NIC_FRAME_SG) :
+						 0;
+			}
+		}
+		wl_dev_xlat_end(d);
+		/* write the frames, then hand the buffers back */
+		for (uint32_t k = 0; k < m; k++) {
+			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
+			uint32_t written = 0;
 
+			for (uint32_t j = 0; j < fr; j++) {
+				uint32_t f = k * fr + j;
+				const struct dg_sg *sg = &d->sg[f * NIC_FRAME_SG];
 				struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
 						   .src = {2, 0, 0, 0, 0, 1},
 						   .ethertype = 0x0800,
 						   .queue = (uint16_t)q->id,
 						   .magic = WL_MAGIC,
-						   .seq = rg->dev_seq++,
+						   .seq = rg->dev_seq,
 						   .len = prm->rx_frame};
 
+				if (!fnr[f])
+					break;
+				rg->dev_seq++;
 				h.csum = wl_hdr_csum(&h);
-				wl_sg_copy_to(sg, nr[x], 0, &h, sizeof(h));
-				wl_sg_copy_to(sg, nr[x], sizeof(h), np->tmpl + sizeof(h),
+				wl_sg_copy_to(sg, fnr[f], 0, &h, sizeof(h));
+				wl_sg_copy_to(sg, fnr[f], sizeof(h), np->tmpl + sizeof(h),
 					      prm->rx_frame - sizeof(h));
 				written = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
 				bytes += prm->rx_frame;
-				if (fr > 1 && j + 1 < fr && !(ring = dma_done(d, p, rg, ring)))
-					break;
 			}
-			if (!ring)
-				break; /* the ring is gone (an error counted): not handed back */
-			ring[i].len = written;
+			dsc->len = written;
 			/* Release pairs with the driver's acquire load of status in reap(). */
-			atomic_store_explicit(&ring[i].status, NIC_DD, memory_order_release);
+			atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
 		}
-		if (!ring)
-			break;
-		k += m;
-		ring = dma_done(d, p, rg, ring);
 	}
-	rg->dev_head += k;
-	*units += k;
+	rg->dev_head += n;
+	*units += n;
 	return bytes;
-}
-
-/*
- * Read one send (its descriptors from @k to EOP) to the wire and check it, one DMA per
- * descriptor (a TSO send's pages), acknowledging after every NIC_ACK_EVERY of the burst
- * (*since_ack counts them); *ring is translated again when that acknowledged something.
- * Returns its descriptors, 0 if it is not all there (or the ring is gone: *ring NULL).
- */
-static uint32_t tx_send(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
-			struct nic_queue *q, struct nic_desc **ring, const struct nic_desc *snap,
-			uint32_t k, uint32_t avail, uint32_t *since_ack, uint64_t *bytes)
-{
-	struct nic_ring *rg = &q->tx;
-	uint32_t nd = 0;
-	bool eop = false;
-	size_t off = 0;
-
-	/* the driver publishes whole sends: a partial one is never reached in a run */
-	for (uint32_t i = k; !eop; i++) {
-		if (i == avail || i - k == NIC_SEGS)
-			return 0;
-		eop = snap[i].flags & NIC_EOP;
-	}
-	while (nd == 0 || !(snap[k + nd - 1].flags & NIC_EOP)) {
-		const struct nic_desc *dsc = &snap[k + nd];
-		uint32_t len = dsc->len;
-		unsigned int nr;
-
-		wl_dev_xlat_begin(d);
-		nr = wl_dev_translate(d, p, dsc->addr, len, DG_ACCESS_READ, d->sg, NIC_SEGS);
-		wl_dev_xlat_end(d);
-		if (nr && off + len <= 65536)
-			wl_sg_copy_from(d->sg, nr, 0, d->scratch + off, len);
-		off += len;
-		nd++;
-		if (++*since_ack == NIC_ACK_EVERY) {
-			*since_ack = 0;
-			if (!(*ring = dma_done(d, p, rg, *ring)))
-				return 0;
-		}
-	}
-
-	const struct wl_hdr *h = (const void *)d->scratch;
-
-	if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
-	    off != np->prm->tx_len) {
-		if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
-			fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
-				d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
-		wl_ctr_add(&d->ctr->errors, 1);
-	}
-	*bytes += off;
-	/* Release pairs with the driver's acquire load of status in reap(). */
-	atomic_store_explicit(&(*ring)[(rg->dev_head + k + nd - 1) & rg->mask].status, NIC_DD,
-			      memory_order_release);
-	return nd;
 }
 
 static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
@@ -816,35 +687,67 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->tx;
 	/* Acquire pairs with the driver's release store of tail in write_descs(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t avail = tail - rg->dev_head, k = 0, sends = 0, since_ack = 0;
-	struct nic_desc snap[2 * NIC_BURST];
+	uint32_t avail = tail - rg->dev_head, n = 0, k = 0, used = 0;
+	unsigned int nr[2 * NIC_BURST];
+	uint32_t at[2 * NIC_BURST];
 	uint64_t bytes = 0;
 
 	if (!avail)
 		return 0;
-	avail = avail < 2 * NIC_BURST ? avail : 2 * NIC_BURST;
 	wl_dev_xlat_begin(d);
 	struct nic_desc *ring = dev_ring(d, p, rg);
+
+	if (!ring) {
+		wl_dev_xlat_end(d);
+		return 0;
+	}
+	/* whole sends (the driver publishes whole chains), about NIC_BURST descriptors and
+	   WL_BURST_BYTES of payload */
+	uint64_t burst_bytes = 0;
+
+	while (k < avail && k < 2 * NIC_BURST) {
+		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
+
+		if (n == k && (n >= NIC_BURST || WL_DEV_SG - used < 2 * NIC_SEGS ||
+			       burst_bytes >= WL_BURST_BYTES))
+			break; /* at a send boundary: the burst is full */
+		burst_bytes += dsc->len;
+		at[k] = used;
+		nr[k] = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, &d->sg[used],
+					 WL_DEV_SG - used < NIC_SEGS ? WL_DEV_SG - used : NIC_SEGS);
+		used += nr[k];
+		k++;
+		if (dsc->flags & NIC_EOP)
+			n = k;
+	}
 	wl_dev_xlat_end(d);
-	/* the descriptors at once, their cache misses overlapping (as rx_burst) */
-	for (uint32_t i = 0; ring && i < avail; i++) {
-		const struct nic_desc *dsc = &ring[(rg->dev_head + i) & rg->mask];
+	/* copy each send to the wire and check its header */
+	size_t off = 0;
 
-		snap[i].addr = dsc->addr;
-		snap[i].len = dsc->len;
-		snap[i].flags = dsc->flags;
-	}
-	/* whole sends, each a DMA of its own, about NIC_BURST of them or WL_BURST_BYTES */
-	while (ring && k < avail && sends < NIC_BURST && bytes < WL_BURST_BYTES) {
-		uint32_t nd = tx_send(d, p, np, q, &ring, snap, k, avail, &since_ack, &bytes);
+	for (k = 0; k < n; k++) {
+		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
 
-		if (!nd)
-			break;
-		k += nd;
-		sends++;
+		if (nr[k] && off + dsc->len <= 65536)
+			wl_sg_copy_from(&d->sg[at[k]], nr[k], 0, d->scratch + off, dsc->len);
+		off += dsc->len;
+		if (!(dsc->flags & NIC_EOP))
+			continue;
+		const struct wl_hdr *h = (const void *)d->scratch;
+
+		if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
+		    off != np->prm->tx_len) {
+			if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
+				fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
+					d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
+			wl_ctr_add(&d->ctr->errors, 1);
+		}
+		bytes += off;
+		off = 0;
+		(*units)++;
+		/* Release pairs with the driver's acquire load of status in reap(). */
+		atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
 	}
-	rg->dev_head += k;
-	*units += sends;
+	rg->dev_head += n;
 	return bytes;
 }
 

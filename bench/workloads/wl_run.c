@@ -37,9 +37,7 @@
  * dg_dev_quiesce() after every pass over its ports, busy or not, so strict waits complete;
  * before it gives up its CPU it takes its devices offline (dg_dev_offline), as a device does
  * that stops doing DMA for a while: a driver's wait never waits for a thread that is not
- * running. The next translation brings a device back online. Without that, a device faster
- * than its driver (its ring empty for a few tens of microseconds) made one wait in thirty
- * last 50-250 us, most of the time the driver spent waiting.
+ * running. The next translation brings a device back online.
  */
 #include "wl.h"
 
