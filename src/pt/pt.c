@@ -765,19 +765,25 @@ static dg_noinline _Atomic uint64_t *pt_granule_table(struct dg_pt *pt, uint64_t
 	return table;
 }
 
+/* Store a last-level leaf -> @phys with the template @tmpl into the empty slot @ptep (true),
+ * or leave a taken slot to the general path (false). */
+static inline bool pt_leaf_store(const struct dg_pt *pt, _Atomic uint64_t *ptep, uint64_t phys,
+				 uint64_t tmpl)
+{
+	if (dg_unlikely(atomic_load_explicit(ptep, memory_order_relaxed)))
+		return false;
+	/* Release: pairs with the acquire loads of walkers (as in pt_map_va). */
+	atomic_store_explicit(ptep, pt_oa_encode(pt, phys) | tmpl, memory_order_release);
+	return true;
+}
+
 /* Store the leaf of [va, va + granule) -> phys into the last-level @table if its slot is empty
  * (true), else leave it to the general path (false). */
 static inline bool pt_granule_store(struct dg_pt *pt, _Atomic uint64_t *table, uint64_t va,
 				    uint64_t phys, unsigned int prot)
 {
-	_Atomic uint64_t *ptep = table + ((va >> pt->leaf_shift) & pt->leaf_index_mask);
-
-	if (dg_unlikely(atomic_load_explicit(ptep, memory_order_relaxed)))
-		return false;
-	/* Release: pairs with the acquire loads of walkers (as in pt_map_va). */
-	atomic_store_explicit(ptep, pt_oa_encode(pt, phys) | pt->leaf_tmpl[prot][pt->depth - 1],
-			      memory_order_release);
-	return true;
+	return pt_leaf_store(pt, table + ((va >> pt->leaf_shift) & pt->leaf_index_mask), phys,
+			     pt->leaf_tmpl[prot][pt->depth - 1]);
 }
 
 /* Clear the leaf of va in the last-level @table if present (true), else false. */
@@ -872,14 +878,10 @@ int pt_map_granules(struct dg_pt *pt, uint64_t iova, const uint64_t *phys, unsig
 				const uint64_t pa = phys[i + k];
 
 				if (dg_unlikely((pa & pt->granule_mask) || pa >= pt->oa_limit ||
-						atomic_load_explicit(&table[idx + k],
-								     memory_order_relaxed))) {
+						!pt_leaf_store(pt, &table[idx + k], pa, tmpl))) {
 					i += k;
 					goto slow; /* the general path refuses it as it should */
 				}
-				/* Release: pairs with the acquire loads of walkers (pt_map_va). */
-				atomic_store_explicit(&table[idx + k], pt_oa_encode(pt, pa) | tmpl,
-						      memory_order_release);
 			}
 			i += m;
 		}

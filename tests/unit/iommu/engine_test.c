@@ -28,30 +28,8 @@
 #define RW (DG_PROT_READ | DG_PROT_WRITE)
 
 /* Host memory: one 8 MiB arena aligned to 2 MiB (so 2 MiB pages can map it). */
-static uint8_t *arena;
 #define ARENA_SIZE (8ull << 20)
-
-static int setup_arena(void **state)
-{
-	(void)state;
-	arena = aligned_alloc(M2, ARENA_SIZE);
-	if (!arena)
-		return -1;
-	memset(arena, 0, ARENA_SIZE);
-	return 0;
-}
-
-static int teardown_arena(void **state)
-{
-	(void)state;
-	free(arena);
-	return 0;
-}
-
-static uint64_t host(uint64_t off)
-{
-	return (uint64_t)(uintptr_t)(arena + off);
-}
+#include "test_arena.h"
 
 static struct dg_iommu *mk_iommu(uint32_t inval_len, uint64_t timeout_ns)
 {
