@@ -225,6 +225,8 @@ struct dg_dev_stats {
 	uint64_t flushes;	  /* whole-cache flushes (global, device, context, lap) */
 	uint64_t laps;		  /* times the device fell a whole queue behind */
 	uint64_t acked;		  /* last sequence number acknowledged */
+	uint64_t prefetch_fills;  /* IOTLB entries filled from the cache line of a miss's
+				     leaf entry (neighbour fill), not counted as misses */
 };
 DG_EXPORT void dg_dev_stats(const struct dg_device *dev, struct dg_dev_stats *out);
 

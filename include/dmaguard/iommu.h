@@ -48,7 +48,11 @@ struct dg_iommu_config {
 					    becomes one whole-domain command; 64 MiB */
 	bool reference; /* Linux-like reference configuration: one mutex serializes the queue
 			   and dg_iommu_flush_gather() waits once per page */
-	FILE *log;	/* timeout diagnostics are also printed here; NULL: only kept */
+	bool no_iotlb_prefetch; /* false (default): a miss that reads a last-level entry also
+				   fills the IOTLB with the other valid entries of its 64-byte
+				   cache line (docs/iommu.md, "Neighbour fill"); true: demand
+				   fills only */
+	FILE *log;		/* timeout diagnostics are also printed here; NULL: only kept */
 };
 
 /* Fill @cfg with every default. */

@@ -61,6 +61,50 @@ static dg_noinline __attribute__((cold)) int refuse(struct dg_device *dev, uint6
 	return fault_errno(r);
 }
 
+/*
+ * Neighbour fill: a miss that has just read the last-level entry of @a in @table has read
+ * its whole cache line, which holds the entries of the neighbouring pages (8 entries of 8
+ * bytes: pt_leaf_line_mask()). Fill the IOTLB level @l (of the leaf size) with the other
+ * valid ones, each with its own permissions, decoded by the walker's decoders
+ * (pt_leaf_read_at()), tagged with the current ctag like the demand entry. An entry not
+ * present, or granting nothing, is not filled: an access to it misses and faults as before.
+ * The group is cut to the level's sets so no neighbour takes the demand entry's slot.
+ *
+ * Why strict stays strict: the device may cache any present translation at any time (so may
+ * VT-d, SMMU and AMD-Vi IOTLBs); what matters is that an invalidation drops it, and these
+ * entries sit in their own page's slot with the current tag, exactly as a demand fill would
+ * put them, so every command that drops a demand entry drops them (agent.c apply()). The
+ * device applies commands itself, on this thread: a command published after the line was
+ * read is applied at a later catch-up, after this fill in program order, and the device
+ * acknowledges it only then, so no wait for it can return while a neighbour it covers is
+ * still cached. A command published before is seen by the catch-up that precedes the read
+ * (acquire of published, pairing with the owner's release), so the line shows its unmap.
+ * Returns 0 so the cheap miss can end on a tail call to it.
+ */
+static dg_noinline int fill_line(struct dg_device *dev, const struct iotlb_level *l,
+				 const struct dg_pt *pt, const void *table, uint64_t a)
+{
+	uint64_t idx = pt_leaf_index(pt, a), gm = pt_leaf_line_mask(pt) & l->set_mask;
+	uint64_t first = idx & ~gm, ctag = (uint64_t)dev->ctag << IOTLB_DID_SHIFT, n = 0;
+	uint64_t page = (a & l->base_mask) - ((idx - first) << l->shift); /* of entry first */
+
+	for (uint64_t i = first; i <= first + gm; i++, page += 1ull << l->shift) {
+		struct iotlb_ent *e;
+		unsigned int rw;
+		uint64_t phys;
+
+		if (i == idx || !pt_leaf_read_at(pt, table, i, &phys, &rw) || !rw)
+			continue;
+		e = iotlb_slot(l, page >> l->shift);
+		e->key = page | ctag | rw;
+		e->delta = phys - page;
+		n++;
+	}
+	if (n)
+		stat_inc(&dev->st_prefetch, n);
+	return 0;
+}
+
 /* Walk @a from the deepest walk-cache entry, refilling the walk cache on the way. */
 static int walk(struct dg_device *dev, uint64_t a, struct dg_pt_walk *w)
 {
@@ -123,6 +167,9 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, un
 		hot_set(dev, &dev->iotlb.lvl[lvl]);
 	if (access & ~perm)
 		return DG_FAULT_PERM;
+	/* Allowed, and a last-level leaf: its neighbours in the line just read (fill_line()). */
+	if (lvl >= 0 && dev->prefetch && w.depth + 1 == pt_depth(dev->dom->pt))
+		fill_line(dev, &dev->iotlb.lvl[lvl], dev->dom->pt, w.table[w.depth], a);
 	*host = w.phys;
 	*page_last = (a & ~(w.pgsize - 1)) + (w.pgsize - 1);
 	return 0;
@@ -153,7 +200,7 @@ static dg_always_inline const void *leaf_table(struct dg_device *dev, uint64_t a
  */
 static dg_always_inline int translate_leaf(struct dg_device *dev, const void *t, uint64_t a,
 					   unsigned int access, uint64_t *host, uint64_t *page_last,
-					   bool probed)
+					   bool probed, bool *filled)
 {
 	struct iotlb_level *l = dev->leaf_lvl;
 	struct iotlb_ent *e = iotlb_slot(l, a >> l->shift);
@@ -195,6 +242,7 @@ static dg_always_inline int translate_leaf(struct dg_device *dev, const void *t,
 	if (access & ~rw)
 		return DG_FAULT_PERM;
 	*host = phys + (a - base);
+	*filled = true; /* the line of t holding a's entry was read: fill_line() may follow */
 	return 0;
 }
 
@@ -204,10 +252,15 @@ static dg_always_inline int translate_one(struct dg_device *dev, uint64_t a, uns
 					  uint64_t *host, uint64_t *page_last)
 {
 	const void *t = dev->leaf_lvl ? leaf_table(dev, a) : NULL;
+	bool filled = false;
+	int r;
 
-	if (t)
-		return translate_leaf(dev, t, a, access, host, page_last, false);
-	return translate_page(dev, a, access, host, page_last);
+	if (!t)
+		return translate_page(dev, a, access, host, page_last);
+	r = translate_leaf(dev, t, a, access, host, page_last, false, &filled);
+	if (filled && dev->prefetch)
+		fill_line(dev, dev->leaf_lvl, dev->leaf_pt, t, a);
+	return r;
 }
 
 /*
@@ -322,6 +375,7 @@ static dg_always_inline int miss_entered(struct dg_device *dev, uint64_t iova, s
 	const struct iotlb_level *l = dev->leaf_lvl;
 	const void *t;
 	uint64_t host, page_last;
+	bool filled = false;
 	int r;
 
 	/* leaf_lvl: translating, the cheap miss applies, not auto-offline (agent.c). */
@@ -330,13 +384,16 @@ static dg_always_inline int miss_entered(struct dg_device *dev, uint64_t iova, s
 	t = leaf_table(dev, iova);
 	if (dg_unlikely(!t))
 		return translate_slow(dev, iova, len, access, sg, max, nr);
-	r = translate_leaf(dev, t, iova, access, &host, &page_last, probed);
+	r = translate_leaf(dev, t, iova, access, &host, &page_last, probed, &filled);
 	if (dg_unlikely(r))
 		return refuse(dev, iova, len, access, (enum dg_fault_reason)r);
 	sg[0].addr = (void *)(uintptr_t)host;
 	sg[0].len = len;
 	*nr = 1;
 	dev->hot.held = true;
+	/* The neighbours of the line just read, as a tail call (it returns 0). */
+	if (filled && dev->prefetch)
+		return fill_line(dev, l, dev->leaf_pt, t, iova);
 	return 0;
 }
 

@@ -125,6 +125,7 @@ int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
 	dev->ident.shift = 63;
 	dev->ident.off_shift = 63 - IOTLB_ENT_SHIFT;
 	dev->ident.off_mask = 1ull << IOTLB_ENT_SHIFT;
+	dev->prefetch = !cfg->no_iotlb_prefetch;
 	dev->online = false;
 	dev->mode = DG_CTX_BLOCKED;
 	dev->did = 0;

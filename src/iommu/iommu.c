@@ -31,6 +31,7 @@ void dg_iommu_config_init(struct dg_iommu_config *cfg)
 	cfg->wait_timeout_ns = 1000000000ull;
 	cfg->inval_domain_threshold = 64ull << 20;
 	cfg->reference = false;
+	cfg->no_iotlb_prefetch = false;
 	cfg->log = stderr;
 }
 
@@ -195,6 +196,7 @@ struct dg_device *dg_device_create(struct dg_iommu *mmu, uint32_t rid)
 	atomic_init(&dev->st_laps, 0);
 	atomic_init(&dev->st_leaf_walks, 0);
 	atomic_init(&dev->st_root_walks, 0);
+	atomic_init(&dev->st_prefetch, 0);
 	if (pthread_mutex_init(&dev->ctx_lock, NULL)) {
 		free(dev);
 		errno = ENOMEM;
@@ -264,6 +266,7 @@ static void add_dev_stats(struct dg_dev_stats *to, const struct dg_device *dev)
 	to->cmds_processed += stat_get(&dev->st_cmds);
 	to->flushes += stat_get(&dev->st_flushes);
 	to->laps += stat_get(&dev->st_laps);
+	to->prefetch_fills += stat_get(&dev->st_prefetch);
 }
 
 void dg_device_destroy(struct dg_device *dev)

@@ -80,6 +80,8 @@ struct dg_device {
 	const struct dg_pt *leaf_pt;  /* device: dom->pt while leaf_lvl is set */
 	const void *leaf_root;	      /* device: the root of a one-level table, or NULL (the
 					 walk cache's deepest row holds last-level tables) */
+	bool prefetch; /* fixed at creation: a miss reading a last-level entry also fills its
+			  cache line's other valid entries (dev/translate.c fill_line()) */
 	/* Pass-through as an IOTLB level: two 2^63-byte identity "pages" (agent.c). */
 	struct iotlb_level ident;      /* fixed at creation */
 	struct iotlb_ent ident_ent[2]; /* fixed at creation */
@@ -106,6 +108,7 @@ struct dg_device {
 	_Atomic uint64_t st_leaf_walks; /* misses read from the cached leaf table: each is also a
 					   miss, a walk and a walk-cache hit (folded on read) */
 	_Atomic uint64_t st_root_walks; /* misses read from a one-level table: a miss and a walk */
+	_Atomic uint64_t st_prefetch;	/* IOTLB entries filled by fill_line() */
 	/* Fixed at creation. */
 	struct dg_iommu *mmu;
 	struct agent_slot *slot;

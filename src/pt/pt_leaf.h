@@ -40,17 +40,33 @@ static inline unsigned int pt_leaf_shift(const struct dg_pt *pt)
 	return pt->leaf_shift;
 }
 
-/*
- * The entry of @iova in the last-level table @table: true with the output address of the
- * page (the entry's, aligned to its size) and the DG_PROT_READ | DG_PROT_WRITE it grants
- * when present, false when not present.
- */
-static dg_always_inline bool pt_leaf_read(const struct dg_pt *pt, const void *table, uint64_t iova,
-					  uint64_t *page_phys, unsigned int *rw)
+/* Index of @iova's entry in its last-level table. */
+static inline uint64_t pt_leaf_index(const struct dg_pt *pt, uint64_t iova)
 {
-	uint64_t va = iova - pt->iova_base;
-	const _Atomic uint64_t *ptep =
-		(const _Atomic uint64_t *)table + ((va >> pt->leaf_shift) & pt->leaf_index_mask);
+	return ((iova - pt->iova_base) >> pt->leaf_shift) & pt->leaf_index_mask;
+}
+
+/*
+ * Entries of a last-level table that share one cache line, minus one: an aligned group of
+ * DG_CACHELINE / 8 entries of 8 bytes (every format's entries are 64-bit: VT-d, LPAE and
+ * the flat TCE-style table alike), or the whole table when it is smaller (a flat window of
+ * fewer pages). Tables are allocated aligned to their size (at least a line, or the whole
+ * of a smaller one), so index & ~mask .. index | mask is one line of @table.
+ */
+static inline uint64_t pt_leaf_line_mask(const struct dg_pt *pt)
+{
+	return (DG_CACHELINE / sizeof(uint64_t) - 1) & pt->leaf_index_mask;
+}
+
+/*
+ * Entry @idx (< leaf_index_mask + 1) of the last-level table @table: true with the output
+ * address of the page (the entry's, aligned to its size) and the DG_PROT_READ |
+ * DG_PROT_WRITE it grants when present, false when not present.
+ */
+static dg_always_inline bool pt_leaf_read_at(const struct dg_pt *pt, const void *table,
+					     uint64_t idx, uint64_t *page_phys, unsigned int *rw)
+{
+	const _Atomic uint64_t *ptep = (const _Atomic uint64_t *)table + idx;
 	/*
 	 * Acquire: pairs with the release store of a leaf in pt_map_va() / pt_granule_store()
 	 * (pt.c), as the walker's load does.
@@ -63,6 +79,13 @@ static dg_always_inline bool pt_leaf_read(const struct dg_pt *pt, const void *ta
 	*page_phys = pt_oa_decode(pt, pte) & ~pt->granule_mask;
 	*rw = pt_leaf_rw(pt, pte);
 	return true;
+}
+
+/* The entry of @iova in the last-level table @table (pt_leaf_read_at()). */
+static dg_always_inline bool pt_leaf_read(const struct dg_pt *pt, const void *table, uint64_t iova,
+					  uint64_t *page_phys, unsigned int *rw)
+{
+	return pt_leaf_read_at(pt, table, pt_leaf_index(pt, iova), page_phys, rw);
 }
 
 #endif /* DG_PT_LEAF_H */

@@ -40,6 +40,8 @@ static void test_random_sequences(void **state)
 	}
 	/* The cases that matter happened: stale hits before the invalidation was applied. */
 	assert_true(n.walks > 1000 && n.hits > 500 && n.stale_hits > 50 && n.refused > 100);
+	/* ...and with the neighbour fill: entries it made were used, some after their unmap. */
+	assert_true(n.prefetched > 2000 && n.prefetch_hits > 500 && n.prefetch_stale_hits > 20);
 	assert_true(n.invals > 1000 && n.done > 100);
 }
 

@@ -10,6 +10,9 @@
  * with sequence number end E drops the entries it covers from a device once the device's
  * seen reaches E. Every translation is then checked:
  *  - a walk (the device's miss counter moved) must give exactly the current page table;
+ *    one that succeeds also caches the other mapped pages of its 8-page aligned group (the
+ *    leaf entries of its cache line: the neighbour fill of dev/translate.c), which the model
+ *    marks as held too, and the device's prefetch_fills counter must move by their number;
  *  - an IOTLB hit must give the device's still-possible cached entry: a translation that was
  *    invalidated and whose command the device has applied must never be used again;
  *  - dg_inval_done(seq) may say true only if every online device has applied seq;
@@ -41,6 +44,7 @@
 struct cached {
 	uint16_t frame; /* NO_FRAME: nothing cached */
 	uint8_t prot;
+	bool fill; /* made by the neighbour fill, not by a walk of its own page */
 };
 
 struct logent {
@@ -318,9 +322,14 @@ static void op_translate(struct model *m)
 	c = &m->may[d][k][p];
 	m->n.laps += after.laps - before.laps;
 	m->n.refused += r != 0;
+	/* Only a successful walk fills neighbours (checked there): nothing else may. */
+	CHECK(after.prefetch_fills == before.prefetch_fills ||
+		      (r == 0 && after.iotlb_misses != before.iotlb_misses),
+	      "page %u: neighbours filled without a successful walk (r %d)", p, r);
 	if (after.iotlb_misses != before.iotlb_misses) {
 		/* A walk: exactly the page table, and now cached. */
 		uint16_t fr = m->map[k][p];
+		unsigned int fills = 0;
 
 		m->n.walks++;
 		if (fr == NO_FRAME) {
@@ -329,6 +338,7 @@ static void op_translate(struct model *m)
 		}
 		c->frame = fr;
 		c->prot = m->prot[k][p];
+		c->fill = false;
 		if (access & ~m->prot[k][p]) {
 			CHECK(r == -EACCES, "walk, prot %u access %u: %d", m->prot[k][p], access,
 			      r);
@@ -336,12 +346,28 @@ static void op_translate(struct model *m)
 		}
 		CHECK(r == 0 && sg[0].addr == m->frames + fr * K4 + 8,
 		      "walk of page %u: %d %p, want frame %u", p, r, sg[0].addr, fr);
+		/* The neighbour fill: every other mapped page of the line, as the table is. */
+		for (unsigned int q = p & ~7u; q <= (p | 7u); q++) {
+			if (q == p || m->map[k][q] == NO_FRAME)
+				continue;
+			m->may[d][k][q].frame = m->map[k][q];
+			m->may[d][k][q].prot = m->prot[k][q];
+			m->may[d][k][q].fill = true;
+			fills++;
+		}
+		CHECK(after.prefetch_fills - before.prefetch_fills == fills,
+		      "walk of page %u filled %llu neighbours, want %u", p,
+		      (unsigned long long)(after.prefetch_fills - before.prefetch_fills), fills);
+		m->n.prefetched += fills;
 		return;
 	}
 	/* A hit: only a translation the device may still hold. */
 	m->n.hits++;
-	if (c->frame != NO_FRAME && (c->frame != m->map[k][p] || c->prot != m->prot[k][p]))
+	if (c->frame != NO_FRAME && (c->frame != m->map[k][p] || c->prot != m->prot[k][p])) {
 		m->n.stale_hits++;
+		m->n.prefetch_stale_hits += c->fill;
+	}
+	m->n.prefetch_hits += c->frame != NO_FRAME && c->fill;
 	CHECK(after.iotlb_hits != before.iotlb_hits || r == -EACCES, "neither hit nor walk: %d", r);
 	CHECK(c->frame != NO_FRAME,
 	      "device %u used a translation of page %u it cannot hold any more (r %d)", d, p, r);
@@ -471,6 +497,9 @@ void inval_model_run(const uint8_t *data, size_t size, struct inval_model_counts
 	free(m.frames);
 	if (counts) {
 		counts->walks += m.n.walks;
+		counts->prefetched += m.n.prefetched;
+		counts->prefetch_hits += m.n.prefetch_hits;
+		counts->prefetch_stale_hits += m.n.prefetch_stale_hits;
 		counts->hits += m.n.hits;
 		counts->stale_hits += m.n.stale_hits;
 		counts->refused += m.n.refused;

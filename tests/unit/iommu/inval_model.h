@@ -12,13 +12,16 @@
 
 /* What a run exercised, so tests can prove the interesting cases happened. */
 struct inval_model_counts {
-	uint64_t walks;	     /* translations that walked the table */
-	uint64_t hits;	     /* translations served by the IOTLB */
-	uint64_t stale_hits; /* hits that returned a translation no longer in the table */
-	uint64_t refused;    /* translations refused */
-	uint64_t laps;	     /* devices that fell a whole queue behind */
-	uint64_t invals;     /* commands submitted */
-	uint64_t done;	     /* dg_inval_done() that said true */
+	uint64_t walks;		      /* translations that walked the table */
+	uint64_t prefetched;	      /* neighbour entries a walk filled (checked exactly) */
+	uint64_t prefetch_hits;	      /* hits on an entry the neighbour fill made */
+	uint64_t prefetch_stale_hits; /* ...that the table no longer holds (not applied yet) */
+	uint64_t hits;		      /* translations served by the IOTLB */
+	uint64_t stale_hits;	      /* hits that returned a translation no longer in the table */
+	uint64_t refused;	      /* translations refused */
+	uint64_t laps;		      /* devices that fell a whole queue behind */
+	uint64_t invals;	      /* commands submitted */
+	uint64_t done;		      /* dg_inval_done() that said true */
 };
 
 /*
