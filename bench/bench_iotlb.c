@@ -9,8 +9,14 @@
  *   hit_stale2047  the hot page after 2047 other entries were inserted before it (4096-entry
  *                  IOTLB): DPDK's worst case, which costs it 20,548 instructions
  *   passthrough    the same call on a pass-through device (identity)
- *   miss_walk      every translation misses (sequential over 64Ki pages): IOTLB miss, walk
- *                  from the walk cache (the leaf table's entry), refill
+ *   miss_walk      every translation misses: one page per leaf-table cache line (a stride of
+ *                  8 pages over 64Ki), so the IOTLB miss, the walk from the walk cache (the
+ *                  leaf table's entry), the refill and the neighbour fill of the 7 other
+ *                  pages of the line (dev/translate.c fill_line()) are all in each operation
+ *   miss_nofill    the same with the neighbour fill off (no_iotlb_prefetch): the demand miss
+ *   seq_walk       consecutive pages in order over 64Ki (a DMA stream, a TSO send): one miss
+ *                  and its neighbour fill per 8 pages, hits for the 7 others
+ *   seq_nofill     the same with the fill off: every page misses
  *   ws_x2/x4/x16   random pages of working sets 2, 4, 16 times the IOTLB: hit rate and cost
  *   list_first     reference: a DPDK-style sorted list IOTLB, entry first in the list
  *   list_stale2047 reference: the same list, entry behind 2047 stale ones
@@ -54,6 +60,8 @@ struct iotlb_case {
 	uint32_t iotlb_entries; /* 0: default */
 	uint32_t wc_entries;	/* 0: default */
 	uint64_t param;		/* working-set pages, stale entries... */
+	uint32_t stride;	/* miss cases: pages between consecutive translations */
+	bool no_fill;		/* cfg.no_iotlb_prefetch */
 };
 
 static int mk_env(struct env *e, const struct iotlb_case *c, uint64_t map_pages, bool real_mem)
@@ -68,6 +76,7 @@ static int mk_env(struct env *e, const struct iotlb_case *c, uint64_t map_pages,
 		cfg.iotlb_entries = c->iotlb_entries;
 	if (c->wc_entries)
 		cfg.walk_cache_entries = c->wc_entries;
+	cfg.no_iotlb_prefetch = c->no_fill;
 	e->mmu = dg_iommu_create(&cfg);
 	if (!e->mmu)
 		return -errno;
@@ -103,7 +112,8 @@ static void free_env(struct env *e)
 	free(e->mem);
 }
 
-static int pattern(struct env *e, uint64_t len, uint64_t pages, bool random)
+/* @len translations over @pages pages, random or in order @stride pages apart. */
+static int pattern(struct env *e, uint64_t len, uint64_t pages, bool random, uint64_t stride)
 {
 	uint64_t s = 0x9e3779b97f4a7c15ull;
 
@@ -115,7 +125,7 @@ static int pattern(struct env *e, uint64_t len, uint64_t pages, bool random)
 		s ^= s << 13;
 		s ^= s >> 7;
 		s ^= s << 17;
-		e->iovas[i] = IOVA_BASE + (random ? s % pages : i % pages) * K4 + 64;
+		e->iovas[i] = IOVA_BASE + (random ? s % pages : i * stride % pages) * K4 + 64;
 	}
 	return 0;
 }
@@ -204,7 +214,7 @@ static int setup_ws(struct env *e, const struct iotlb_case *c)
 	int r = mk_env(e, c, c->param, false);
 
 	if (!r)
-		r = pattern(e, 1u << 16, c->param, true);
+		r = pattern(e, 1u << 16, c->param, true, 1);
 	if (!r)
 		run_pattern(e, 1u << 16); /* warm */
 	return r;
@@ -241,9 +251,9 @@ static int setup_miss(struct env *e, const struct iotlb_case *c)
 	int r = mk_env(e, c, MISS_PAGES, false);
 
 	if (!r)
-		r = pattern(e, MISS_PAGES, MISS_PAGES, false);
+		r = pattern(e, MISS_PAGES / c->stride, MISS_PAGES, false, c->stride);
 	if (!r)
-		run_pattern(e, MISS_PAGES);
+		run_pattern(e, MISS_PAGES / c->stride);
 	return r;
 }
 
@@ -306,21 +316,35 @@ static uint64_t run_list(struct env *e, uint64_t n)
 }
 
 static const struct iotlb_case cases[] = {
-	{"hit", "translate 64 B, hot page", setup_hit, run_hit, 0, 0, 0},
+	{"hit", "translate 64 B, hot page", setup_hit, run_hit, 0, 0, 0, 0, false},
 	{"hit_inline", "translate 64 B, hot page, dg_dev_translate_fast()", setup_hit,
-	 run_hit_inline, 0, 0, 0},
-	{"hit_read64", "dg_dev_read 64 B, hot page", setup_read, run_read64, 0, 0, 0},
-	{"hit_ws16", "random pages, 16-page working set", setup_ws, run_pattern, 0, 0, 16},
-	{"hit_ws256", "random pages, 256-page working set", setup_ws, run_pattern, 0, 0, 256},
-	{"hit_ws1024", "random pages, 1024-page working set", setup_ws, run_pattern, 0, 0, 1024},
-	{"hit_stale2047", "hot page behind 2047 entries", setup_stale, run_hit, 4096, 0, 2047},
-	{"passthrough", "translate 64 B, identity", setup_passthrough, run_passthrough, 0, 0, 0},
-	{"miss_walk", "IOTLB miss, walk from walk cache", setup_miss, run_pattern, 0, 0, 0},
-	{"ws_x2", "random pages, 2x IOTLB", setup_ws, run_pattern, 0, 0, 2048},
-	{"ws_x4", "random pages, 4x IOTLB", setup_ws, run_pattern, 0, 0, 4096},
-	{"ws_x16", "random pages, 16x IOTLB", setup_ws, run_pattern, 0, 0, 16384},
-	{"list_first", "reference sorted list, first entry", setup_list, run_list, 0, 0, 0},
-	{"list_stale2047", "reference sorted list, behind 2047", setup_list, run_list, 0, 0, 2047},
+	 run_hit_inline, 0, 0, 0, 0, false},
+	{"hit_read64", "dg_dev_read 64 B, hot page", setup_read, run_read64, 0, 0, 0, 0, false},
+	{"hit_ws16", "random pages, 16-page working set", setup_ws, run_pattern, 0, 0, 16, 0,
+	 false},
+	{"hit_ws256", "random pages, 256-page working set", setup_ws, run_pattern, 0, 0, 256, 0,
+	 false},
+	{"hit_ws1024", "random pages, 1024-page working set", setup_ws, run_pattern, 0, 0, 1024, 0,
+	 false},
+	{"hit_stale2047", "hot page behind 2047 entries", setup_stale, run_hit, 4096, 0, 2047, 0,
+	 false},
+	{"passthrough", "translate 64 B, identity", setup_passthrough, run_passthrough, 0, 0, 0, 0,
+	 false},
+	{"miss_walk", "IOTLB miss, walk from walk cache, fill", setup_miss, run_pattern, 0, 0, 0, 8,
+	 false},
+	{"miss_nofill", "IOTLB miss, walk from walk cache", setup_miss, run_pattern, 0, 0, 0, 8,
+	 true},
+	{"seq_walk", "consecutive pages, neighbour fill", setup_miss, run_pattern, 0, 0, 0, 1,
+	 false},
+	{"seq_nofill", "consecutive pages, no neighbour fill", setup_miss, run_pattern, 0, 0, 0, 1,
+	 true},
+	{"ws_x2", "random pages, 2x IOTLB", setup_ws, run_pattern, 0, 0, 2048, 0, false},
+	{"ws_x4", "random pages, 4x IOTLB", setup_ws, run_pattern, 0, 0, 4096, 0, false},
+	{"ws_x16", "random pages, 16x IOTLB", setup_ws, run_pattern, 0, 0, 16384, 0, false},
+	{"list_first", "reference sorted list, first entry", setup_list, run_list, 0, 0, 0, 0,
+	 false},
+	{"list_stale2047", "reference sorted list, behind 2047", setup_list, run_list, 0, 0, 2047,
+	 0, false},
 };
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))
@@ -330,6 +354,7 @@ struct result {
 	uint64_t ops;		 /* operations in the last round */
 	double hit_rate;	 /* device IOTLB hit rate over the measured rounds (-1: n/a) */
 	double wc_hit_rate;	 /* walks that started from the walk cache (-1: n/a) */
+	double fills_per_op;	 /* neighbour-fill entries per operation (-1: n/a) */
 };
 
 /* Time batches for duration_s per round; grow the batch until one takes >= 1 ms. */
@@ -365,9 +390,12 @@ static void measure(const struct iotlb_case *c, struct env *e, const struct benc
 	}
 	(void)sink;
 	bench_summarize(samples, o->rounds, &res->ns);
-	res->hit_rate = res->wc_hit_rate = -1;
+	res->hit_rate = res->wc_hit_rate = res->fills_per_op = -1;
 	if (e->dev) {
 		dg_dev_stats(e->dev, &b);
+		res->fills_per_op =
+			(double)(b.prefetch_fills - a.prefetch_fills) /
+			(double)(b.iotlb_hits - a.iotlb_hits + b.iotlb_misses - a.iotlb_misses);
 		uint64_t h = b.iotlb_hits - a.iotlb_hits, m = b.iotlb_misses - a.iotlb_misses;
 		uint64_t w = b.walks - a.walks, wh = b.walk_cache_hits - a.walk_cache_hits;
 
@@ -389,6 +417,8 @@ static json_t *result_json(const struct iotlb_case *c, const struct result *r, d
 		json_object_set_new(j, "hit_rate", json_real(r->hit_rate));
 	if (r->wc_hit_rate >= 0)
 		json_object_set_new(j, "walk_cache_hit_rate", json_real(r->wc_hit_rate));
+	if (r->fills_per_op >= 0)
+		json_object_set_new(j, "prefetch_fills_per_op", json_real(r->fills_per_op));
 	if (c->param)
 		json_object_set_new(j, "pages", json_integer((json_int_t)c->param));
 	if (ref_ns > 0)

@@ -81,24 +81,54 @@ static dg_noinline __attribute__((cold)) int refuse(struct dg_device *dev, uint6
  * (acquire of published, pairing with the owner's release), so the line shows its unmap.
  * Returns 0 so the cheap miss can end on a tail call to it.
  */
+/*
+ * Fill the slots from @e on with the entries [first, first + nr) of @table but first + at
+ * (the demand entry), of the pages from @page on. Always inlined with the decoder in a local
+ * (its address never escapes), so neither the acquire loads nor the stores make the
+ * compiler reload the decoder's fields.
+ */
+static dg_always_inline uint64_t fill_run(struct pt_leaf_dec d, const void *table, uint64_t first,
+					  unsigned int nr, unsigned int at, struct iotlb_ent *e,
+					  uint64_t page, uint64_t size, uint64_t ctag)
+{
+	uint64_t filled = 0;
+
+	for (unsigned int k = 0; k < nr; k++, e++, page += size) {
+		unsigned int rw;
+		uint64_t phys;
+
+		if (!pt_leaf_decode(&d, pt_leaf_load(table, first + k), &phys, &rw) || !rw ||
+		    k == at)
+			continue;
+		e->key = page | ctag | rw;
+		e->delta = phys - page;
+		filled++;
+	}
+	return filled;
+}
+
 static dg_noinline int fill_line(struct dg_device *dev, const struct iotlb_level *l,
 				 const struct dg_pt *pt, const void *table, uint64_t a)
 {
 	uint64_t idx = pt_leaf_index(pt, a), gm = pt_leaf_line_mask(pt) & l->set_mask;
-	uint64_t first = idx & ~gm, ctag = (uint64_t)dev->ctag << IOTLB_DID_SHIFT, n = 0;
-	uint64_t page = (a & l->base_mask) - ((idx - first) << l->shift); /* of entry first */
+	uint64_t first = idx & ~gm, size = 1ull << l->shift, n;
+	uint64_t page = (a & l->base_mask) - ((idx - first) << l->shift); /* entry first's */
+	uint64_t ctag = (uint64_t)dev->ctag << IOTLB_DID_SHIFT;
+	unsigned int at = (unsigned int)(idx - first), nr = (unsigned int)gm + 1;
+	/* The group's pages are consecutive and it is aligned to at most the number of sets,
+	   so their slots are consecutive too: no wrap inside it. */
+	struct iotlb_ent *e = iotlb_slot(l, page >> l->shift);
+	struct pt_leaf_dec d;
 
-	for (uint64_t i = first; i <= first + gm; i++, page += 1ull << l->shift) {
-		struct iotlb_ent *e;
-		unsigned int rw;
-		uint64_t phys;
+	pt_leaf_dec_init(pt, &d);
+	if (!d.rw_xor && !d.rw_shift && d.rw_mask == 3 && !d.rw_or && !d.oa_hi) {
+		/* The permission bits are bits 0 and 1 and the address is one field (VT-d, the
+		   flat table): the same decoder with those fields as constants. */
+		struct pt_leaf_dec c = {.valid = d.valid, .oa_lo = d.oa_lo, .rw_mask = 3};
 
-		if (i == idx || !pt_leaf_read_at(pt, table, i, &phys, &rw) || !rw)
-			continue;
-		e = iotlb_slot(l, page >> l->shift);
-		e->key = page | ctag | rw;
-		e->delta = phys - page;
-		n++;
+		n = fill_run(c, table, first, nr, at, e, page, size, ctag);
+	} else {
+		n = fill_run(d, table, first, nr, at, e, page, size, ctag);
 	}
 	if (n)
 		stat_inc(&dev->st_prefetch, n);

@@ -399,7 +399,8 @@ static void test_geometries(void **state)
 		for (unsigned int p = 0; p < c[i].pages; p++) {
 			bool in = p >= first && p < first + 8;
 
-			assert_int_equal(cached_perm(&e, c[i].iova + p * c[i].page), in ? (int)RW : -1);
+			assert_int_equal(cached_perm(&e, c[i].iova + p * c[i].page),
+					 in ? (int)RW : -1);
 			if (!in)
 				continue;
 			assert_int_equal(xlate(&e, c[i].iova + p * c[i].page + 3, 1,
@@ -410,6 +411,79 @@ static void test_geometries(void **state)
 		stats(&e, &a);
 		assert_int_equal(a.iotlb_misses - b.iotlb_misses, 0);
 		env_fini(&e);
+	}
+}
+
+/*
+ * The fill's decoder (pt_leaf_decode() with the fields in a local) gives what the cheap
+ * miss's pt_leaf_read_at() and the walker give, for every format and every permission the
+ * format can express, present or not.
+ */
+static void test_decoders_agree(void **state)
+{
+	static const struct dg_pt_geometry geos[] = {
+		{.format = DG_PT_FMT_VTD_SS, .ias = 48, .oas = 48},
+		{.format = DG_PT_FMT_VTD_SS, .ias = 39, .oas = 48},
+		{.format = DG_PT_FMT_ARM_LPAE_S1, .ias = 48, .oas = 48, .granule = K4},
+		{.format = DG_PT_FMT_ARM_LPAE_S2, .ias = 40, .oas = 48, .granule = K4},
+		{.format = DG_PT_FMT_ARM_LPAE_S1, .ias = 47, .oas = 48, .granule = 0x4000},
+		{.format = DG_PT_FMT_ARM_LPAE_S2, .ias = 42, .oas = 52, .granule = K64},
+		{.format = DG_PT_FMT_FLAT,
+		 .granule = K4,
+		 .window_base = 1ull << 32,
+		 .window_size = 64 * K4},
+		{.format = DG_PT_FMT_FLAT,
+		 .granule = K64,
+		 .window_base = 1ull << 32,
+		 .window_size = 64 * K64},
+	};
+	static const unsigned int prots[] = {DG_PROT_READ, DG_PROT_WRITE, RW, RW | DG_PROT_CACHE};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(geos) / sizeof(geos[0]); i++) {
+		struct dg_pt *pt = dg_pt_create(&geos[i], NULL, NULL);
+		uint64_t iova, gran, oa_top;
+		struct dg_pt_walk w;
+		struct pt_leaf_dec d;
+		const void *table;
+
+		assert_non_null(pt);
+		gran = geos[i].granule ? geos[i].granule : K4;
+		iova = geos[i].format == DG_PT_FMT_FLAT ? 1ull << 32 : 1ull << 30;
+		/* output addresses with high bits set (PA[51:48] of a 52-bit LPAE table) */
+		oa_top = geos[i].oas == 52 ? 0xf000000000000ull : 0x7f00000000ull;
+		for (unsigned int p = 0; p < 8; p++) {
+			struct dg_pt_gather g;
+
+			dg_pt_gather_init(&g);
+			if (p != 5) /* a hole */
+				assert_int_equal(dg_pt_map(pt, iova + p * gran,
+							   oa_top + p * 3 * gran, gran,
+							   prots[p % 4], &g),
+						 0);
+		}
+		assert_int_equal(dg_pt_walk(pt, iova, &w), 0);
+		table = w.table[w.depth];
+		assert_int_equal(w.depth + 1, pt_depth(pt));
+		pt_leaf_dec_init(pt, &d);
+		for (unsigned int p = 0; p < 8; p++) {
+			uint64_t idx = pt_leaf_index(pt, iova + p * gran), phys1 = 0, phys2 = 0;
+			unsigned int rw1 = 0, rw2 = 0;
+			bool ok1 = pt_leaf_read_at(pt, table, idx, &phys1, &rw1);
+			bool ok2 = pt_leaf_decode(&d, pt_leaf_load(table, idx), &phys2, &rw2);
+			int r = dg_pt_walk(pt, iova + p * gran, &w);
+
+			assert_int_equal(ok1, p != 5);
+			assert_int_equal(ok2, ok1);
+			assert_int_equal(r, ok1 ? 0 : -ENOENT);
+			if (!ok1)
+				continue;
+			assert_int_equal(phys1, oa_top + p * 3 * gran);
+			assert_int_equal(phys2, phys1);
+			assert_int_equal(rw2, rw1);
+			assert_int_equal(rw1, w.prot & RW);
+		}
+		dg_pt_destroy(pt);
 	}
 }
 
@@ -696,6 +770,7 @@ int main(void)
 		cmocka_unit_test(test_holes_and_perms),
 		cmocka_unit_test(test_permissionless_neighbour),
 		cmocka_unit_test(test_geometries),
+		cmocka_unit_test(test_decoders_agree),
 		cmocka_unit_test(test_invalidation_drops),
 		cmocka_unit_test(test_lap_drops),
 		cmocka_unit_test(test_race_orders),
