@@ -274,6 +274,8 @@ struct dg_iommu_stats {
 	uint64_t wait_timeouts;
 	uint64_t faults_recorded; /* fault records queued */
 	uint64_t fault_overflow;  /* fault records that found the queue full */
+	uint64_t prefetch_fills;  /* device side: IOTLB entries the neighbour fill made (not
+				     misses; dg_dev_stats.prefetch_fills summed) */
 };
 
 /* A snapshot (relaxed reads; exact once the devices are quiet). */

@@ -487,6 +487,7 @@ void dg_iommu_stats(struct dg_iommu *mmu, struct dg_iommu_stats *out)
 	out->faults = d.faults;
 	out->cmds_processed = d.cmds_processed;
 	out->laps = d.laps;
+	out->prefetch_fills = d.prefetch_fills;
 	/* Queue ops map onto the API types: BLOCK -> PAGE, DOMAIN, GLOBAL, DEVICE, CONTEXT. */
 	for (unsigned int op = INV_OP_BLOCK; op <= INV_OP_CONTEXT; op++)
 		out->inval_cmds[op + 1] = stat_get(&mmu->inv.ops[op]);

@@ -176,6 +176,7 @@ static void stats(const struct env *e, struct dg_dev_stats *s)
 static void run_sequential(struct opts o, uint64_t want_misses, uint64_t want_fills)
 {
 	struct dg_pt_geometry g = vtd4k();
+	struct dg_iommu_stats ist;
 	struct dg_dev_stats a, b;
 	struct env e;
 	uint64_t h;
@@ -188,6 +189,8 @@ static void run_sequential(struct opts o, uint64_t want_misses, uint64_t want_fi
 		assert_int_equal(h, host(p * K4 + 64));
 	}
 	stats(&e, &b);
+	dg_iommu_stats(e.mmu, &ist);
+	assert_int_equal(ist.prefetch_fills, b.prefetch_fills); /* the only device */
 	assert_int_equal(b.iotlb_misses - a.iotlb_misses, want_misses);
 	assert_int_equal(b.iotlb_hits - a.iotlb_hits, 64 - want_misses);
 	assert_int_equal(b.prefetch_fills - a.prefetch_fills, want_fills);
