@@ -39,6 +39,12 @@
 
 #include <cmocka.h>
 
+#ifdef IOMMU_HAVE_VALGRIND_H
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
 #define K4	   0x1000ull
 #define K64	   0x10000ull
 #define RW	   (DG_PROT_READ | DG_PROT_WRITE)
@@ -672,7 +678,7 @@ static void test_race_orders(void **state)
  * until the device has written it, unmaps and flushes it, snapshots the frame and lets the
  * device make more attempts: one byte changed after the flush returned is a failure.
  */
-#define RACE_ROUNDS 150
+#define RACE_ROUNDS (RUNNING_ON_VALGRIND ? 20u : 150u) /* threads serialised there */
 #define RACE_FRAMES 8
 
 struct race {
