@@ -192,7 +192,9 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, un
 	if (r)
 		return DG_FAULT_UNMAPPED;
 	perm = w.prot & (DG_PROT_READ | DG_PROT_WRITE);
-	lvl = iotlb_insert(&dev->iotlb, dev->ctag, a, w.pgsize, w.phys, perm);
+	/* A leaf granting nothing is not cached (as in translate_leaf()): every access faults,
+	   and an entry without permission is not a valid IOTLB entry (iotlb_check()). */
+	lvl = perm ? iotlb_insert(&dev->iotlb, dev->ctag, a, w.pgsize, w.phys, perm) : -1;
 	if (lvl >= 0 && dev->hot.ent != dev->iotlb.lvl[lvl].ent)
 		hot_set(dev, &dev->iotlb.lvl[lvl]);
 	if (access & ~perm)

@@ -319,7 +319,7 @@ static void test_holes_and_perms(void **state)
  * A present leaf granting nothing (ARM stage 2 with HAP = 00: valid, no access) next to the
  * demand page is not filled, and an access to it faults as a permission fault, recorded.
  */
-static void test_permissionless_neighbour(void **state)
+static void run_permissionless(bool auto_offline)
 {
 	struct dg_pt_geometry g = {
 		.format = DG_PT_FMT_ARM_LPAE_S2, .ias = 40, .oas = 48, .granule = K4};
@@ -329,8 +329,7 @@ static void test_permissionless_neighbour(void **state)
 	uint64_t h, pte;
 	_Atomic uint64_t *table;
 
-	(void)state;
-	env_init(&e, &g, (struct opts){0});
+	env_init(&e, &g, (struct opts){.auto_offline = auto_offline});
 	map(&e, BASE, 0, 2 * K4, RW);
 	map(&e, BASE + 2 * K4, 2 * K4, K4, RW);
 	/* Page 2's entry: the same descriptor without its two HAP bits (6, 7). */
@@ -351,6 +350,13 @@ static void test_permissionless_neighbour(void **state)
 	expect_fault(&e, BASE + 2 * K4, DG_ACCESS_READ, DG_FAULT_PERM);
 	assert_int_equal(cached_perm(&e, BASE + 2 * K4), -1);
 	env_fini(&e);
+}
+
+static void test_permissionless_neighbour(void **state)
+{
+	(void)state;
+	run_permissionless(false); /* the cheap miss */
+	run_permissionless(true);  /* the general walk */
 }
 
 /* The group follows the table: a flat window of 4 entries, one not aligned to 8 pages,
