@@ -94,10 +94,21 @@
  * are: enter the cache, pop or push, leave. Everything else is here.
  *
  * Locking: registry lock, then a thread cache (a stealer's), then the depot lock (lock order
- * in iova_priv.h); an owner inside its cache takes only depot and tree locks. Counters read
- * by dg_iova_get_stats() are atomics written by one thread (relaxed load + store, no
- * read-modify-write on the fast path) and read relaxed; the number of cached ranges is
- * counted from the magazines with every cache stolen for a moment when asked for.
+ * in iova_priv.h); an owner inside its cache takes only depot and tree locks, and one that
+ * waits for a stealer holds none. A cache's hit and miss counters are plain fields written by
+ * the owner inside it and read by dg_iova_get_stats() with the cache stolen (a gone cache's
+ * counts move to the space's st_gone_*); the number of cached ranges is counted from the
+ * magazines with every cache stolen for a moment when asked for.
+ *
+ * Invariants (dg_iova_check() verifies the magazine ones, with the registry lock, every cache
+ * stolen and every depot locked):
+ *  - a thread cache is on exactly its space's list and its thread's list, and has a loaded
+ *    magazine in every class of the space's zones; prev is empty or full;
+ *  - every CACHED node is in exactly one magazine (of a cache or a depot) of its class and
+ *    zone: ranges leave a magazine for the tree while its cache is still held (or under the
+ *    registry lock: flush, trim, thread exit), never after;
+ *  - only the owner enters its cache, and only while no stealer holds it; a stealer holds the
+ *    registry lock, so there is at most one.
  */
 #include "iova/iova_priv.h"
 
@@ -816,19 +827,19 @@ void iova_mag_dump(const struct dg_iova_space *s, FILE *out)
 	}
 	for (unsigned int k = 0; k < IOVA_CCS; k++) {
 		const struct iova_depot *d = &s->depot[k];
-		uint64_t inslots = 0;
+		uint64_t incaches = 0;
 
 		for (const struct iova_tcache *tc = s->tcs; tc; tc = tc->snext) {
 			const struct iova_cpu_cache *cc = &tc->cc[k];
 
-			inslots += (cc->loaded ? cc->loaded->n : 0) + (cc->prev ? cc->prev->n : 0);
+			incaches += (cc->loaded ? cc->loaded->n : 0) + (cc->prev ? cc->prev->n : 0);
 		}
-		if (!inslots && !d->nfull && !d->nempty)
+		if (!incaches && !d->nfull && !d->nempty)
 			continue;
 		fprintf(out,
 			"  zone %s order %2u: %llu in thread caches, depot %u full %u empty (low %u/%u)\n",
 			k / IOVA_ORDERS == IOVA_ZONE_FULL ? "full " : "dma32", k % IOVA_ORDERS,
-			(unsigned long long)inslots, d->nfull, d->nempty, d->full_low,
+			(unsigned long long)incaches, d->nfull, d->nempty, d->full_low,
 			d->empty_low);
 	}
 }

@@ -495,7 +495,7 @@ static void test_depot_and_trim(void **state)
 		assert_int_equal(dg_iova_free(s, got[i], K4), 0);
 	assert_ok(s);
 	stats(s, &st);
-	/* 2 magazines in the slot, the depot full, the rest went back to the tree. */
+	/* 2 magazines in this thread's cache, the depot full, the rest went back to the tree. */
 	assert_int_equal(st.depot_magazines, DG_IOVA_DEPOT_MAX);
 	assert_int_equal(st.cached_ranges, (DG_IOVA_DEPOT_MAX + 2) * DG_IOVA_MAG_SIZE);
 	assert_int_equal(st.tree_frees, 2 * DG_IOVA_MAG_SIZE);
@@ -634,7 +634,7 @@ static void test_enomem(void **state)
 		assert_int_equal(st2.alloc_failures, 1);
 		assert_ok(s);
 		/* No memory for a magazine: a free that finds the loaded magazine full and gets no
-		 * empty one goes to the tree instead; the slot keeps its loaded magazine. */
+		 * empty one goes to the tree instead; the cache keeps its loaded magazine. */
 		bool mags = variants[v].algo == DG_IOVA_ALGO_AUGMENTED &&
 			    !(variants[v].flags & DG_IOVA_CFG_NO_MAGAZINES);
 		uint64_t b[DG_IOVA_MAG_SIZE + 1];
@@ -1324,8 +1324,8 @@ static void test_cross_thread_double_free(void **state)
 }
 
 /*
- * One thread alternating between spaces: its remembered slot belongs to one space at a time
- * (by id), so a space created at a destroyed space's address never gets the old slot (which
+ * One thread alternating between spaces: its remembered cache belongs to one space at a time
+ * (by id), so a space created at a destroyed space's address never gets the old cache (which
  * valgrind and ASan would report as a use after free).
  */
 static void test_spaces_alternate(void **state)
