@@ -188,10 +188,18 @@ void iova_mag_force_fallback(struct dg_iova_space *s)
 /* A full barrier on every running thread of the process (PRIVATE_EXPEDITED, registered). */
 static void memb_all(void)
 {
-	/* The command cannot fail once registered (membarrier(2)); if a kernel ever made it,
-	 * there is no safe way on (an owner may be inside its cache): stop. */
-	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) != 0)
-		abort();
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	/* EPERM: not registered. A child of fork() inherits our memory and so iova_memb_ok; the
+	 * kernel here carries the registration over too (test_fork_child_steals), but should one
+	 * not, register and try again. */
+	if (errno == EPERM &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	/* The command cannot fail otherwise once registered (membarrier(2)); if a kernel ever
+	 * made it, there is no safe way on (an owner may be inside its cache): stop. */
+	abort();
 }
 
 static void wait_relax(unsigned int *spins)

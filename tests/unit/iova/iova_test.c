@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define K4   4096ull
 #define GIB4 (1ull << 32)
@@ -1585,6 +1587,40 @@ static void test_no_membarrier_fallback(void **state)
 	dg_iova_destroy(s);
 }
 
+/* A child of fork() inherits the membarrier decision (and, on this kernel, the registration;
+ * memb_all() registers again if not): its caches and steals work. */
+static void test_fork_child_steals(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	struct dg_iova_stats st;
+	uint64_t a;
+	int status;
+	pid_t pid;
+
+	assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &a), 0);
+	assert_int_equal(dg_iova_free(s, a, K4), 0);
+	dg_iova_flush_caches(s); /* the parent's steal */
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct dg_iova_space *c = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+		int bad = 0;
+
+		bad |= dg_iova_alloc(c, K4, UINT64_MAX, 0, &a) != 0;
+		bad |= dg_iova_free(c, a, K4) != 0;
+		dg_iova_flush_caches(c); /* the child's steal: membarrier */
+		dg_iova_get_stats(c, &st);
+		bad |= st.cached_ranges != 0 || dg_iova_check(c, NULL) != 0;
+		_exit(bad);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	dg_iova_destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1614,6 +1650,7 @@ int main(void)
 		cmocka_unit_test(test_destroy_with_thread_caches),
 		cmocka_unit_test(test_tls_ways),
 		cmocka_unit_test(test_no_membarrier_fallback),
+		cmocka_unit_test(test_fork_child_steals),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
