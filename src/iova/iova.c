@@ -444,12 +444,12 @@ static dg_noinline int alloc_miss(struct dg_iova_space *s, uint64_t size, uint64
 }
 
 /*
- * The magazine hit path (most allocations), kept short: no flags, a size of at most the
- * largest class, a limit that maps to a zone, this thread's cache the last one used, a hit. Anything
+ * The magazine hit path (most allocations), kept short: no flags, a size of at most the largest
+ * class, a limit that maps to a zone, this thread's cache the last one used, a hit. Anything
  * else is a tail call to alloc_miss(), having changed nothing, which checks everything and
  * takes the slow ways (page-aligned requests of a power-of-two size still hit the magazines
- * there); with no call on the hit path the compiler needs no registers saved. The node
- * becomes LIVE inside the thread cache (iova_node_set_live). @token (iova_owned.h) may be NULL.
+ * there); with no call on the hit path the compiler needs no registers saved. The node becomes
+ * LIVE inside the thread cache (iova_node_set_live). @token (iova_owned.h) may be NULL.
  */
 static inline __attribute__((always_inline)) int alloc_fast(struct dg_iova_space *s, uint64_t size,
 							    uint64_t limit, unsigned int flags,
@@ -564,11 +564,12 @@ static void push_locked(struct dg_iova_space *s, struct iova_tcache *tc, struct 
 /*
  * Every free that is not a lock-free magazine push: invalid arguments, no magazines, a range
  * that is not cacheable, the index hiding a node from the lock-free lookup, a free that is
- * refused. Under the tree lock the index cannot change, so the lookup is exact and decides;
- * the LIVE -> CACHED transition is then made inside this thread's cache (never held across
- * the tree mutex; without memory for a cache the node goes straight back to the tree), with the compare-exchange against the state word read
- * under the tree lock: if the node changed in between (another free won, or it was even
- * reused: a new generation), the compare-exchange fails and the lookup is made again.
+ * refused. Under the tree lock the index cannot change, so the lookup is exact and decides; the
+ * LIVE -> CACHED transition is then made inside this thread's cache (never held across the tree
+ * mutex; without memory for a cache the node goes straight back to the tree), with the
+ * compare-exchange against the state word read under the tree lock: if the node changed in
+ * between (another free won, or it was even reused: a new generation), the compare-exchange
+ * fails and the lookup is made again.
  */
 static dg_noinline int free_slow(struct dg_iova_space *s, uint64_t iova, uint64_t size)
 {
@@ -701,9 +702,9 @@ static dg_noinline int free_relock(struct dg_iova_space *s, uint64_t iova, uint6
 
 /*
  * The magazine push path (most frees), kept short and without a lock (this thread's cache is
- * entered with a store and a load, iova_tc_enter): the node is looked up by its first byte in the index without a lock (an unaligned
- * IOVA matches no key), then free_found(). Every other case is a tail call, so the hit path
- * calls nothing and saves no registers.
+ * entered with a store and a load, iova_tc_enter): the node is looked up by its first byte in
+ * the index without a lock (an unaligned IOVA matches no key), then free_found(). Every other
+ * case is a tail call, so the hit path calls nothing and saves no registers.
  */
 int dg_iova_free(struct dg_iova_space *s, uint64_t iova, uint64_t size)
 {

@@ -15,11 +15,11 @@
  * and no range may be live.
  *
  * Then the racing frees: every thread frees the same batch of ranges at the same moment (each
- * in another order, after a barrier), many rounds. A free takes no lock: each
- * range must be freed exactly once, every other free must fail with -ENOENT (the range is
- * cached, or back in the tree), and the space must pass dg_iova_check() after every round. Between rounds one thread flushes the caches now and
- * then, so nodes go back to the tree and are reused for other ranges (new generations) while
- * stale lookups of them may still be in flight.
+ * in another order, after a barrier), many rounds. A free takes no lock: each range must be
+ * freed exactly once, every other free must fail with -ENOENT (the range is cached, or back in
+ * the tree), and the space must pass dg_iova_check() after every round. Between rounds one
+ * thread flushes the caches now and then, so nodes go back to the tree and are reused for other
+ * ranges (new generations) while stale lookups of them may still be in flight.
  */
 #include <dmaguard/iova.h>
 
