@@ -514,6 +514,10 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		      bool free_iova, uint64_t token, struct dg_dma_batch *b, void *mem);
 /* Submit an invalidation of @cmds and wait (counts submits and waits). */
 int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq);
+/* dma_inval() in two halves: submit (*seq: what to wait for), then wait. */
+int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
+		     uint64_t *seq);
+int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq);
 /* Invalidate what @g covers in @sp and wait; then release its tables. */
 int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_gather *g);
 /* Park a timed-out invalidation's IOVAs (map.c); retried by dma_quarantine_retry(). */
