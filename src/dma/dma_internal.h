@@ -537,11 +537,10 @@ int dma_sg_layout(struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned in
 
 /*
  * Put ranges about to be given back to the allocator in descending address order, so its
- * magazine hands them out again ascending and a ring keeps neighbouring IOVAs (map.c): an
- * ascending list is reversed, a descending one kept, anything else merge-sorted when @sort
- * (at most DG_DMA_BATCH_MAX ranges) or left as it is.
+ * magazine hands them out again ascending and a ring keeps neighbouring IOVAs (map.c): a
+ * natural merge sort of at most DG_DMA_BATCH_MAX ranges, linear for one or two runs.
  */
-void dma_order_frees(struct iova_owned *fr, uint32_t n, bool sort);
+void dma_order_frees(struct iova_owned *fr, uint32_t n);
 
 /* Defer the release of a claimed bounce slot to the batch's end (map.c). */
 void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma);

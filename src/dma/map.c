@@ -372,47 +372,61 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
  * entries share cache lines: the device's walk and the driver's next map and unmap touch a
  * line the other side has just loaded once per eight pages, not once per page. (Given back
  * in the order they were unmapped, the order decays into a random one within seconds: 2% of
- * xdp64's maps were neighbours of the previous one.) Nearly always already ascending (the
- * ring's order) or descending: reversed or kept; otherwise merge-sorted.
+ * xdp64's maps were neighbours of the previous one.)
+ *
+ * A natural merge sort, descending: the list is cut into its maximal monotone runs (nearly
+ * always one ascending run - the ring's order - or a few: a lazy chunk that spans a ring's
+ * wrap, a batch of rx and tx buffers), ascending runs are reversed in place, and runs are
+ * merged pairwise: O(n log r) for r runs, so one or two runs cost a single pass.
  */
-void dma_order_frees(struct iova_owned *fr, uint32_t n, bool sort)
+void dma_order_frees(struct iova_owned *fr, uint32_t n)
 {
 	struct iova_owned tmp[DG_DMA_BATCH_MAX];
-	bool asc = true, desc = true;
+	uint32_t run[DG_DMA_BATCH_MAX + 1], nr = 0;
 
-	for (uint32_t i = 1; i < n; i++) {
-		asc = asc && fr[i].iova > fr[i - 1].iova;
-		desc = desc && fr[i].iova < fr[i - 1].iova;
-	}
-	if (desc || n < 2)
-		return;
-	if (asc) {
-		for (uint32_t i = 0, j = n - 1; i < j; i++, j--) {
-			struct iova_owned t = fr[i];
-
-			fr[i] = fr[j];
-			fr[j] = t;
-		}
-		return;
-	}
-	if (!sort)
-		return;
-	/* Otherwise a bottom-up merge sort, descending: n log n whatever the order. */
 	assert(n <= DG_DMA_BATCH_MAX);
-	for (uint32_t w = 1; w < n; w *= 2) {
-		for (uint32_t lo = 0; lo < n; lo += 2 * w) {
-			uint32_t mid = lo + w < n ? lo + w : n,
-				 hi = lo + 2 * w < n ? lo + 2 * w : n;
-			uint32_t i = lo, j = mid, k = lo;
+	for (uint32_t i = 0; i < n;) {
+		uint32_t j = i + 1;
+
+		if (j < n && fr[j].iova > fr[i].iova) {
+			while (j < n && fr[j].iova > fr[j - 1].iova)
+				j++;
+			for (uint32_t a = i, b = j - 1; a < b; a++, b--) {
+				struct iova_owned t = fr[a];
+
+				fr[a] = fr[b];
+				fr[b] = t;
+			}
+		} else {
+			while (j < n && fr[j].iova < fr[j - 1].iova)
+				j++;
+		}
+		run[nr++] = i;
+		i = j;
+	}
+	run[nr] = n;
+	while (nr > 1) {
+		uint32_t m = 0;
+
+		for (uint32_t r = 0; r < nr; r += 2) {
+			uint32_t lo = run[r], mid = run[r + 1], hi = r + 2 <= nr ? run[r + 2] : n;
+
+			run[m++] = lo;
+			if (r + 1 >= nr)
+				break; /* odd run out: stays as it is */
+			if (fr[mid - 1].iova > fr[mid].iova)
+				continue; /* already in order across the seam */
+			uint32_t i = lo, j = mid, k = 0;
 
 			while (i < mid && j < hi)
 				tmp[k++] = fr[i].iova > fr[j].iova ? fr[i++] : fr[j++];
 			while (i < mid)
 				tmp[k++] = fr[i++];
-			while (j < hi)
-				tmp[k++] = fr[j++];
+			memcpy(&fr[lo], tmp,
+			       k * sizeof(*fr)); /* the rest of [mid, hi) is in place */
 		}
-		memcpy(fr, tmp, n * sizeof(*fr));
+		run[m] = n;
+		nr = m;
 	}
 }
 
@@ -506,7 +520,7 @@ static int batch_flush(struct dg_dma_batch *b)
 		}
 	}
 	if (nf) {
-		dma_order_frees(fr, nf, true);
+		dma_order_frees(fr, nf);
 		iova_free_owned(sp->iova, fr, nf);
 	}
 	if (nb) /* bounce slots: no translation of theirs changed */

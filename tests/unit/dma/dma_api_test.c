@@ -577,6 +577,57 @@ static void test_sg_pages(void **state)
  * came in, so the next maps get them ascending: a ring's buffers keep neighbouring IOVAs and
  * share page-table cache lines (docs/bench.md). Given back in unmap order, the order decays.
  */
+static int cmp_desc(const void *a, const void *b)
+{
+	const struct iova_owned *x = a, *y = b;
+
+	return x->iova < y->iova ? 1 : x->iova > y->iova ? -1 : 0;
+}
+
+/* dma_order_frees against qsort: runs up and down, random, every length up to the maximum. */
+static void test_order_frees_model(void **state)
+{
+	static struct iova_owned a[DG_DMA_BATCH_MAX], want[DG_DMA_BATCH_MAX];
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+	(void)state;
+	for (unsigned int round = 0; round < 2000; round++) {
+		uint32_t n = round % (DG_DMA_BATCH_MAX + 1), pattern = round % 5;
+		uint32_t runs = 1 + round % 7;
+
+		for (uint32_t i = 0; i < n; i++) {
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			uint64_t v;
+
+			switch (pattern) {
+			case 0: /* ascending */
+				v = i;
+				break;
+			case 1: /* descending */
+				v = n - i;
+				break;
+			case 2: /* a few ascending runs (a ring's wrap, rx then tx) */
+				v = (uint64_t)(i % runs) * 100000 + i;
+				break;
+			case 3: /* runs both ways */
+				v = (i / 16) % 2 ? (uint64_t)(1000 - i) * 7 : (uint64_t)i * 13 + 5;
+				break;
+			default: /* random */
+				v = rng >> 20;
+			}
+			a[i] = (struct iova_owned){
+				.iova = (v * 64 + i) << 12, .size = 4096, .token = v ^ i};
+		}
+		memcpy(want, a, n * sizeof(*a));
+		qsort(want, n, sizeof(*want), cmp_desc);
+		dma_order_frees(a, n);
+		for (uint32_t i = 0; i < n; i++) {
+			assert_int_equal(a[i].iova, want[i].iova);
+			assert_int_equal(a[i].token, want[i].token); /* moved with its range */
+		}
+	}
+}
+
 static void test_iova_order(void **state)
 {
 	uint8_t *buf = page_alloc(64 * 4096);
@@ -1464,6 +1515,7 @@ int main(void)
 		cmocka_unit_test(test_fail_hooks),
 		cmocka_unit_test(test_sg_mixed),
 		cmocka_unit_test(test_sg_pages),
+		cmocka_unit_test(test_order_frees_model),
 		cmocka_unit_test(test_iova_order),
 		cmocka_unit_test(test_sg_limits),
 		cmocka_unit_test(test_bounce_subpage),
