@@ -646,6 +646,18 @@ static struct nic_desc *dev_ring_again(struct wl_dev *d, struct wl_port *p, stru
 	return ring;
 }
 
+/* Between two DMAs: acknowledge a pending invalidation; *ring is translated again if one was
+ * (the thread's earlier translations are released). False if that failed (never: rings stay
+ * mapped). */
+static bool dev_ack_between(struct wl_dev *d, struct wl_port *p, struct nic_ring *rg,
+			    struct nic_desc **ring)
+{
+	if (!wl_dev_ack_pending(d))
+		return true;
+	*ring = dev_ring_again(d, p, rg);
+	return *ring != NULL;
+}
+
 static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
 			 struct nic_queue *q, uint64_t *units)
 {
@@ -653,74 +665,61 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->rx;
 	/* Acquire pairs with the driver's release store of tail in write_rx(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames;
-	uint32_t chunk = fr > 1 ? 1 : NIC_ACK_EVERY;
-	unsigned int fnr[NIC_BURST > 64 ? NIC_BURST : 64];
+	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames, nf;
+	uint32_t written[NIC_BURST] = {0};
+	bool stopped[NIC_BURST] = {false};
+	unsigned int fnr[NIC_ACK_EVERY];
 	uint64_t bytes = 0;
+	struct nic_desc *ring;
 
-	if (!n)
+	if (!n || !(ring = dev_ring_again(d, p, rg)))
 		return 0;
 	n = n < NIC_BURST ? n : NIC_BURST;
 	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES) /* aggregation buffers: one at a time */
 		n = WL_BURST_BYTES / prm->rx_buf ? WL_BURST_BYTES / prm->rx_buf : 1;
-	wl_dev_xlat_begin(d);
-	struct nic_desc *ring = dev_ring(d, p, rg);
-	wl_dev_xlat_end(d);
-	if (!ring)
-		return 0;
-	for (uint32_t done = 0; done < n; done += chunk) {
-		uint32_t m = n - done < chunk ? n - done : chunk;
+	nf = n * fr;
+	/* frames (rx_frames per buffer, each its own DMA), NIC_ACK_EVERY at a time */
+	for (uint32_t g0 = 0; g0 < nf; g0 += NIC_ACK_EVERY) {
+		uint32_t g1 = nf - g0 < NIC_ACK_EVERY ? nf : g0 + NIC_ACK_EVERY;
 
-		/* translate every frame's destination in the chunk */
 		wl_dev_xlat_begin(d);
-		for (uint32_t k = 0; k < m; k++) {
-			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
+		for (uint32_t g = g0; g < g1; g++) {
+			const struct nic_desc *dsc = &ring[(rg->dev_head + g / fr) & rg->mask];
+			uint64_t off = (uint64_t)(g % fr) * prm->rx_stride;
 
-			for (uint32_t j = 0; j < fr; j++) {
-				uint64_t off = (uint64_t)j * prm->rx_stride;
-				uint32_t f = k * fr + j;
-
-				fnr[f] = dsc->len >= off + prm->rx_frame ?
-						 wl_dev_translate(d, p, dsc->addr + off,
-								  prm->rx_frame, DG_ACCESS_WRITE,
-								  &d->sg[f * NIC_FRAME_SG],
-								  NIC_FRAME_SG) :
-						 0;
-			}
+			fnr[g - g0] = !stopped[g / fr] && dsc->len >= off + prm->rx_frame ?
+					      wl_dev_translate(d, p, dsc->addr + off, prm->rx_frame,
+							       DG_ACCESS_WRITE,
+							       &d->sg[(g - g0) * NIC_FRAME_SG],
+							       NIC_FRAME_SG) :
+					      0;
 		}
 		wl_dev_xlat_end(d);
-		/* write the frames, then hand the buffers back */
-		for (uint32_t k = 0; k < m; k++) {
-			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
-			uint32_t written = 0;
+		for (uint32_t g = g0; g < g1; g++) {
+			const struct dg_sg *sg = &d->sg[(g - g0) * NIC_FRAME_SG];
+			uint32_t k = g / fr, j = g % fr;
+			struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
+					   .src = {2, 0, 0, 0, 0, 1},
+					   .ethertype = 0x0800,
+					   .queue = (uint16_t)q->id,
+					   .magic = WL_MAGIC,
+					   .seq = rg->dev_seq,
+					   .len = prm->rx_frame};
 
-			for (uint32_t j = 0; j < fr; j++) {
-				uint32_t f = k * fr + j;
-				const struct dg_sg *sg = &d->sg[f * NIC_FRAME_SG];
-				struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
-						   .src = {2, 0, 0, 0, 0, 1},
-						   .ethertype = 0x0800,
-						   .queue = (uint16_t)q->id,
-						   .magic = WL_MAGIC,
-						   .seq = rg->dev_seq,
-						   .len = prm->rx_frame};
-
-				if (!fnr[f])
-					break;
-				rg->dev_seq++;
-				h.csum = wl_hdr_csum(&h);
-				wl_sg_copy_to(sg, fnr[f], 0, &h, sizeof(h));
-				wl_sg_copy_to(sg, fnr[f], sizeof(h), np->tmpl + sizeof(h),
-					      prm->rx_frame - sizeof(h));
-				written = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
-				bytes += prm->rx_frame;
+			if (stopped[k] || !fnr[g - g0]) { /* the buffer ends (or faulted) here */
+				stopped[k] = true;
+				continue;
 			}
-			dsc->len = written;
+			rg->dev_seq++;
+			h.csum = wl_hdr_csum(&h);
+			wl_sg_copy_to(sg, fnr[g - g0], 0, &h, sizeof(h));
+			wl_sg_copy_to(sg, fnr[g - g0], sizeof(h), np->tmpl + sizeof(h),
+				      prm->rx_frame - sizeof(h));
+			written[k] = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
+			bytes += prm->rx_frame;
 		}
-		/* between DMAs: acknowledge a pending invalidation (releases what the chunk
-		   translated, and the ring: translate it again) */
-		if (done + m < n && wl_dev_ack_pending(d) && !(ring = dev_ring_again(d, p, rg))) {
-			n = done + m;
+		if (g1 < nf && !dev_ack_between(d, p, rg, &ring)) {
+			n = g1 / fr;
 			break;
 		}
 	}
@@ -729,6 +728,7 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	for (uint32_t k = 0; k < n; k++) {
 		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
 
+		dsc->len = written[k];
 		/* Release pairs with the driver's acquire load of status in reap(). */
 		atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
 	}
@@ -737,44 +737,12 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	return bytes;
 }
 
-/* Translate and copy one send of @ns descriptors at ring index @at; false if it is bad. */
-static bool tx_send(struct wl_dev *d, struct wl_port *p, const struct nic_param *prm,
-		    struct nic_queue *q, const struct nic_desc *ring, uint32_t at, uint32_t ns)
-{
-	const struct nic_ring *rg = &q->tx;
-	unsigned int nr[NIC_SEGS];
-	uint32_t used = 0;
-	size_t off = 0;
-
-	wl_dev_xlat_begin(d);
-	for (uint32_t k = 0; k < ns; k++) {
-		const struct nic_desc *dsc = &ring[(at + k) & rg->mask];
-
-		nr[k] = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, &d->sg[used],
-					 NIC_SEGS);
-		used += nr[k];
-	}
-	wl_dev_xlat_end(d);
-	used = 0;
-	for (uint32_t k = 0; k < ns; k++) {
-		const struct nic_desc *dsc = &ring[(at + k) & rg->mask];
-
-		if (nr[k] && off + dsc->len <= 65536)
-			wl_sg_copy_from(&d->sg[used], nr[k], 0, d->scratch + off, dsc->len);
-		used += nr[k];
-		off += dsc->len;
-	}
-	const struct wl_hdr *h = (const void *)d->scratch;
-
-	return h->magic == WL_MAGIC && h->csum == wl_hdr_csum(h) && h->queue == q->id &&
-	       off == prm->tx_len;
-}
-
 /*
  * The sends of the tx ring, whole ones (the driver publishes whole chains), about NIC_BURST
- * descriptors and WL_BURST_BYTES of payload: each send translated and copied to the wire,
- * its header checked; between sends (every NIC_ACK_EVERY descriptors) a pending invalidation
- * is acknowledged; the sends' DD written back together at the end.
+ * descriptors and WL_BURST_BYTES of payload: descriptor by descriptor, translated and
+ * copied to the wire scratch buffer, a pending invalidation acknowledged every
+ * NIC_ACK_EVERY descriptors; each send's header checked; the sends' DD written back together
+ * at the end.
  */
 static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
 			 struct nic_queue *q, uint64_t *units)
@@ -791,27 +759,42 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 		return 0;
 	while (n < avail && n < NIC_BURST && bytes < WL_BURST_BYTES) {
 		uint32_t ns = 0;
+		size_t off = 0;
 
 		while (n + ns < avail && ns < NIC_SEGS &&
 		       !(ring[(rg->dev_head + n + ns++) & rg->mask].flags & NIC_EOP))
 			;
 		if (!(ring[(rg->dev_head + n + ns - 1) & rg->mask].flags & NIC_EOP))
 			break; /* not a whole send (the driver never publishes one) */
-		if (!tx_send(d, p, prm, q, ring, rg->dev_head + n, ns)) {
+		for (uint32_t k = 0; k < ns; k++) {
+			const struct nic_desc *dsc = &ring[(rg->dev_head + n + k) & rg->mask];
+			unsigned int nr;
+
+			wl_dev_xlat_begin(d);
+			nr = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, d->sg,
+					      NIC_SEGS);
+			wl_dev_xlat_end(d);
+			if (nr && off + dsc->len <= 65536)
+				wl_sg_copy_from(d->sg, nr, 0, d->scratch + off, dsc->len);
+			off += dsc->len;
+			if (++since_ack == NIC_ACK_EVERY) {
+				since_ack = 0;
+				if (!dev_ack_between(d, p, rg, &ring))
+					return bytes; /* cannot happen: the ring stays mapped */
+			}
+		}
+		const struct wl_hdr *h = (const void *)d->scratch;
+
+		if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
+		    off != prm->tx_len) {
 			if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
 				fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
 					d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
 			wl_ctr_add(&d->ctr->errors, 1);
 		}
-		bytes += prm->tx_len;
+		bytes += off;
 		(*units)++;
 		n += ns;
-		since_ack += ns;
-		if (since_ack >= NIC_ACK_EVERY) {
-			since_ack = 0;
-			if (wl_dev_ack_pending(d) && !(ring = dev_ring_again(d, p, rg)))
-				break; /* cannot happen: the ring stays mapped */
-		}
 	}
 	/* write-back of the burst's sends together, as for rx */
 	for (uint32_t k = 0; k < n; k++) {
