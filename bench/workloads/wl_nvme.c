@@ -11,8 +11,10 @@
  *   map a 4 KiB page (from-device)
  *   SQE {opcode READ, cid, slba, prp1}
  *   sq_db = tail (release: the doorbell) -------> acquire load of sq_db
- *                                                 translate SQ, CQ and prp1 (one page)
- *                                                 copy the block from the media
+ *                                                 translate SQ, CQ; per command prp1
+ *                                                 (one page), copy the block from the
+ *                                                 media; acknowledge a pending
+ *                                                 invalidation between commands
  *   acquire load of cqe.status (phase bit) <----- CQE {cid, sq_head}, status = phase
  *   sync + unmap in one batch per poll            (release)
  *   check the block's header (magic, LBA)
@@ -333,6 +335,13 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 	return any;
 }
 
+/*
+ * The controller's burst on a queue pair: up to NVME_BURST commands, each translated just
+ * before its copy, a pending invalidation acknowledged between commands (the queues
+ * translated again if one was: what the thread translated before is released), and the
+ * burst's completions posted together at its end (completion coalescing: posted one by one,
+ * each store met the driver's poll of the same CQ line).
+ */
 static bool nvme_dev_poll(struct wl_dev *d, struct wl_port *p)
 {
 	struct nvme_port *np = p->priv;
@@ -344,44 +353,48 @@ static bool nvme_dev_poll(struct wl_dev *d, struct wl_port *p)
 		/* Acquire pairs with the driver's release store of sq_db in nvme_drv_poll(). */
 		uint32_t db = atomic_load_explicit(&j->sq_db, memory_order_acquire);
 		uint32_t n = db - j->dev_sq_head;
-		unsigned int nr[NVME_BURST];
+		uint16_t sc[NVME_BURST];
+		struct nvme_sqe *sq = NULL;
+		struct nvme_cqe *cq = NULL;
 
 		if (!n)
 			continue;
 		n = n < NVME_BURST ? n : NVME_BURST;
-		wl_dev_xlat_begin(d);
-		struct nvme_sqe *sq = wl_dev_ring(d, p, j->sq_dma, (size_t)j->size * sizeof(*sq));
-		struct nvme_cqe *cq = wl_dev_ring(d, p, j->cq_dma, (size_t)j->size * sizeof(*cq));
-
-		if (sq && cq)
-			for (uint32_t k = 0; k < n; k++) {
-				const struct nvme_sqe *s = &sq[(j->dev_sq_head + k) & j->mask];
-
-				nr[k] = wl_dev_translate(d, p, s->prp1, 4096, DG_ACCESS_WRITE,
-							 &d->sg[k * 2], 2);
+		for (uint32_t k = 0; k < n; k++) {
+			if (!sq || wl_dev_ack_pending(d)) {
+				wl_dev_xlat_begin(d);
+				sq = wl_dev_ring(d, p, j->sq_dma, (size_t)j->size * sizeof(*sq));
+				cq = wl_dev_ring(d, p, j->cq_dma, (size_t)j->size * sizeof(*cq));
+				wl_dev_xlat_end(d);
+				if (!sq || !cq)
+					return false;
 			}
-		wl_dev_xlat_end(d);
-		if (!sq || !cq)
-			return false;
+			const struct nvme_sqe *s = &sq[(j->dev_sq_head + k) & j->mask];
+			unsigned int nr;
+
+			wl_dev_xlat_begin(d);
+			nr = wl_dev_translate(d, p, s->prp1, 4096, DG_ACCESS_WRITE, d->sg, 2);
+			wl_dev_xlat_end(d);
+			sc[k] = 0;
+			if (s->opc != NVME_READ || s->slba >= WL_MEDIA_BLOCKS || !nr)
+				sc[k] = 0x0002; /* invalid field */
+			else
+				wl_sg_copy_to(d->sg, nr, 0, np->media + (size_t)s->slba * 4096,
+					      4096);
+		}
 		for (uint32_t k = 0; k < n; k++) {
 			const struct nvme_sqe *s = &sq[(j->dev_sq_head + k) & j->mask];
-			uint32_t slot = j->dev_cq_tail & j->mask;
-			struct nvme_cqe *c = &cq[slot];
-			uint16_t sc = 0;
+			struct nvme_cqe *c = &cq[j->dev_cq_tail & j->mask];
 
-			if (s->opc != NVME_READ || s->slba >= WL_MEDIA_BLOCKS || !nr[k])
-				sc = 0x0002; /* invalid field */
-			else
-				wl_sg_copy_to(&d->sg[k * 2], nr[k], 0,
-					      np->media + (size_t)s->slba * 4096, 4096);
 			c->result = 0;
 			c->cid = s->cid;
 			c->sq_id = (uint16_t)(j->id + 1);
 			c->sq_head = (uint16_t)((j->dev_sq_head + k + 1) & j->mask);
 			/* Release pairs with the driver's acquire load of status (reap). */
-			atomic_store_explicit(
-				&c->status, (uint16_t)(sc << 1 | phase_of(j->dev_cq_tail, j->size)),
-				memory_order_release);
+			atomic_store_explicit(&c->status,
+					      (uint16_t)(sc[k] << 1 |
+							 phase_of(j->dev_cq_tail, j->size)),
+					      memory_order_release);
 			j->dev_cq_tail++;
 		}
 		j->dev_sq_head += n;
