@@ -16,8 +16,10 @@
  * measures for --duration seconds with driver and device threads pinned on their own CPUs,
  * drains, checks that nothing leaked or faulted, and tears down.
  *
- * Defaults are sized for the newcomer's `make run` on 2 cores: 3 rounds of 0.2 s per run
- * (about two minutes for all 9 workloads x 7 configurations); --quick is one round of
+ * Defaults are sized for the newcomer's `make run` on 2 cores: 5 rounds of 0.12 s per run
+ * (about two minutes for all 9 workloads x 7 configurations). Short runs keep a ratio's two
+ * identity runs within a fraction of a second of it (a shared host's speed moves by 2x within
+ * seconds), and five rounds give the median something to reject outliers with; --quick is one round of
  * 30 ms (a few seconds in all, used by make test).
  */
 #include "wl.h"
@@ -55,8 +57,8 @@ static void usage(FILE *out)
 		"  --plot TARGET    bar chart of the ratios: FILE.png or FILE.svg (gnuplot), or\n"
 		"                   'ascii' (printed)\n"
 		"  --threads N      driver/device thread pairs (default 1)\n"
-		"  --duration S     seconds per measured run (default 0.2; --quick 0.03)\n"
-		"  --rounds N       rounds of alternated runs (default 3; --quick 1)\n"
+		"  --duration S     seconds per measured run (default 0.12; --quick 0.03)\n"
+		"  --rounds N       rounds of alternated runs (default 5; --quick 1)\n"
 		"  --case W/P --ops N  fixed count: one run of workload W under P doing N I/Os\n"
 		"                   per driver thread (plus those in flight), no timing\n\n",
 		WL_DEFAULT_QD);
@@ -172,8 +174,8 @@ static int parse(int argc, char **argv, struct opts *o)
 		o->c.duration_s = dur ? o->c.duration_s : 0.03;
 		o->c.rounds = rounds ? o->c.rounds : 1;
 	} else {
-		o->c.duration_s = dur ? o->c.duration_s : 0.2;
-		o->c.rounds = rounds ? o->c.rounds : 3;
+		o->c.duration_s = dur ? o->c.duration_s : 0.12;
+		o->c.rounds = rounds ? o->c.rounds : 5;
 	}
 	if (o->c.rounds > WL_MAX_ROUNDS) {
 		fprintf(stderr, "bench workloads: --rounds must be 1..%u\n", WL_MAX_ROUNDS);

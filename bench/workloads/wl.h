@@ -290,6 +290,10 @@ void wl_dev_xlat_end(struct wl_dev *d);
  * more than one burst of the thread, whichever device it is for.
  */
 void wl_dev_quiesce(struct wl_dev *d);
+/* Device: between two DMAs, every device of the thread with an invalidation pending reaches a
+   quiescent point (dg_dev_quiesce_if_pending); true if any did: what the thread translated
+   before is no longer its to use. */
+bool wl_dev_ack_pending(struct wl_dev *d);
 
 /* Device: translate [iova, iova + len) for @access into @sg (at most @max segments) through
    the inline hit (dg_dev_translate_fast, as a device's hot loop would), timed in

@@ -490,6 +490,15 @@ void wl_dev_quiesce(struct wl_dev *d)
 		dg_dev_quiesce(d->devs[i]);
 }
 
+bool wl_dev_ack_pending(struct wl_dev *d)
+{
+	bool acked = false;
+
+	for (unsigned int i = 0; i < d->ndevs; i++)
+		acked |= dg_dev_quiesce_if_pending(d->devs[i]);
+	return acked;
+}
+
 void wl_dev_xlat_begin(struct wl_dev *d)
 {
 	if (d->timed)

@@ -25,23 +25,31 @@
  *   1. reap: rx descriptors and tx sends whose DD is set (at most a budget per queue);
  *   2. one dg_dma_batch: sync_for_cpu + unmap(SKIP_CPU_SYNC) of received buffers (the
  *      driver syncs what the device wrote, as drivers do with small packets), unmap of sent
- *      buffers and sg lists; the batch's end is the one invalidation wait of the poll;
- *   3. work: every received frame's header is read and checked (magic, checksum, queue,
+ *      buffers and sg lists; dg_dma_batch_submit() starts the batch's invalidation;
+ *   3. refill the rx rings from spare buffers (a page pool's worth: NIC_BUDGET per queue
+ *      more than the rings hold) and ring their doorbells, while the invalidation runs;
+ *   4. dg_dma_batch_end(): the one invalidation wait of the poll; only after it does the
+ *      driver look at what it unmapped (a buffer is the device's until then);
+ *   5. work: every received frame's header is read and checked (magic, checksum, queue,
  *      sequence number); fwd swaps the MAC addresses and sends the packet back out; bond
  *      and tcp write the header of each new send;
- *   4. map: refill the rx ring, map new sends (map_single, or map_sg for TSO);
- *   5. write the descriptors and ring the doorbells.
- * Phases 2 and 4 are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
+ *   6. map new sends (map_single, or map_sg for TSO), write their descriptors, doorbell.
+ * Phases 2, 3, 4 and 6's maps are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
  *
  * Device burst of a queue: at most NIC_BURST descriptors per ring. rx: translate the ring,
- * then every frame's destination (rx_frames per buffer, each its own DMA like a NIC writing
- * packets into a multi-packet buffer), then copy the frames (a header with the queue's next
- * sequence number, the rest from a template). tx: translate every descriptor of the sends,
- * copy the payload to the wire scratch buffer, check the header. The device thread calls
- * dg_dev_quiesce() on all its devices after each ring's burst (translations are held until
- * then), and a burst moves at most WL_BURST_BYTES, so an invalidation wait of the driver
- * waits for one burst at most, as a real device acknowledges an invalidation in microseconds
- * whatever its DMA queue holds.
+ * then, NIC_ACK_EVERY descriptors at a time, every frame's destination (rx_frames per
+ * buffer, each its own DMA like a NIC writing packets into a multi-packet buffer) and copy
+ * the frames (a header with the queue's next sequence number, the rest from a template).
+ * tx: send by send, translate its descriptors, copy the payload to the wire scratch buffer,
+ * check the header. Between those steps the device acknowledges a pending invalidation
+ * (dg_dev_quiesce_if_pending: what it translated before is released, the ring is translated
+ * again), as an IOMMU completes an invalidation between two DMAs of the device, whatever its
+ * queue still holds; so a driver's wait lasts a few DMAs, not a burst. The burst's DD bits
+ * are written back together at its end (a NIC's descriptor write-back threshold): written
+ * one by one, each store met the driver's poll of the same line and the device paid a cache
+ * miss per descriptor, which made identity slower than strict (whose driver waits instead
+ * of polling). After each ring's burst the device thread calls dg_dev_quiesce() on all its
+ * devices, and a burst moves at most WL_BURST_BYTES.
  */
 #include "wl_nic.h"
 
@@ -50,13 +58,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NIC_BUDGET   64 /* rx buffers / tx sends reaped per queue and poll */
-#define NIC_BURST    32 /* descriptors per ring and device burst */
-#define NIC_EOP	     1	/* desc.flags: last descriptor of a send */
-#define NIC_DD	     1	/* desc.status: done */
-#define NIC_SEGS     32 /* TSO: segments of a send at most */
-#define NIC_MAX_Q    64 /* queue pairs per port */
-#define NIC_FRAME_SG 4	/* translated segments per rx frame at most */
+#define NIC_BUDGET    64 /* rx buffers / tx sends reaped per queue and poll */
+#define NIC_BURST     32 /* descriptors per ring and device burst */
+#define NIC_ACK_EVERY 8	 /* rx descriptors between two checks for a pending invalidation */
+#define NIC_EOP	      1	 /* desc.flags: last descriptor of a send */
+#define NIC_DD	      1	 /* desc.status: done */
+#define NIC_SEGS      32 /* TSO: segments of a send at most */
+#define NIC_MAX_Q     64 /* queue pairs per port */
+#define NIC_FRAME_SG  4	 /* translated segments per rx frame at most */
 
 struct nic_desc {
 	uint64_t addr;		 /* DMA address (driver) */
@@ -104,7 +113,8 @@ struct nic_queue {
 	/* this poll */
 	uint32_t nrx, ntx; /* reaped */
 	uint32_t rx_done[NIC_BUDGET], rx_len[NIC_BUDGET];
-	void *fwd[NIC_BUDGET]; /* received buffers to send (FORWARD) */
+	void *rx_buf[NIC_BUDGET]; /* their buffers (the refill reuses the slots before work) */
+	void *fwd[NIC_BUDGET];	  /* received buffers to send (FORWARD) */
 	uint32_t nfwd;
 	uint32_t nrx_new, ntx_new; /* mapped, descriptors still to write */
 };
@@ -146,6 +156,7 @@ void nic_classes(const struct wl_run *r, unsigned int port, struct wl_class *cls
 	/* Exactly what can be out at once: a poll unmaps before it maps again. */
 	if (prm->tx == NIC_TX_FORWARD)
 		rx += prm->tx_ring; /* buffers in flight on the tx ring too */
+	rx += NIC_BUDGET;	    /* a poll refills before the buffers it reaped come back */
 	cls[CLS_RX] = (struct wl_class){.size = prm->rx_buf, .count = nq * rx};
 	*ncls = 1;
 	if (prm->tx == NIC_TX_GEN) {
@@ -271,6 +282,7 @@ static void reap(const struct nic_param *prm, struct nic_queue *q)
 		if (!(atomic_load_explicit(&dsc->status, memory_order_acquire) & NIC_DD))
 			break;
 		q->rx_done[q->nrx] = i;
+		q->rx_buf[q->nrx] = q->rxs[i].buf;
 		q->rx_len[q->nrx++] = dsc->len;
 		q->rx.ntc++;
 	}
@@ -372,25 +384,24 @@ static uint64_t work(struct wl_drv *d, struct wl_port *p, struct nic_queue *q, b
 	uint64_t ios = 0;
 
 	for (uint32_t k = 0; k < q->nrx; k++) {
-		struct nic_rxslot *s = &q->rxs[q->rx_done[k]];
-		uint32_t f = rx_frames(d, q, s->buf, q->rx_len[k], prm);
+		void *buf = q->rx_buf[k];
+		uint32_t f = rx_frames(d, q, buf, q->rx_len[k], prm);
 
 		if (prm->rx_is_io) {
 			ios++;
 			*bytes += (uint64_t)f * prm->rx_frame;
 		}
 		if (prm->tx == NIC_TX_FORWARD && run) {
-			struct wl_hdr *h = s->buf;
+			struct wl_hdr *h = buf;
 			uint8_t mac[6];
 
 			memcpy(mac, h->dst, 6);
 			memcpy(h->dst, h->src, 6);
 			memcpy(h->src, mac, 6);
-			q->fwd[q->nfwd++] = s->buf;
+			q->fwd[q->nfwd++] = buf;
 		} else {
-			wl_stack_push(&p->stack[CLS_RX], s->buf);
+			wl_stack_push(&p->stack[CLS_RX], buf);
 		}
-		s->buf = NULL;
 	}
 	for (uint32_t k = 0; k < q->ntx; k++) {
 		ios++;
@@ -499,17 +510,22 @@ static void post(struct nic_ring *rg, uint64_t addr, uint32_t len, uint16_t flag
 	atomic_store_explicit(&dsc->status, 0, memory_order_relaxed);
 }
 
-/* Phase 5: descriptors and doorbells. */
-static void write_descs(struct nic_queue *q, const struct nic_param *prm)
+/* Phase 5: descriptors and doorbells, rx and tx. */
+static void write_rx(struct nic_queue *q, const struct nic_param *prm)
 {
-	uint32_t w = 0;
-
 	for (uint32_t k = 0; k < q->nrx_new; k++)
 		post(&q->rx, q->rxs[q->rx.ntu & q->rx.mask].dma, prm->rx_buf, 0);
 	if (q->nrx_new) {
 		/* Release pairs with the device's acquire load of tail in rx_burst(). */
 		atomic_store_explicit(&q->rx.tail, q->rx.ntu, memory_order_release);
 	}
+	q->nrx_new = 0;
+}
+
+static void write_tx(struct nic_queue *q, const struct nic_param *prm)
+{
+	uint32_t w = 0;
+
 	for (uint32_t k = 0; k < q->ntx_new; k++) {
 		struct nic_send *s = send_at(q, q->send_tail + k);
 
@@ -540,53 +556,71 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 {
 	struct nic_port *np = p->priv;
 	const struct nic_param *prm = np->prm;
-	bool run = d->posting, any = false;
+	bool run = d->posting, any = false, refill = false;
 	uint64_t ios = 0, bytes = 0;
 	struct dg_dma_batch b;
+	int e;
 
+	b.dev = NULL; /* no batch begun */
 	wl_drv_poll_start(d);
 	for (unsigned int i = 0; i < np->nq; i++) {
 		reap(prm, np->q[i]);
 		any |= np->q[i]->nrx || np->q[i]->ntx;
 	}
 	if (any) {
+		/* unmap, and start the invalidation without waiting for it */
 		wl_drv_dma_begin(d);
 		dg_dma_batch_begin(p->dd, &b);
 		for (unsigned int i = 0; i < np->nq; i++)
 			unmap_done(d, p, np->q[i], &b);
-		int e = dg_dma_batch_end(&b);
+		e = dg_dma_batch_submit(&b);
+		wl_drv_dma_end(d);
+		if (e)
+			wl_drv_fail(d, e);
+	}
+	if (run && prm->rx_ring) {
+		/* refill rx from the spare buffers meanwhile: the device is fed before the wait */
+		for (unsigned int i = 0; i < np->nq; i++)
+			refill |= np->q[i]->rx.ntu - np->q[i]->rx.ntc < np->q[i]->rx.size;
+		if (refill && p->stack[CLS_RX].n) {
+			wl_drv_dma_begin(d);
+			for (unsigned int i = 0; i < np->nq; i++)
+				map_rx(d, p, np->q[i]);
+			wl_drv_dma_end(d);
+			for (unsigned int i = 0; i < np->nq; i++) {
+				any |= np->q[i]->nrx_new;
+				write_rx(np->q[i], prm);
+			}
+		}
+	}
+	if (b.dev) {
+		/* the wait: only now may the driver look at what the device wrote */
+		wl_drv_dma_begin(d);
+		e = dg_dma_batch_end(&b);
 		wl_drv_dma_end(d);
 		if (e)
 			wl_drv_fail(d, e);
 		for (unsigned int i = 0; i < np->nq; i++)
 			ios += work(d, p, np->q[i], run, &bytes);
 	}
-	if (run) {
+	if (run && prm->tx != NIC_TX_NONE) {
 		bool maps = false;
 
 		for (unsigned int i = 0; i < np->nq; i++) {
-			struct nic_queue *q = np->q[i];
-
-			if (prm->tx != NIC_TX_NONE)
-				prepare_tx(p, q, prm);
-			maps |= q->ntx_new || (prm->rx_ring && q->rx.ntu - q->rx.ntc < q->rx.size &&
-					       p->stack[CLS_RX].n);
+			prepare_tx(p, np->q[i], prm);
+			maps |= np->q[i]->ntx_new;
 		}
 		if (maps) {
 			wl_drv_dma_begin(d);
-			for (unsigned int i = 0; i < np->nq; i++) {
-				if (prm->rx_ring)
-					map_rx(d, p, np->q[i]);
-				if (prm->tx != NIC_TX_NONE)
-					map_tx(d, p, np->q[i]);
-			}
+			for (unsigned int i = 0; i < np->nq; i++)
+				map_tx(d, p, np->q[i]);
 			wl_drv_dma_end(d);
 			for (unsigned int i = 0; i < np->nq; i++) {
-				any |= np->q[i]->nrx_new || np->q[i]->ntx_new;
-				write_descs(np->q[i], prm);
+				any |= np->q[i]->ntx_new;
+				write_tx(np->q[i], prm);
 			}
 		}
-	} else {
+	} else if (!run) {
 		for (unsigned int i = 0; i < np->nq; i++)
 			for (uint32_t k = 0; k < np->q[i]->nfwd; k++)
 				wl_stack_push(&p->stack[CLS_RX], np->q[i]->fwd[k]);
@@ -602,150 +636,173 @@ static struct nic_desc *dev_ring(struct wl_dev *d, struct wl_port *p, struct nic
 	return wl_dev_ring(d, p, rg->dma, (size_t)rg->size * sizeof(struct nic_desc));
 }
 
+static struct nic_desc *dev_ring_again(struct wl_dev *d, struct wl_port *p, struct nic_ring *rg)
+{
+	struct nic_desc *ring;
+
+	wl_dev_xlat_begin(d);
+	ring = dev_ring(d, p, rg);
+	wl_dev_xlat_end(d);
+	return ring;
+}
+
+/* Between two DMAs: acknowledge a pending invalidation; *ring is translated again if one was
+ * (the thread's earlier translations are released). False if that failed (never: rings stay
+ * mapped). */
+static bool dev_ack_between(struct wl_dev *d, struct wl_port *p, struct nic_ring *rg,
+			    struct nic_desc **ring)
+{
+	if (!wl_dev_ack_pending(d))
+		return true;
+	*ring = dev_ring_again(d, p, rg);
+	return *ring != NULL;
+}
+
 static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
 			 struct nic_queue *q, uint64_t *units)
 {
 	const struct nic_param *prm = np->prm;
 	struct nic_ring *rg = &q->rx;
-	/* Acquire pairs with the driver's release store of tail in write_descs(). */
+	/* Acquire pairs with the driver's release store of tail in write_rx(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames;
-	uint32_t chunk = fr > 1 ? 1 : NIC_BURST;
-	unsigned int fnr[NIC_BURST > 64 ? NIC_BURST : 64];
+	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames, nf;
+	uint32_t written[NIC_BURST] = {0};
+	bool stopped[NIC_BURST] = {false};
+	unsigned int fnr[NIC_ACK_EVERY];
 	uint64_t bytes = 0;
+	struct nic_desc *ring;
 
-	if (!n)
+	if (!n || !(ring = dev_ring_again(d, p, rg)))
 		return 0;
 	n = n < NIC_BURST ? n : NIC_BURST;
 	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES) /* aggregation buffers: one at a time */
 		n = WL_BURST_BYTES / prm->rx_buf ? WL_BURST_BYTES / prm->rx_buf : 1;
-	wl_dev_xlat_begin(d);
-	struct nic_desc *ring = dev_ring(d, p, rg);
-	wl_dev_xlat_end(d);
-	if (!ring)
-		return 0;
-	for (uint32_t done = 0; done < n; done += chunk) {
-		uint32_t m = n - done < chunk ? n - done : chunk;
+	nf = n * fr;
+	/* frames (rx_frames per buffer, each its own DMA), NIC_ACK_EVERY at a time */
+	for (uint32_t g0 = 0; g0 < nf; g0 += NIC_ACK_EVERY) {
+		uint32_t g1 = nf - g0 < NIC_ACK_EVERY ? nf : g0 + NIC_ACK_EVERY;
 
-		/* translate every frame's destination in the chunk */
 		wl_dev_xlat_begin(d);
-		for (uint32_t k = 0; k < m; k++) {
-			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
+		for (uint32_t g = g0; g < g1; g++) {
+			const struct nic_desc *dsc = &ring[(rg->dev_head + g / fr) & rg->mask];
+			uint64_t off = (uint64_t)(g % fr) * prm->rx_stride;
 
-			for (uint32_t j = 0; j < fr; j++) {
-				uint64_t off = (uint64_t)j * prm->rx_stride;
-				uint32_t f = k * fr + j;
-
-				fnr[f] = dsc->len >= off + prm->rx_frame ?
-						 wl_dev_translate(d, p, dsc->addr + off,
-								  prm->rx_frame, DG_ACCESS_WRITE,
-								  &d->sg[f * NIC_FRAME_SG],
-								  NIC_FRAME_SG) :
-						 0;
-			}
+			fnr[g - g0] = !stopped[g / fr] && dsc->len >= off + prm->rx_frame ?
+					      wl_dev_translate(d, p, dsc->addr + off, prm->rx_frame,
+							       DG_ACCESS_WRITE,
+							       &d->sg[(g - g0) * NIC_FRAME_SG],
+							       NIC_FRAME_SG) :
+					      0;
 		}
 		wl_dev_xlat_end(d);
-		/* write the frames, then hand the buffers back */
-		for (uint32_t k = 0; k < m; k++) {
-			struct nic_desc *dsc = &ring[(rg->dev_head + done + k) & rg->mask];
-			uint32_t written = 0;
+		for (uint32_t g = g0; g < g1; g++) {
+			const struct dg_sg *sg = &d->sg[(g - g0) * NIC_FRAME_SG];
+			uint32_t k = g / fr, j = g % fr;
+			struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
+					   .src = {2, 0, 0, 0, 0, 1},
+					   .ethertype = 0x0800,
+					   .queue = (uint16_t)q->id,
+					   .magic = WL_MAGIC,
+					   .seq = rg->dev_seq,
+					   .len = prm->rx_frame};
 
-			for (uint32_t j = 0; j < fr; j++) {
-				uint32_t f = k * fr + j;
-				const struct dg_sg *sg = &d->sg[f * NIC_FRAME_SG];
-				struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
-						   .src = {2, 0, 0, 0, 0, 1},
-						   .ethertype = 0x0800,
-						   .queue = (uint16_t)q->id,
-						   .magic = WL_MAGIC,
-						   .seq = rg->dev_seq,
-						   .len = prm->rx_frame};
-
-				if (!fnr[f])
-					break;
-				rg->dev_seq++;
-				h.csum = wl_hdr_csum(&h);
-				wl_sg_copy_to(sg, fnr[f], 0, &h, sizeof(h));
-				wl_sg_copy_to(sg, fnr[f], sizeof(h), np->tmpl + sizeof(h),
-					      prm->rx_frame - sizeof(h));
-				written = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
-				bytes += prm->rx_frame;
+			if (stopped[k] || !fnr[g - g0]) { /* the buffer ends (or faulted) here */
+				stopped[k] = true;
+				continue;
 			}
-			dsc->len = written;
-			/* Release pairs with the driver's acquire load of status in reap(). */
-			atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
+			rg->dev_seq++;
+			h.csum = wl_hdr_csum(&h);
+			wl_sg_copy_to(sg, fnr[g - g0], 0, &h, sizeof(h));
+			wl_sg_copy_to(sg, fnr[g - g0], sizeof(h), np->tmpl + sizeof(h),
+				      prm->rx_frame - sizeof(h));
+			written[k] = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
+			bytes += prm->rx_frame;
 		}
+		if (g1 < nf && !dev_ack_between(d, p, rg, &ring)) {
+			n = g1 / fr;
+			break;
+		}
+	}
+	/* write-back of the burst's descriptors together (a NIC's descriptor write-back
+	   threshold): the driver's polls of DD take each ring line from the device once */
+	for (uint32_t k = 0; k < n; k++) {
+		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
+
+		dsc->len = written[k];
+		/* Release pairs with the driver's acquire load of status in reap(). */
+		atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
 	}
 	rg->dev_head += n;
 	*units += n;
 	return bytes;
 }
 
+/*
+ * The sends of the tx ring, whole ones (the driver publishes whole chains), about NIC_BURST
+ * descriptors and WL_BURST_BYTES of payload: descriptor by descriptor, translated and
+ * copied to the wire scratch buffer, a pending invalidation acknowledged every
+ * NIC_ACK_EVERY descriptors; each send's header checked; the sends' DD written back together
+ * at the end.
+ */
 static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
 			 struct nic_queue *q, uint64_t *units)
 {
+	const struct nic_param *prm = np->prm;
 	struct nic_ring *rg = &q->tx;
-	/* Acquire pairs with the driver's release store of tail in write_descs(). */
+	/* Acquire pairs with the driver's release store of tail in write_tx(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t avail = tail - rg->dev_head, n = 0, k = 0, used = 0;
-	unsigned int nr[2 * NIC_BURST];
-	uint32_t at[2 * NIC_BURST];
+	uint32_t avail = tail - rg->dev_head, n = 0, since_ack = 0;
 	uint64_t bytes = 0;
+	struct nic_desc *ring;
 
-	if (!avail)
+	if (!avail || !(ring = dev_ring_again(d, p, rg)))
 		return 0;
-	wl_dev_xlat_begin(d);
-	struct nic_desc *ring = dev_ring(d, p, rg);
+	while (n < avail && n < NIC_BURST && bytes < WL_BURST_BYTES) {
+		uint32_t ns = 0;
+		size_t off = 0;
 
-	if (!ring) {
-		wl_dev_xlat_end(d);
-		return 0;
-	}
-	/* whole sends (the driver publishes whole chains), about NIC_BURST descriptors and
-	   WL_BURST_BYTES of payload */
-	uint64_t burst_bytes = 0;
+		while (n + ns < avail && ns < NIC_SEGS &&
+		       !(ring[(rg->dev_head + n + ns++) & rg->mask].flags & NIC_EOP))
+			;
+		if (!(ring[(rg->dev_head + n + ns - 1) & rg->mask].flags & NIC_EOP))
+			break; /* not a whole send (the driver never publishes one) */
+		for (uint32_t k = 0; k < ns; k++) {
+			const struct nic_desc *dsc = &ring[(rg->dev_head + n + k) & rg->mask];
+			unsigned int nr;
 
-	while (k < avail && k < 2 * NIC_BURST) {
-		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
-
-		if (n == k && (n >= NIC_BURST || WL_DEV_SG - used < 2 * NIC_SEGS ||
-			       burst_bytes >= WL_BURST_BYTES))
-			break; /* at a send boundary: the burst is full */
-		burst_bytes += dsc->len;
-		at[k] = used;
-		nr[k] = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, &d->sg[used],
-					 WL_DEV_SG - used < NIC_SEGS ? WL_DEV_SG - used : NIC_SEGS);
-		used += nr[k];
-		k++;
-		if (dsc->flags & NIC_EOP)
-			n = k;
-	}
-	wl_dev_xlat_end(d);
-	/* copy each send to the wire and check its header */
-	size_t off = 0;
-
-	for (k = 0; k < n; k++) {
-		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
-
-		if (nr[k] && off + dsc->len <= 65536)
-			wl_sg_copy_from(&d->sg[at[k]], nr[k], 0, d->scratch + off, dsc->len);
-		off += dsc->len;
-		if (!(dsc->flags & NIC_EOP))
-			continue;
+			wl_dev_xlat_begin(d);
+			nr = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, d->sg,
+					      NIC_SEGS);
+			wl_dev_xlat_end(d);
+			if (nr && off + dsc->len <= 65536)
+				wl_sg_copy_from(d->sg, nr, 0, d->scratch + off, dsc->len);
+			off += dsc->len;
+			if (++since_ack == NIC_ACK_EVERY) {
+				since_ack = 0;
+				if (!dev_ack_between(d, p, rg, &ring))
+					return bytes; /* cannot happen: the ring stays mapped */
+			}
+		}
 		const struct wl_hdr *h = (const void *)d->scratch;
 
 		if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
-		    off != np->prm->tx_len) {
+		    off != prm->tx_len) {
 			if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
 				fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
 					d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
 			wl_ctr_add(&d->ctr->errors, 1);
 		}
 		bytes += off;
-		off = 0;
 		(*units)++;
+		n += ns;
+	}
+	/* write-back of the burst's sends together, as for rx */
+	for (uint32_t k = 0; k < n; k++) {
+		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
+
 		/* Release pairs with the driver's acquire load of status in reap(). */
-		atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
+		if (dsc->flags & NIC_EOP)
+			atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
 	}
 	rg->dev_head += n;
 	return bytes;

@@ -11,11 +11,17 @@
  *   map a 4 KiB page (from-device)
  *   SQE {opcode READ, cid, slba, prp1}
  *   sq_db = tail (release: the doorbell) -------> acquire load of sq_db
- *                                                 translate SQ, CQ and prp1 (one page)
- *                                                 copy the block from the media
+ *                                                 translate SQ, CQ; per command prp1
+ *                                                 (one page), copy the block from the
+ *                                                 media; acknowledge a pending
+ *                                                 invalidation between commands
  *   acquire load of cqe.status (phase bit) <----- CQE {cid, sq_head}, status = phase
- *   sync + unmap in one batch per poll            (release)
- *   check the block's header (magic, LBA)
+ *   sync + unmap in one batch per poll,           (release)
+ *   its invalidation started (batch_submit);
+ *   new reads mapped and submitted meanwhile
+ *   (spare buffers: twice the queue depth);
+ *   the batch's wait, then check the block's
+ *   header (magic, LBA)
  *
  * The completion queue has as many entries as the submission queue (the next power of two
  * at or above the queue depth), and at most qd commands are out, so the controller never
@@ -77,8 +83,9 @@ struct nvme_job {
 	uint32_t sq_tail; /* driver: next SQ slot (free running) */
 	uint32_t cq_head; /* driver: next CQ slot (free running) */
 	uint32_t nreaped, nnew;
-	struct nvme_cmd *cmd; /* by cid (= SQ slot) */
-	uint16_t *reaped;     /* cids reaped this poll */
+	struct nvme_cmd *cmd;	 /* by cid (= SQ slot) */
+	struct nvme_cmd *reaped; /* the commands reaped this poll (their slots are reused
+				    by the refill before the driver checks them) */
 	/* The SQ tail doorbell: release store by the driver, acquire load by the controller. */
 	_Alignas(64) _Atomic uint32_t sq_db;
 	_Alignas(64) uint32_t dev_sq_head; /* controller: next SQE */
@@ -108,7 +115,8 @@ static uint32_t ring_entries(unsigned int qd)
 static void nvme_classes(const struct wl_run *r, unsigned int port, struct wl_class *cls,
 			 unsigned int *ncls)
 {
-	cls[0] = (struct wl_class){.size = 4096, .count = port_jobs(port, r->nports) * r->qd};
+	/* twice the queue depth: a poll submits new reads before the reaped buffers come back */
+	cls[0] = (struct wl_class){.size = 4096, .count = port_jobs(port, r->nports) * r->qd * 2};
 	*ncls = 1;
 }
 
@@ -195,88 +203,13 @@ static uint64_t rng_next(uint64_t *x)
 	return *x;
 }
 
-static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
+/* Map new reads up to the queue depth, write their SQEs, ring the doorbells; true if any. */
+static bool nvme_submit(struct wl_drv *d, struct wl_port *p)
 {
 	struct nvme_port *np = p->priv;
 	struct dg_dma_dev *dd = p->dd;
-	struct dg_dma_batch b;
-	uint64_t ios = 0;
-	bool any = false;
+	bool any = false, maps = false;
 	int e;
-
-	wl_drv_poll_start(d);
-	/* 1. reap completions */
-	for (unsigned int i = 0; i < np->njobs; i++) {
-		struct nvme_job *j = np->job[i];
-
-		j->nreaped = 0;
-		while (j->cq_head != j->sq_tail) {
-			struct nvme_cqe *c = &j->cq[j->cq_head & j->mask];
-			/* Acquire pairs with the controller's release store in nvme_dev_poll(). */
-			uint16_t st = atomic_load_explicit(&c->status, memory_order_acquire);
-
-			if ((st & 1) != phase_of(j->cq_head, j->size))
-				break;
-			if (st >> 1 || c->cid > j->mask)
-				wl_ctr_add(&d->ctr->errors, 1);
-			j->reaped[j->nreaped++] = (uint16_t)(c->cid & j->mask);
-			j->cq_head++;
-		}
-		any |= j->nreaped != 0;
-	}
-	/* 2. sync + unmap in one batch */
-	if (any) {
-		wl_drv_dma_begin(d);
-		dg_dma_batch_begin(dd, &b);
-		for (unsigned int i = 0; i < np->njobs; i++) {
-			struct nvme_job *j = np->job[i];
-
-			for (uint32_t k = 0; k < j->nreaped; k++) {
-				struct nvme_cmd *c = &j->cmd[j->reaped[k]];
-
-				e = dg_dma_sync_for_cpu(dd, c->dma, 4096, DG_DMA_FROM_DEVICE);
-				if (!e)
-					e = dg_dma_unmap_single(dd, c->dma, 4096,
-								DG_DMA_FROM_DEVICE,
-								DG_DMA_ATTR_SKIP_CPU_SYNC, &b);
-				if (e)
-					wl_drv_fail(d, e);
-			}
-		}
-		e = dg_dma_batch_end(&b);
-		wl_drv_dma_end(d);
-		if (e)
-			wl_drv_fail(d, e);
-		/* 3. the block's header says which LBA it is */
-		for (unsigned int i = 0; i < np->njobs; i++) {
-			struct nvme_job *j = np->job[i];
-
-			for (uint32_t k = 0; k < j->nreaped; k++) {
-				struct nvme_cmd *c = &j->cmd[j->reaped[k]];
-				const struct wl_hdr *h = c->buf;
-
-				if (h->magic != WL_MAGIC || h->seq != c->lba ||
-				    h->csum != wl_hdr_csum(h)) {
-					if (!atomic_load_explicit(&d->ctr->errors,
-								  memory_order_relaxed))
-						fprintf(stderr,
-							"bench workloads: nvme4k/%s: job %u: "
-							"block %u has the wrong data\n",
-							wl_cfg_name[d->run->cfg], j->id, c->lba);
-					wl_ctr_add(&d->ctr->errors, 1);
-				}
-				wl_stack_push(&p->stack[0], c->buf);
-				c->buf = NULL;
-				ios++;
-			}
-		}
-	}
-	if (!d->posting) {
-		wl_drv_poll_end(d, ios, ios * 4096);
-		return any;
-	}
-	/* 4. map new reads up to the queue depth */
-	bool maps = false;
 
 	for (unsigned int i = 0; i < np->njobs; i++)
 		maps |= np->job[i]->sq_tail - np->job[i]->cq_head < d->run->qd;
@@ -304,7 +237,7 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 			}
 		}
 		wl_drv_dma_end(d);
-		/* 5. submission queue entries and doorbells */
+		/* submission queue entries and doorbells */
 		for (unsigned int i = 0; i < np->njobs; i++) {
 			struct nvme_job *j = np->job[i];
 
@@ -329,10 +262,106 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 			}
 		}
 	}
+	return any;
+}
+
+static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
+{
+	struct nvme_port *np = p->priv;
+	struct dg_dma_dev *dd = p->dd;
+	struct dg_dma_batch b;
+	uint64_t ios = 0;
+	bool any = false;
+	int e;
+
+	wl_drv_poll_start(d);
+	/* 1. reap completions */
+	for (unsigned int i = 0; i < np->njobs; i++) {
+		struct nvme_job *j = np->job[i];
+
+		j->nreaped = 0;
+		while (j->cq_head != j->sq_tail) {
+			struct nvme_cqe *c = &j->cq[j->cq_head & j->mask];
+			/* Acquire pairs with the controller's release store in nvme_dev_poll(). */
+			uint16_t st = atomic_load_explicit(&c->status, memory_order_acquire);
+
+			if ((st & 1) != phase_of(j->cq_head, j->size))
+				break;
+			if (st >> 1 || c->cid > j->mask)
+				wl_ctr_add(&d->ctr->errors, 1);
+			j->reaped[j->nreaped++] = j->cmd[c->cid & j->mask];
+			j->cq_head++;
+		}
+		any |= j->nreaped != 0;
+	}
+	/* 2. sync + unmap in one batch, its invalidation started (no wait yet) */
+	b.dev = NULL;
+	if (any) {
+		wl_drv_dma_begin(d);
+		dg_dma_batch_begin(dd, &b);
+		for (unsigned int i = 0; i < np->njobs; i++) {
+			struct nvme_job *j = np->job[i];
+
+			for (uint32_t k = 0; k < j->nreaped; k++) {
+				const struct nvme_cmd *c = &j->reaped[k];
+
+				e = dg_dma_sync_for_cpu(dd, c->dma, 4096, DG_DMA_FROM_DEVICE);
+				if (!e)
+					e = dg_dma_unmap_single(dd, c->dma, 4096,
+								DG_DMA_FROM_DEVICE,
+								DG_DMA_ATTR_SKIP_CPU_SYNC, &b);
+				if (e)
+					wl_drv_fail(d, e);
+			}
+		}
+		e = dg_dma_batch_submit(&b);
+		wl_drv_dma_end(d);
+		if (e)
+			wl_drv_fail(d, e);
+	}
+	/* 3. meanwhile, map new reads up to the queue depth (spare buffers) and ring */
+	if (d->posting)
+		any |= nvme_submit(d, p);
+	/* 4. the wait; then the block's header says which LBA it is */
+	if (b.dev) {
+		wl_drv_dma_begin(d);
+		e = dg_dma_batch_end(&b);
+		wl_drv_dma_end(d);
+		if (e)
+			wl_drv_fail(d, e);
+		for (unsigned int i = 0; i < np->njobs; i++) {
+			struct nvme_job *j = np->job[i];
+
+			for (uint32_t k = 0; k < j->nreaped; k++) {
+				const struct nvme_cmd *c = &j->reaped[k];
+				const struct wl_hdr *h = c->buf;
+
+				if (h->magic != WL_MAGIC || h->seq != c->lba ||
+				    h->csum != wl_hdr_csum(h)) {
+					if (!atomic_load_explicit(&d->ctr->errors,
+								  memory_order_relaxed))
+						fprintf(stderr,
+							"bench workloads: nvme4k/%s: job %u: "
+							"block %u has the wrong data\n",
+							wl_cfg_name[d->run->cfg], j->id, c->lba);
+					wl_ctr_add(&d->ctr->errors, 1);
+				}
+				wl_stack_push(&p->stack[0], c->buf);
+				ios++;
+			}
+		}
+	}
 	wl_drv_poll_end(d, ios, ios * 4096);
 	return any;
 }
 
+/*
+ * The controller's burst on a queue pair: up to NVME_BURST commands, each translated just
+ * before its copy, a pending invalidation acknowledged between commands (the queues
+ * translated again if one was: what the thread translated before is released), and the
+ * burst's completions posted together at its end (completion coalescing: posted one by one,
+ * each store met the driver's poll of the same CQ line).
+ */
 static bool nvme_dev_poll(struct wl_dev *d, struct wl_port *p)
 {
 	struct nvme_port *np = p->priv;
@@ -344,44 +373,48 @@ static bool nvme_dev_poll(struct wl_dev *d, struct wl_port *p)
 		/* Acquire pairs with the driver's release store of sq_db in nvme_drv_poll(). */
 		uint32_t db = atomic_load_explicit(&j->sq_db, memory_order_acquire);
 		uint32_t n = db - j->dev_sq_head;
-		unsigned int nr[NVME_BURST];
+		uint16_t sc[NVME_BURST];
+		struct nvme_sqe *sq = NULL;
+		struct nvme_cqe *cq = NULL;
 
 		if (!n)
 			continue;
 		n = n < NVME_BURST ? n : NVME_BURST;
-		wl_dev_xlat_begin(d);
-		struct nvme_sqe *sq = wl_dev_ring(d, p, j->sq_dma, (size_t)j->size * sizeof(*sq));
-		struct nvme_cqe *cq = wl_dev_ring(d, p, j->cq_dma, (size_t)j->size * sizeof(*cq));
-
-		if (sq && cq)
-			for (uint32_t k = 0; k < n; k++) {
-				const struct nvme_sqe *s = &sq[(j->dev_sq_head + k) & j->mask];
-
-				nr[k] = wl_dev_translate(d, p, s->prp1, 4096, DG_ACCESS_WRITE,
-							 &d->sg[k * 2], 2);
+		for (uint32_t k = 0; k < n; k++) {
+			if (!sq || wl_dev_ack_pending(d)) {
+				wl_dev_xlat_begin(d);
+				sq = wl_dev_ring(d, p, j->sq_dma, (size_t)j->size * sizeof(*sq));
+				cq = wl_dev_ring(d, p, j->cq_dma, (size_t)j->size * sizeof(*cq));
+				wl_dev_xlat_end(d);
+				if (!sq || !cq)
+					return false;
 			}
-		wl_dev_xlat_end(d);
-		if (!sq || !cq)
-			return false;
+			const struct nvme_sqe *s = &sq[(j->dev_sq_head + k) & j->mask];
+			unsigned int nr;
+
+			wl_dev_xlat_begin(d);
+			nr = wl_dev_translate(d, p, s->prp1, 4096, DG_ACCESS_WRITE, d->sg, 2);
+			wl_dev_xlat_end(d);
+			sc[k] = 0;
+			if (s->opc != NVME_READ || s->slba >= WL_MEDIA_BLOCKS || !nr)
+				sc[k] = 0x0002; /* invalid field */
+			else
+				wl_sg_copy_to(d->sg, nr, 0, np->media + (size_t)s->slba * 4096,
+					      4096);
+		}
 		for (uint32_t k = 0; k < n; k++) {
 			const struct nvme_sqe *s = &sq[(j->dev_sq_head + k) & j->mask];
-			uint32_t slot = j->dev_cq_tail & j->mask;
-			struct nvme_cqe *c = &cq[slot];
-			uint16_t sc = 0;
+			struct nvme_cqe *c = &cq[j->dev_cq_tail & j->mask];
 
-			if (s->opc != NVME_READ || s->slba >= WL_MEDIA_BLOCKS || !nr[k])
-				sc = 0x0002; /* invalid field */
-			else
-				wl_sg_copy_to(&d->sg[k * 2], nr[k], 0,
-					      np->media + (size_t)s->slba * 4096, 4096);
 			c->result = 0;
 			c->cid = s->cid;
 			c->sq_id = (uint16_t)(j->id + 1);
 			c->sq_head = (uint16_t)((j->dev_sq_head + k + 1) & j->mask);
 			/* Release pairs with the driver's acquire load of status (reap). */
-			atomic_store_explicit(
-				&c->status, (uint16_t)(sc << 1 | phase_of(j->dev_cq_tail, j->size)),
-				memory_order_release);
+			atomic_store_explicit(&c->status,
+					      (uint16_t)(sc[k] << 1 |
+							 phase_of(j->dev_cq_tail, j->size)),
+					      memory_order_release);
 			j->dev_cq_tail++;
 		}
 		j->dev_sq_head += n;

@@ -237,7 +237,9 @@ DG_EXPORT struct dg_domain *dg_dma_dev_domain(const struct dg_dma_dev *dd);
 
 /* ---- batches ------------------------------------------------------------------------------ */
 
-#define DG_DMA_BATCH_MAX 64 /* deferred unmaps a batch holds before it flushes by itself */
+/* Deferred unmaps a batch holds before it flushes by itself: a NAPI poll's rx budget and tx
+ * completions (64 + 64) and more, so a poll never waits twice. */
+#define DG_DMA_BATCH_MAX 256
 
 /*
  * A batch of unmaps sharing one invalidation wait (a NAPI poll, an NVMe completion pass).
@@ -249,6 +251,8 @@ struct dg_dma_batch {
 	uint32_t n;		    /* deferred entries in ent[] */
 	uint32_t flushes;	    /* invalidation waits this batch has done so far */
 	int status;		    /* first error of an early flush, returned by end */
+	uint32_t nsub;		    /* ent[0..nsub) are invalidated already (private) */
+	uint64_t seq;		    /* the invalidation to wait for, 0: none (private) */
 	struct dg_pt_gather gather; /* hull and table pages of the unmaps */
 	struct {
 		uint64_t addr;	/* IOVA (or shadow address) to give back after the wait */
@@ -260,6 +264,18 @@ struct dg_dma_batch {
 /* Start a batch of unmaps on @dd. Until its end the device is not idle (policy switches and
  * destroy say -EBUSY): every begin needs its end. */
 DG_EXPORT void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b);
+
+/*
+ * Start the invalidation of every unmap the batch holds so far, without waiting for it: the
+ * wait (and the return of IOVAs and table pages) stays with dg_dma_batch_end(). A driver
+ * submits right after its unmaps, does work that does not need them complete (maps its rx
+ * refills from other buffers, rings the doorbell) and by the end the devices have usually
+ * acknowledged: the wait costs nothing. The buffers are protected only once the end returns;
+ * touch them after that, as without this call. Unmaps may follow (they wait at the end too).
+ * Errors: -EINVAL not begun; the invalidation errors of the end (then the end reports them
+ * too and handles the buffers as it does on a timeout).
+ */
+DG_EXPORT int dg_dma_batch_submit(struct dg_dma_batch *b);
 
 /*
  * Finish the batch: one invalidation (one command, or one per cluster of IOVAs far apart)

@@ -9,8 +9,9 @@
  *  DG_IOVA_ALGO_AUGMENTED (default): an AVL tree of allocated ranges in which every node also
  *    knows the largest free gap of its subtree and the largest naturally aligned block any gap
  *    of its subtree can hold, so every tree operation is O(log n) in the worst case (including
- *    32-bit-limited requests and a full space), fronted by per-CPU magazines and a shared depot
- *    (Bonwick & Adams) for every power-of-two size up to DG_IOVA_MAG_MAX_ORDER granules.
+ *    32-bit-limited requests and a full space), fronted by per-thread magazine caches and a
+ *    shared depot (Bonwick & Adams) for every power-of-two size up to DG_IOVA_MAG_MAX_ORDER
+ *    granules.
  *  DG_IOVA_ALGO_LINUX_REFERENCE: what Linux 6.1 drivers/iommu/iova.c does without its rcache:
  *    the tree is walked linearly down from a cached node. It exists to be measured against
  *    (dmaguard bench iova, the DMA layer's Linux-like configuration); it has no magazines.
@@ -23,14 +24,23 @@
  * rounds to the same n; dg_iova_find() reports that size.
  *
  * Concurrency contract: every function except create/destroy may be called from any number of
- * threads at once. Allocation and free through the magazines take one per-CPU-slot lock that
- * is uncontended unless two threads share a slot (a free validates the range without any
- * other lock: one compare-exchange); the tree has one lock.
+ * threads at once. Each thread that allocates or frees through the magazines gets its own
+ * cache of the space (on its first such call), entered without a lock or any atomic
+ * read-modify-write; a free validates the range with one compare-exchange and nothing else;
+ * the tree has one lock. dg_iova_flush_caches(), dg_iova_get_stats(), dg_iova_check() and
+ * dg_iova_dump() take the other threads' caches for a moment with a process-wide memory
+ * barrier (membarrier(2), PRIVATE_EXPEDITED, registered by the first dg_iova_create()); where
+ * the kernel lacks it, or DG_IOVA_NO_MEMBARRIER=1 is set in the environment, a cache is
+ * entered with one atomic exchange instead. A thread that exits gives its cached ranges back
+ * (full magazines to the depot, the rest to the tree); a thread that stays idle keeps them
+ * until a flush (an allocation that finds the space full flushes by itself), as a Linux CPU
+ * keeps its per-CPU magazines.
  * Memory: tree nodes of allocations are kept for reuse once freed and given back to the system
- * by dg_iova_destroy() (lock-free readers may still look at them); a space with magazines
- * allocates a loaded magazine (about 1 KiB) per slot, size class and zone at creation. dg_iova_get_stats()
- * is a snapshot that is exact when no other call is running. dg_iova_check() and dg_iova_dump()
- * take every lock and see a consistent state.
+ * by dg_iova_destroy() (lock-free readers may still look at them); a thread's cache allocates
+ * a loaded magazine (about 1 KiB) per size class and zone when the thread first uses the space,
+ * freed when the thread exits or the space is destroyed. dg_iova_get_stats() is a snapshot
+ * that is exact when no other call is running. dg_iova_check() and dg_iova_dump() take every
+ * lock and cache and see a consistent state.
  *
  * Errors: actions return 0 or a negative errno and change nothing when they fail;
  * dg_iova_create() returns NULL with errno set.
@@ -68,20 +78,22 @@ struct dg_iova_config {
 	uint64_t granule;	/* smallest IOMMU page: a power of two, 1 .. 2^32 */
 	enum dg_iova_algo algo; /* DG_IOVA_ALGO_* */
 	unsigned int flags;	/* DG_IOVA_CFG_* */
-	unsigned int ncpus;	/* magazine slots (1 .. 4096, rounded up to a power of two);
-				   0 = the CPUs configured */
+	unsigned int ncpus;	/* 0 .. 4096, checked but unused: caches are per thread
+				   (it set the number of per-CPU slots before) */
 };
 
 /*
  * Create an IOVA space. IOVA 0 is reserved when it lies in [start, end].
  * Errors (NULL, errno): EINVAL a field is out of range (granule not a power of two or above
  * 2^32, start or end + 1 not granule aligned, start > end, no usable granule, end + 1
- * overflowing at granule 1, unknown algo or flag, ncpus > 4096); ENOMEM.
+ * overflowing at granule 1, unknown algo or flag, ncpus > 4096); ENOMEM; EAGAIN the
+ * process-wide setup (a thread key for the caches) failed.
  */
 DG_EXPORT struct dg_iova_space *dg_iova_create(const struct dg_iova_config *cfg);
 
-/* Free the space and everything in it (live allocations are simply forgotten). NULL is a no-op.
- * No other call may be running on the space. */
+/* Free the space and everything in it (live allocations are simply forgotten), including
+ * the caches that threads still hold. NULL is a no-op. No other call may be running on the
+ * space. */
 DG_EXPORT void dg_iova_destroy(struct dg_iova_space *s);
 
 /*
@@ -130,7 +142,7 @@ DG_EXPORT int dg_iova_free(struct dg_iova_space *s, uint64_t iova, uint64_t size
 DG_EXPORT int dg_iova_find(const struct dg_iova_space *s, uint64_t iova, uint64_t *start,
 			   uint64_t *size);
 
-/* Return every range cached in magazines and the depot to the tree. */
+/* Return every range cached in magazines (every thread's) and the depot to the tree. */
 DG_EXPORT void dg_iova_flush_caches(struct dg_iova_space *s);
 
 /*

@@ -514,6 +514,10 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		      bool free_iova, uint64_t token, struct dg_dma_batch *b, void *mem);
 /* Submit an invalidation of @cmds and wait (counts submits and waits). */
 int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq);
+/* dma_inval() in two halves: submit (*seq: what to wait for), then wait. */
+int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
+		     uint64_t *seq);
+int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq);
 /* Invalidate what @g covers in @sp and wait; then release its tables. */
 int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_gather *g);
 /* Park a timed-out invalidation's IOVAs (map.c); retried by dma_quarantine_retry(). */
@@ -533,11 +537,10 @@ int dma_sg_layout(struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned in
 
 /*
  * Put ranges about to be given back to the allocator in descending address order, so its
- * magazine hands them out again ascending and a ring keeps neighbouring IOVAs (map.c): an
- * ascending list is reversed, a descending one kept, anything else merge-sorted when @sort
- * (at most DG_DMA_BATCH_MAX ranges) or left as it is.
+ * magazine hands them out again ascending and a ring keeps neighbouring IOVAs (map.c): a
+ * natural merge sort of at most DG_DMA_BATCH_MAX ranges, linear for one or two runs.
  */
-void dma_order_frees(struct iova_owned *fr, uint32_t n, bool sort);
+void dma_order_frees(struct iova_owned *fr, uint32_t n);
 
 /* Defer the release of a claimed bounce slot to the batch's end (map.c). */
 void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma);

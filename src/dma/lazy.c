@@ -59,7 +59,7 @@ static void lazy_free(struct dma_space *sp, const struct iova_owned *r, uint32_t
 		uint32_t k = n < LAZY_FREE_CHUNK ? n : LAZY_FREE_CHUNK;
 
 		memcpy(tmp, r + n - k, k * sizeof(*tmp));
-		dma_order_frees(tmp, k, true);
+		dma_order_frees(tmp, k);
 		iova_free_owned(sp->iova, tmp, k);
 		n -= k;
 	}

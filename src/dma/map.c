@@ -140,10 +140,10 @@ void dma_space_destroy(struct dma_space *sp)
 
 /* ---- invalidation, quarantine ------------------------------------------------------------- */
 
-int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq)
+int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
+		     uint64_t *seq)
 {
 	struct dg_iommu *mmu = dd->dma->mmu;
-	struct dma_tstats *t;
 	int r = dg_inval_submit(mmu, cmds, n, seq);
 
 	if (dg_unlikely(r)) {
@@ -154,11 +154,23 @@ int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, 
 		if (r)
 			return r;
 	}
-	r = dg_inval_wait(mmu, *seq);
-	t = dma_tstats(dd);
-	ctr_add(t, CTR_SUBMITS, 1);
-	ctr_add(t, CTR_WAITS, 1);
+	ctr_add(dma_tstats(dd), CTR_SUBMITS, 1);
+	return 0;
+}
+
+int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq)
+{
+	int r = dg_inval_wait(dd->dma->mmu, seq);
+
+	ctr_add(dma_tstats(dd), CTR_WAITS, 1);
 	return r;
+}
+
+int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq)
+{
+	int r = dma_inval_submit(dd, cmds, n, seq);
+
+	return r ? r : dma_inval_wait(dd, *seq);
 }
 
 /* One RANGE command over what @g covers (or a DOMAIN command for tables without a range). */
@@ -294,30 +306,24 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 /* ---- batches ------------------------------------------------------------------------------ */
 
 /*
- * The batch's translated ranges in address order, adjacent ones merged into runs; *sum gets
- * their bytes, *nt the number of translated entries (the others are bounce slots), and
- * fr[0..*nf) the ranges to give back to the allocator after the wait (in the same pass).
- * Magazines hand ranges back last-in first-out, so a descending batch is reversed rather than
- * insertion-sorted.
+ * The translated ranges of ent[from..n) in address order, adjacent ones merged into runs;
+ * *sum gets their bytes. Magazines hand ranges back last-in first-out, so a descending batch
+ * is reversed rather than insertion-sorted.
  */
-static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *hi, uint64_t *sum,
-			 uint32_t *nt, struct iova_owned *fr, uint32_t *nf)
+static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
+			 uint64_t *sum)
 {
 	bool asc = true, desc = true;
 	size_t n = 0, m = 0;
-	uint32_t f = 0;
 
 	*sum = 0;
-	for (uint32_t i = 0; i < b->n; i++) {
+	for (uint32_t i = from; i < b->n; i++) {
 		uint64_t k = b->ent[i].size & BATCH_KIND;
 
 		if (k == BATCH_BOUNCE)
 			continue;
 		lo[n] = b->ent[i].addr;
 		hi[n] = lo[n] + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
-		if (k == BATCH_IOVA)
-			fr[f++] = (struct iova_owned){
-				.iova = lo[n], .size = hi[n] - lo[n], .token = b->ent[i].token};
 		*sum += hi[n] - lo[n];
 		if (n) {
 			asc = asc && lo[n] > lo[n - 1];
@@ -325,8 +331,6 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *h
 		}
 		n++;
 	}
-	*nt = (uint32_t)n;
-	*nf = f;
 	if (n > 1 && desc) {
 		for (size_t i = 0, j = n - 1; i < j; i++, j--) {
 			uint64_t tl = lo[i], th = hi[i];
@@ -368,118 +372,164 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint64_t *lo, uint64_t *h
  * entries share cache lines: the device's walk and the driver's next map and unmap touch a
  * line the other side has just loaded once per eight pages, not once per page. (Given back
  * in the order they were unmapped, the order decays into a random one within seconds: 2% of
- * xdp64's maps were neighbours of the previous one.) Nearly always already ascending (the
- * ring's order) or descending: reversed or kept; otherwise merge-sorted.
+ * xdp64's maps were neighbours of the previous one.)
+ *
+ * A natural merge sort, descending: the list is cut into its maximal monotone runs (nearly
+ * always one ascending run - the ring's order - or a few: a lazy chunk that spans a ring's
+ * wrap, a batch of rx and tx buffers), ascending runs are reversed in place, and runs are
+ * merged pairwise: O(n log r) for r runs, so one or two runs cost a single pass.
  */
-void dma_order_frees(struct iova_owned *fr, uint32_t n, bool sort)
+void dma_order_frees(struct iova_owned *fr, uint32_t n)
 {
 	struct iova_owned tmp[DG_DMA_BATCH_MAX];
-	bool asc = true, desc = true;
+	uint32_t run[DG_DMA_BATCH_MAX + 1], nr = 0;
 
-	for (uint32_t i = 1; i < n; i++) {
-		asc = asc && fr[i].iova > fr[i - 1].iova;
-		desc = desc && fr[i].iova < fr[i - 1].iova;
-	}
-	if (desc || n < 2)
-		return;
-	if (asc) {
-		for (uint32_t i = 0, j = n - 1; i < j; i++, j--) {
-			struct iova_owned t = fr[i];
-
-			fr[i] = fr[j];
-			fr[j] = t;
-		}
-		return;
-	}
-	if (!sort)
-		return;
-	/* Otherwise a bottom-up merge sort, descending: n log n whatever the order. */
 	assert(n <= DG_DMA_BATCH_MAX);
-	for (uint32_t w = 1; w < n; w *= 2) {
-		for (uint32_t lo = 0; lo < n; lo += 2 * w) {
-			uint32_t mid = lo + w < n ? lo + w : n,
-				 hi = lo + 2 * w < n ? lo + 2 * w : n;
-			uint32_t i = lo, j = mid, k = lo;
+	for (uint32_t i = 0; i < n;) {
+		uint32_t j = i + 1;
+
+		if (j < n && fr[j].iova > fr[i].iova) {
+			while (j < n && fr[j].iova > fr[j - 1].iova)
+				j++;
+			for (uint32_t a = i, b = j - 1; a < b; a++, b--) {
+				struct iova_owned t = fr[a];
+
+				fr[a] = fr[b];
+				fr[b] = t;
+			}
+		} else {
+			while (j < n && fr[j].iova < fr[j - 1].iova)
+				j++;
+		}
+		run[nr++] = i;
+		i = j;
+	}
+	run[nr] = n;
+	while (nr > 1) {
+		uint32_t m = 0;
+
+		for (uint32_t r = 0; r < nr; r += 2) {
+			uint32_t lo = run[r], mid = run[r + 1], hi = r + 2 <= nr ? run[r + 2] : n;
+
+			run[m++] = lo;
+			if (r + 1 >= nr)
+				break; /* odd run out: stays as it is */
+			if (fr[mid - 1].iova > fr[mid].iova)
+				continue; /* already in order across the seam */
+			uint32_t i = lo, j = mid, k = 0;
 
 			while (i < mid && j < hi)
 				tmp[k++] = fr[i].iova > fr[j].iova ? fr[i++] : fr[j++];
 			while (i < mid)
 				tmp[k++] = fr[i++];
-			while (j < hi)
-				tmp[k++] = fr[j++];
+			memcpy(&fr[lo], tmp,
+			       k * sizeof(*fr)); /* the rest of [mid, hi) is in place */
 		}
-		memcpy(fr, tmp, n * sizeof(*fr));
+		run[m] = n;
+		nr = m;
 	}
 }
 
 /*
- * End of a batch (or a full ent[]): remove the pages of every deferred unmap - one page-table
- * call per run of adjacent IOVAs, so a ring's consecutive slots cost one walk - invalidate
- * (one command over the hull when it is at most four times the bytes unmapped, else one per
- * run), wait once, then give back table pages, IOVAs (all under one allocator slot lock) and
- * shadow slots.
+ * Invalidate the unmaps the batch has not submitted yet (ent[nsub..n)): remove their pages -
+ * one page-table call per run of adjacent IOVAs, so a ring's consecutive slots cost one
+ * walk - and submit the commands (one over the hull when it is at most four times the bytes
+ * unmapped, one per run up to BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
+ */
+static int batch_issue(struct dg_dma_batch *b)
+{
+	struct dg_dma_dev *dd = b->dev;
+	struct dma_space *sp = dd->sp;
+	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], sum, unmapped, seq = 0;
+	struct dg_inval_cmd cmds[BATCH_PSI_RUNS];
+	size_t nr, nc = 1;
+	int r;
+
+	if (b->nsub == b->n)
+		return 0;
+	nr = batch_runs(b, b->nsub, lo, hi, &sum);
+	b->nsub = b->n;
+	if (!nr)
+		return 0; /* bounce slots only */
+	for (size_t i = 0; i < nr; i++) {
+		if (hi[i] - lo[i] == sp->granule)
+			pt_unmap_granule(sp->pt, lo[i], &b->gather);
+		else
+			dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], &b->gather, &unmapped);
+	}
+	if (nr == 1 || b->gather.end - b->gather.start <= 4 * sum) {
+		gather_cmd(sp, &b->gather, &cmds[0]);
+	} else if (nr > BATCH_PSI_RUNS) {
+		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN,
+						.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
+						.domain = sp->dom_id};
+	} else {
+		for (nc = 0; nc < nr; nc++)
+			cmds[nc] = (struct dg_inval_cmd){
+				.type = DG_INVAL_RANGE,
+				.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
+				.domain = sp->dom_id,
+				.iova = lo[nc],
+				.size = hi[nc] - lo[nc]};
+	}
+	r = dma_inval_submit(dd, cmds, nc, &seq);
+	if (seq > b->seq)
+		b->seq = seq; /* a wait for the later one covers the earlier ones */
+	return r;
+}
+
+/*
+ * The end of a batch (or of a full ent[]): invalidate what is not yet, wait once for all of
+ * it, then give back table pages, IOVAs (all under one allocator slot lock) and shadow slots;
+ * on a failed invalidation or wait park them all in quarantine.
  */
 static int batch_flush(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
-	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], qi[DG_DMA_BATCH_MAX];
-	uint64_t qs[DG_DMA_BATCH_MAX], sum, unmapped, seq = 0;
+	uint64_t qi[DG_DMA_BATCH_MAX], qs[DG_DMA_BATCH_MAX];
 	struct iova_owned fr[DG_DMA_BATCH_MAX];
-	uint32_t nt, nf;
-	size_t nr;
-	int r = 0;
+	uint32_t nf = 0, nb = 0;
+	int r;
 
 	if (!b->n)
 		return 0;
-	nr = batch_runs(b, lo, hi, &sum, &nt, fr, &nf);
-	if (nr) {
-		struct dg_inval_cmd cmds[DG_DMA_BATCH_MAX];
-		size_t nc = 1;
+	r = batch_issue(b);
+	if (!r && b->seq)
+		r = dma_inval_wait(dd, b->seq);
+	for (uint32_t i = 0; i < b->n; i++) {
+		uint64_t k = b->ent[i].size & BATCH_KIND;
 
-		for (size_t i = 0; i < nr; i++) {
-			if (hi[i] - lo[i] == sp->granule)
-				pt_unmap_granule(sp->pt, lo[i], &b->gather);
-			else
-				dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], &b->gather, &unmapped);
-		}
-		if (nr == 1 || b->gather.end - b->gather.start <= 4 * sum) {
-			gather_cmd(sp, &b->gather, &cmds[0]);
-		} else if (nr > BATCH_PSI_RUNS) {
-			cmds[0] = (struct dg_inval_cmd){
-				.type = DG_INVAL_DOMAIN,
-				.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
-				.domain = sp->dom_id};
-		} else {
-			for (nc = 0; nc < nr; nc++)
-				cmds[nc] = (struct dg_inval_cmd){
-					.type = DG_INVAL_RANGE,
-					.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
-					.domain = sp->dom_id,
-					.iova = lo[nc],
-					.size = hi[nc] - lo[nc]};
-		}
-		r = dma_inval(dd, cmds, nc, &seq);
+		if (k == BATCH_IOVA)
+			fr[nf++] =
+				(struct iova_owned){.iova = b->ent[i].addr,
+						    .size = b->ent[i].size & ~(uint64_t)BATCH_KIND,
+						    .token = b->ent[i].token};
+		nb += k == BATCH_BOUNCE;
+	}
+	if (nb < b->n) {
 		if (r) {
 			for (uint32_t i = 0; i < nf; i++) {
 				qi[i] = fr[i].iova;
 				qs[i] = fr[i].size;
 			}
-			dma_quarantine_add(dd, sp, seq, &b->gather, qi, qs, nf, NULL);
+			dma_quarantine_add(dd, sp, b->seq, &b->gather, qi, qs, nf, NULL);
 			nf = 0; /* parked: given back once a completion confirms */
 		} else {
 			dg_pt_gather_release(sp->pt, &b->gather);
 		}
 	}
 	if (nf) {
-		dma_order_frees(fr, nf, true);
+		dma_order_frees(fr, nf);
 		iova_free_owned(sp->iova, fr, nf);
 	}
-	if (nt < b->n) /* bounce slots: no translation of theirs changed */
+	if (nb) /* bounce slots: no translation of theirs changed */
 		for (uint32_t i = 0; i < b->n; i++)
 			if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
 				dma_bounce_free(dd, b->ent[i].addr);
 	b->n = 0;
+	b->nsub = 0;
+	b->seq = 0;
 	dg_pt_gather_init(&b->gather);
 	b->flushes++;
 	return r;
@@ -513,9 +563,23 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 	if (dd)
 		atomic_fetch_add_explicit(&dd->open_batches, 1, memory_order_relaxed);
 	b->n = 0;
+	b->nsub = 0;
+	b->seq = 0;
 	b->flushes = 0;
 	b->status = 0;
 	dg_pt_gather_init(&b->gather);
+}
+
+int dg_dma_batch_submit(struct dg_dma_batch *b)
+{
+	int r;
+
+	if (!b || !b->dev)
+		return -EINVAL;
+	r = batch_issue(b);
+	if (r && !b->status)
+		b->status = r;
+	return r ? dma_err(b->dev, r) : 0;
 }
 
 int dg_dma_batch_end(struct dg_dma_batch *b)

@@ -11,9 +11,10 @@
  *           v                                               v
  *   augmented AVL tree: highest fit below the limit, O(log n) worst case (tree lock)
  *
- * The hit paths (alloc_fast, dg_iova_free) take this thread's slot lock and nothing else, call
- * nothing, and tail-call a slow path for anything unusual: about 46 + 53 instructions for an
- * alloc+free pair (docs/iova.md).
+ * The hit paths (alloc_fast, dg_iova_free) enter this thread's cache (a plain store and a load,
+ * iova_mag.c) and take no lock, call nothing, and tail-call a slow path for anything unusual;
+ * the free's compare-exchange LIVE -> CACHED is the pair's only atomic read-modify-write
+ * (docs/iova.md).
  *
  * Invariants (dg_iova_check() verifies all of them):
  *  - The tree holds every range that is not free: live and cached allocations (ALLOC nodes),
@@ -28,7 +29,7 @@
  *    index stays empty, and a free finds its node by a tree descent under the tree lock.
  *  - ALLOC nodes out of the tree are on the node free list with state 0 and are never freed
  *    before the space (lock-free index readers may still look at them).
- *  - Every slot has a loaded magazine in every cache of the space's zones.
+ *  - Every thread cache has a loaded magazine in every cache of the space's zones.
  *
  * Frees are validated before anything changes: a free of an address no ALLOC node starts at,
  * of a node that is already CACHED, or with another size, is refused and counted, so no
@@ -159,6 +160,12 @@ static void node_put(struct dg_iova_space *s, struct iova_node *x)
 void iova_release_cached(struct dg_iova_space *s, struct iova_node **nodes, unsigned int n)
 {
 	pthread_mutex_lock(&s->tree_lock);
+	iova_release_cached_locked(s, nodes, n);
+	pthread_mutex_unlock(&s->tree_lock);
+}
+
+void iova_release_cached_locked(struct dg_iova_space *s, struct iova_node **nodes, unsigned int n)
+{
 	for (unsigned int i = 0; i < n; i++) {
 		iova_index_remove(s, nodes[i]);
 		iova_tree_op_begin(s);
@@ -167,7 +174,6 @@ void iova_release_cached(struct dg_iova_space *s, struct iova_node **nodes, unsi
 		node_put(s, nodes[i]);
 	}
 	store_relaxed(&s->st_tree_frees, load_relaxed(&s->st_tree_frees) + n);
-	pthread_mutex_unlock(&s->tree_lock);
 }
 
 static _Atomic uint64_t next_space_id;
@@ -177,7 +183,6 @@ struct dg_iova_space *dg_iova_create(const struct dg_iova_config *cfg)
 	struct dg_iova_space *s;
 	unsigned int shift;
 	uint64_t start_pfn, end_pfn;
-	long ncpus;
 
 	if (!cfg || !dg_is_pow2(cfg->granule) || cfg->granule > FOUR_GIB ||
 	    !dg_is_aligned(cfg->start, cfg->granule) || cfg->start > cfg->end ||
@@ -193,6 +198,10 @@ struct dg_iova_space *dg_iova_create(const struct dg_iova_config *cfg)
 	/* The anchor sits at end_pfn + 1 and its range must not wrap; pfn 0 is reserved. */
 	if (end_pfn >= UINT64_MAX - 1 || end_pfn == 0) {
 		errno = EINVAL;
+		return NULL;
+	}
+	if (iova_mag_global_init()) {
+		errno = EAGAIN;
 		return NULL;
 	}
 	s = aligned_alloc(DG_CACHELINE, dg_align_up(sizeof(*s), DG_CACHELINE));
@@ -214,11 +223,7 @@ struct dg_iova_space *dg_iova_create(const struct dg_iova_config *cfg)
 	s->mag_max_bytes = s->mags ? cfg->granule << DG_IOVA_MAG_MAX_ORDER : 0;
 	s->full_limit = cfg->end;
 	s->dma32_limit = s->nzones == 2 ? FOUR_GIB - 1 : UINT64_MAX;
-	ncpus = cfg->ncpus ? (long)cfg->ncpus : sysconf(_SC_NPROCESSORS_CONF);
-	s->nslots = (unsigned int)dg_roundup_pow2(ncpus < 1    ? 1 :
-						  ncpus > 4096 ? 4096 :
-								 (uint64_t)ncpus);
-	s->slot_mask = s->nslots - 1;
+	s->memb = iova_mag_memb(); /* cfg->ncpus is only checked: caches are per thread */
 	pthread_mutex_init(&s->tree_lock, NULL);
 	iova_tree_init(&s->tree, start_pfn, &s->anchor, end_pfn + 1,
 		       s->algo == DG_IOVA_ALGO_AUGMENTED);
@@ -439,18 +444,18 @@ static dg_noinline int alloc_miss(struct dg_iova_space *s, uint64_t size, uint64
 }
 
 /*
- * The magazine hit path (most allocations), kept short: no flags, a size of at most the
- * largest class, a limit that maps to a zone, this thread's slot free to take, a hit. Anything
+ * The magazine hit path (most allocations), kept short: no flags, a size of at most the largest
+ * class, a limit that maps to a zone, this thread's cache the last one used, a hit. Anything
  * else is a tail call to alloc_miss(), having changed nothing, which checks everything and
  * takes the slow ways (page-aligned requests of a power-of-two size still hit the magazines
- * there); with no call on the hit path the compiler needs no registers saved. The node
- * becomes LIVE under the slot lock (iova_node_set_live). @token (iova_owned.h) may be NULL.
+ * there); with no call on the hit path the compiler needs no registers saved. The node becomes
+ * LIVE inside the thread cache (iova_node_set_live). @token (iova_owned.h) may be NULL.
  */
 static inline __attribute__((always_inline)) int alloc_fast(struct dg_iova_space *s, uint64_t size,
 							    uint64_t limit, unsigned int flags,
 							    uint64_t *iova, uint64_t *token)
 {
-	struct iova_slot *sl;
+	struct iova_tcache *tc;
 	struct iova_node *n;
 	struct iova_mag *m;
 	uint64_t x;
@@ -466,17 +471,17 @@ static inline __attribute__((always_inline)) int alloc_fast(struct dg_iova_space
 			goto miss;
 		idx += IOVA_ORDERS; /* ZONE_DMA32 */
 	}
-	if (dg_unlikely(!iova_slot_trylock(s, &sl)))
+	if (dg_unlikely(!iova_tc_enter(s, &tc)))
 		goto miss;
-	m = sl->cc[idx].loaded; /* never NULL (iova_mag_init) */
+	m = tc->cc[idx].loaded; /* never NULL (tc_get) */
 	if (dg_unlikely(!m->n)) {
-		dg_spin_unlock(&sl->lock);
+		iova_tc_exit(tc);
 		goto miss;
 	}
 	n = m->e[--m->n];
 	iova_node_set_live(n, 4 * x + IOVA_LIVE(1)); /* IOVA_LIVE(x + 1) in one instruction */
-	sl->hits++;
-	dg_spin_unlock(&sl->lock);
+	tc->hits++;
+	iova_tc_exit(tc);
 	/* the key is the first byte; relaxed: the node is ours (LIVE, set by us) */
 	*iova = atomic_load_explicit(&n->hkey, memory_order_relaxed);
 	if (token)
@@ -542,35 +547,33 @@ static int free_unindexed(struct dg_iova_space *s, uint64_t pfn, uint64_t npfn,
 	return err;
 }
 
-/* Push the CACHED node @n into slot @sl (locked); unlocks it. Without memory for a magazine
+/* Push the CACHED node @n into cache @tc (entered); leaves it. Without memory for a magazine
  * the node goes to the tree. */
-static void push_locked(struct dg_iova_space *s, struct iova_slot *sl, struct iova_node *n)
+static void push_locked(struct dg_iova_space *s, struct iova_tcache *tc, struct iova_node *n)
 {
-	struct iova_mag *m = sl->cc[n->cc_idx].loaded;
+	struct iova_mag *m = tc->cc[n->cc_idx].loaded;
 
 	if (dg_likely(m->n < DG_IOVA_MAG_SIZE)) {
 		m->e[m->n++] = n;
-		dg_spin_unlock(&sl->lock);
+		iova_tc_exit(tc);
 		return;
 	}
-	if (!iova_mag_free_slow(s, sl, n)) { /* unlocks */
-		count_event(&s->st_user_tree_frees);
-		iova_release_cached(s, &n, 1);
-	}
+	iova_mag_free_slow(s, tc, n); /* leaves */
 }
 
 /*
  * Every free that is not a lock-free magazine push: invalid arguments, no magazines, a range
  * that is not cacheable, the index hiding a node from the lock-free lookup, a free that is
- * refused. Under the tree lock the index cannot change, so the lookup is exact and decides;
- * the LIVE -> CACHED transition is then made under this thread's slot lock alone (no spinlock
- * is ever held across the tree mutex), with the compare-exchange against the state word read
- * under the tree lock: if the node changed in between (another free won, or it was even
- * reused: a new generation), the compare-exchange fails and the lookup is made again.
+ * refused. Under the tree lock the index cannot change, so the lookup is exact and decides; the
+ * LIVE -> CACHED transition is then made inside this thread's cache (never held across the tree
+ * mutex; without memory for a cache the node goes straight back to the tree), with the
+ * compare-exchange against the state word read under the tree lock: if the node changed in
+ * between (another free won, or it was even reused: a new generation), the compare-exchange
+ * fails and the lookup is made again.
  */
 static dg_noinline int free_slow(struct dg_iova_space *s, uint64_t iova, uint64_t size)
 {
-	struct iova_slot *sl;
+	struct iova_tcache *tc;
 	struct iova_node *n = NULL;
 	uint64_t pfn, npfn, st;
 	int err;
@@ -590,15 +593,26 @@ static dg_noinline int free_slow(struct dg_iova_space *s, uint64_t iova, uint64_
 			return bad_free(s, -ENOENT);
 		if (IOVA_ST_NPFN(st) != npfn)
 			return bad_free(s, -EINVAL);
-		sl = iova_slot_lock(s);
+		if (!(tc = iova_tc_lock(s))) /* no memory for a cache: straight to the tree */
+			pthread_mutex_lock(&s->tree_lock);
 		/* acq_rel: as in dg_iova_free() */
 		if (atomic_compare_exchange_strong_explicit(
 			    &n->state, &st, (st & ~IOVA_ST_LOW) | IOVA_ST_CACHED,
 			    memory_order_acq_rel, memory_order_relaxed)) {
-			push_locked(s, sl, n); /* unlocks */
+			if (tc) {
+				push_locked(s, tc, n); /* leaves */
+				return 0;
+			}
+			/* under the tree lock, so check() never sees it CACHED out of a magazine */
+			iova_release_cached_locked(s, &n, 1);
+			pthread_mutex_unlock(&s->tree_lock);
+			count_event(&s->st_user_tree_frees);
 			return 0;
 		}
-		dg_spin_unlock(&sl->lock);
+		if (tc)
+			iova_tc_exit(tc);
+		else
+			pthread_mutex_unlock(&s->tree_lock);
 	}
 	err = free_unindexed(s, pfn, npfn, &n);
 	if (!err)
@@ -610,26 +624,23 @@ static dg_noinline int free_slow(struct dg_iova_space *s, uint64_t iova, uint64_
 	return 0;
 }
 
-/* A push into this thread's slot (locked) whose loaded magazine is full. */
-static dg_noinline int free_push_locked_slow(struct dg_iova_space *s, struct iova_slot *sl,
+/* A push into this thread's cache (entered) whose loaded magazine is full. */
+static dg_noinline int free_push_locked_slow(struct dg_iova_space *s, struct iova_tcache *tc,
 					     struct iova_node *n)
 {
-	if (!iova_mag_free_slow(s, sl, n)) { /* unlocks */
-		count_event(&s->st_user_tree_frees);
-		iova_release_cached(s, &n, 1);
-	}
+	iova_mag_free_slow(s, tc, n); /* leaves */
 	return 0;
 }
 
 /*
  * The end of a lock-free free: @n is the indexed node whose key (the first byte) is @iova,
- * its state @st loaded (acquire) before the key was compared, this thread's slot @sl is
- * locked. Check LIVE with this size, flip it to CACHED with one compare-exchange (which fails
+ * its state @st loaded (acquire) before the key was compared, this thread's cache @tc is
+ * entered. Check LIVE with this size, flip it to CACHED with one compare-exchange (which fails
  * if another free won, or if the node was reused since its key was read: the generation
- * changed), push it into the slot. Anything else goes to free_slow(), which decides exactly.
+ * changed), push it into the cache. Anything else goes to free_slow(), which decides exactly.
  */
 static inline __attribute__((always_inline)) int free_found(struct dg_iova_space *s,
-							    struct iova_slot *sl,
+							    struct iova_tcache *tc,
 							    struct iova_node *n, uint64_t st,
 							    uint64_t iova, uint64_t size)
 {
@@ -638,26 +649,25 @@ static inline __attribute__((always_inline)) int free_found(struct dg_iova_space
 	if (dg_unlikely((st & IOVA_ST_LOW) != IOVA_LIVE_SIZE(s, size)))
 		goto slow;
 	/* acq_rel: acquire as the load of @st; release: the state travels with the node to
-	 * the thread that pops it (under the slot lock, iova_node_set_live), and this free is
-	 * the one that won. */
+	 * the thread that pops it (iova_node_set_live), and this free is the one that won. */
 	if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
 		    &n->state, &st, (st & ~IOVA_ST_LOW) | IOVA_ST_CACHED, memory_order_acq_rel,
 		    memory_order_relaxed)))
 		goto slow;
-	m = sl->cc[n->cc_idx].loaded; /* never NULL (iova_mag_init) */
+	m = tc->cc[n->cc_idx].loaded; /* never NULL (tc_get) */
 	if (dg_unlikely(m->n == DG_IOVA_MAG_SIZE))
-		return free_push_locked_slow(s, sl, n);
+		return free_push_locked_slow(s, tc, n);
 	m->e[m->n++] = n;
-	dg_spin_unlock(&sl->lock);
+	iova_tc_exit(tc);
 	return 0;
 slow:
-	dg_spin_unlock(&sl->lock);
+	iova_tc_exit(tc);
 	return free_slow(s, iova, size);
 }
 
 /* dg_iova_free() when the head of the chain is another node or missing: walk on (from @n,
  * which is checked again), and look in the table that drains (if any). */
-static dg_noinline int free_chain(struct dg_iova_space *s, struct iova_slot *sl,
+static dg_noinline int free_chain(struct dg_iova_space *s, struct iova_tcache *tc,
 				  struct iova_node *n, uint64_t iova, uint64_t size)
 {
 	uint64_t st;
@@ -666,53 +676,55 @@ static dg_noinline int free_chain(struct dg_iova_space *s, struct iova_slot *sl,
 	if (atomic_load_explicit(&s->iold, memory_order_relaxed))
 		iova_index_help_drain(s);
 	if (!n) {
-		dg_spin_unlock(&sl->lock);
+		iova_tc_exit(tc);
 		return free_slow(s, iova, size);
 	}
 	/* Acquire pairs with the release stores of LIVE (alloc_tree, iova_node_set_live); the
 	 * key is read again after it, so it is this generation's key (iova_index.c). */
 	st = atomic_load_explicit(&n->state, memory_order_acquire);
 	if (atomic_load_explicit(&n->hkey, memory_order_relaxed) != iova) {
-		dg_spin_unlock(&sl->lock);
+		iova_tc_exit(tc);
 		return free_slow(s, iova, size);
 	}
-	return free_found(s, sl, n, st, iova, size);
+	return free_found(s, tc, n, st, iova, size);
 }
 
-/* dg_iova_free() when this thread's slot is unknown for @s (its first call, or the thread
- * used another space since) or busy: find it and wait for it, then the same lock-free way. */
+/* dg_iova_free() when this thread's cache of @s is not the last one used (or not made yet),
+ * stolen, or entered the fallback way: find it and enter it, then the same lock-free way. */
 static dg_noinline int free_relock(struct dg_iova_space *s, uint64_t iova, uint64_t size)
 {
-	if (!s->mags)
+	struct iova_tcache *tc;
+
+	if (!s->mags || !(tc = iova_tc_lock(s)))
 		return free_slow(s, iova, size);
-	return free_chain(s, iova_slot_lock_slow(s), iova_index_head(s, iova), iova, size);
+	return free_chain(s, tc, iova_index_head(s, iova), iova, size);
 }
 
 /*
- * The magazine push path (most frees), kept short and without a lock but this thread's slot
- * lock: the node is looked up by its first byte in the index without a lock (an unaligned
- * IOVA matches no key), then free_found(). Every other case is a tail call, so the hit path
- * calls nothing and saves no registers.
+ * The magazine push path (most frees), kept short and without a lock (this thread's cache is
+ * entered with a store and a load, iova_tc_enter): the node is looked up by its first byte in
+ * the index without a lock (an unaligned IOVA matches no key), then free_found(). Every other
+ * case is a tail call, so the hit path calls nothing and saves no registers.
  */
 int dg_iova_free(struct dg_iova_space *s, uint64_t iova, uint64_t size)
 {
-	struct iova_slot *sl;
+	struct iova_tcache *tc;
 	struct iova_node *n;
 	uint64_t st;
 
 	/* Without magazines the index is empty (a miss); a size of 0 or above the largest class
 	 * never matches a LIVE state, nor an unaligned IOVA a key: all go to free_slow(). */
-	if (dg_unlikely(!iova_slot_trylock(s, &sl)))
+	if (dg_unlikely(!iova_tc_enter(s, &tc)))
 		return free_relock(s, iova, size);
 	n = iova_index_head(s, iova);
 	if (dg_unlikely(!n)) /* perhaps in the table that drains */
-		return free_chain(s, sl, n, iova, size);
+		return free_chain(s, tc, n, iova, size);
 	/* Acquire pairs with the release stores of LIVE (alloc_tree, iova_node_set_live); the
 	 * key is read after it, so it is this generation's key (iova_index.c). */
 	st = atomic_load_explicit(&n->state, memory_order_acquire);
 	if (dg_unlikely(atomic_load_explicit(&n->hkey, memory_order_relaxed) != iova))
-		return free_chain(s, sl, n, iova, size);
-	return free_found(s, sl, n, st, iova, size);
+		return free_chain(s, tc, n, iova, size);
+	return free_found(s, tc, n, st, iova, size);
 }
 
 /* ---- owned ranges (iova_owned.h) ---- */
@@ -724,17 +736,17 @@ int iova_alloc_owned(struct dg_iova_space *s, uint64_t size, uint64_t limit, uin
 }
 
 /* An owned free that cannot take the short way: the validated public path. */
-static dg_noinline void free_owned_slow(struct dg_iova_space *s, struct iova_slot *sl,
+static dg_noinline void free_owned_slow(struct dg_iova_space *s, struct iova_tcache *tc,
 					const struct iova_owned *r)
 {
-	if (sl)
-		dg_spin_unlock(&sl->lock);
+	if (tc)
+		iova_tc_exit(tc);
 	dg_iova_free(s, r->iova, r->size);
 }
 
 void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsigned int n)
 {
-	struct iova_slot *sl = NULL;
+	struct iova_tcache *tc = NULL;
 
 	for (unsigned int i = 0; i < n; i++) {
 		struct iova_node *x = (struct iova_node *)(uintptr_t)r[i].token;
@@ -749,33 +761,33 @@ void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsign
 		if (dg_unlikely(!x || x->lo != r[i].iova >> s->shift ||
 				(atomic_load_explicit(&x->state, memory_order_relaxed) &
 				 IOVA_ST_LOW) != IOVA_LIVE_SIZE(s, r[i].size))) {
-			free_owned_slow(s, sl, &r[i]);
-			sl = NULL;
+			free_owned_slow(s, tc, &r[i]);
+			tc = NULL;
 			continue;
 		}
-		if (!sl)
-			sl = iova_slot_lock(s);
-		/* Relaxed: the slot lock publishes it to the allocator that pops the node (as in
-		 * dg_iova_free); stored under the slot lock so that dg_iova_check(), which holds
-		 * every slot lock, sees CACHED exactly for the nodes in a magazine. */
+		if (!tc && !iova_tc_enter(s, &tc) && !(tc = iova_tc_lock(s))) {
+			free_owned_slow(s, NULL, &r[i]); /* no memory for a cache */
+			continue;
+		}
+		/* Relaxed: only this thread pops it from its cache (a stealer releases it to the
+		 * tree after its handshake with us, iova_mag.c); stored inside the cache so that
+		 * dg_iova_check(), which steals every cache, sees CACHED exactly for the nodes in
+		 * a magazine. */
 		atomic_store_explicit(&x->state,
 				      (atomic_load_explicit(&x->state, memory_order_relaxed) &
 				       ~IOVA_ST_LOW) |
 					      IOVA_ST_CACHED,
 				      memory_order_relaxed);
-		m = sl->cc[x->cc_idx].loaded;
+		m = tc->cc[x->cc_idx].loaded;
 		if (dg_likely(m->n < DG_IOVA_MAG_SIZE)) {
 			m->e[m->n++] = x;
 			continue;
 		}
-		if (!iova_mag_free_slow(s, sl, x)) { /* unlocks */
-			count_event(&s->st_user_tree_frees);
-			iova_release_cached(s, &x, 1);
-		}
-		sl = NULL;
+		iova_mag_free_slow(s, tc, x); /* leaves */
+		tc = NULL;
 	}
-	if (sl)
-		dg_spin_unlock(&sl->lock);
+	if (tc)
+		iova_tc_exit(tc);
 }
 
 /* ---- find, reserve, caches ---- */
@@ -1060,12 +1072,14 @@ void dg_iova_dump(const struct dg_iova_space *cs, FILE *out)
 	dg_iova_get_stats(s, &st);
 	lock_everything(s);
 	fprintf(out,
-		"iova space [%#llx, %#llx] granule %#llx algo %s magazines %s slots %u zones %u\n",
+		"iova space [%#llx, %#llx] granule %#llx algo %s magazines %s thread caches %llu "
+		"zones %u%s\n",
 		(unsigned long long)(s->start_pfn << s->shift),
 		(unsigned long long)(((s->end_pfn + 1) << s->shift) - 1),
 		(unsigned long long)s->granule,
 		s->algo == DG_IOVA_ALGO_AUGMENTED ? "augmented" : "linux-reference",
-		s->mags ? "on" : "off", s->nslots, s->nzones);
+		s->mags ? "on" : "off", (unsigned long long)s->ntcs, s->nzones,
+		s->memb ? "" : " (no membarrier)");
 	fprintf(out,
 		"  live %llu cached %llu reserved %llu nodes %llu height %u; allocs %llu frees "
 		"%llu hits %llu misses %llu bad_frees %llu failures %llu\n",

@@ -8,7 +8,7 @@
  * node, live or cached, IOVA_INDEXED) is in this index for as long as it is in the tree; its
  * state word says LIVE (with the size asked for) or CACHED. A free finds the node here
  * WITHOUT A LOCK and flips LIVE -> CACHED with one compare-exchange on the state word
- * (dg_iova_free): O(1) expected work, no lock but its own slot's, never the tree.
+ * (dg_iova_free): O(1) expected work, no lock (inside its thread cache), never the tree.
  *
  * Structure: one chained hash table (Fibonacci hashing, the bucket is the top bits of the
  * hash). It doubles when it holds more nodes than buckets; the old table is drained

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * iova/iova_mag.c - per-CPU magazines and the depot in front of the tree.
+ * iova/iova_mag.c - per-thread magazine caches and the depot in front of the tree.
  *
  * Bonwick & Adams, "Magazines and Vmem" (USENIX ATC 2001), as Linux's iova rcache applies it
  * (Peleg et al., ATC'15): a magazine is a stack of DG_IOVA_MAG_SIZE (127) freed ranges of one
- * size class. Each CPU slot has, per size class and zone, a "loaded" magazine that alloc pops
- * and free pushes, and a "previous" one that is always either full or empty:
+ * size class. Each thread cache has, per size class and zone, a "loaded" magazine that alloc
+ * pops and free pushes, and a "previous" one that is always either full or empty:
  *
  *   alloc: loaded non-empty -> pop; else prev full -> swap, pop; else depot has a full one ->
  *          give the empty prev back to the depot, prev = loaded, loaded = the full one, pop;
@@ -14,8 +14,8 @@
  *          full prev (if it has room: otherwise that magazine's ranges go back to the tree),
  *          prev = loaded, loaded = an empty magazine, push.
  *
- * So a CPU goes to the depot at most once per 127 operations, and to the tree only when the
- * depot has nothing for it. Magazines are allocated lazily, per slot and class, on first use.
+ * So a thread goes to the depot at most once per 127 operations, and to the tree only when
+ * the depot has nothing for it.
  *
  * Size classes: every power of two from 1 to 2^DG_IOVA_MAG_MAX_ORDER granules (2 MiB with a 4
  * KiB granule: all NVMe and TSO sizes). A range is cacheable when its length is such a power
@@ -34,12 +34,53 @@
  * which is O(log n) anyway. A 64-bit device never takes a DMA32 range from a cache, which
  * keeps the space 32-bit devices depend on for them.
  *
- * Slots and migration: "per CPU" in user space means the slot of the CPU the thread ran on
- * when it last looked. Each thread remembers its CPU number (sched_getcpu() at its first
- * magazine operation) and trylocks that slot; if the trylock fails (another thread is there:
- * one of them migrated), it re-reads its CPU and waits for that slot's lock. A thread that
- * migrated but meets nobody keeps its old slot, which is as good: nobody else touches it.
- * Correctness never depends on the CPU number - the slot lock protects the slot - only speed.
+ * Thread caches instead of per-CPU slots: user space cannot pin a slot to a CPU, so a per-CPU
+ * slot needs a lock (a trylock per operation: an atomic read-modify-write, ~7 ns here, two per
+ * alloc+free pair). A cache owned by one thread needs none against its owner. What still
+ * needs the cache from other threads - dg_iova_flush_caches() (and the flush-and-retry of an
+ * allocation that found the tree full), dg_iova_destroy(), the cached count of the stats,
+ * dg_iova_check()/dump() and the thread's exit - "steals" it with an asymmetric handshake,
+ * the one sys_membarrier exists for (liburcu's urcu-memb; membarrier(2)):
+ *
+ *   owner (iova_tc_enter)                     stealer (steal_all, registry lock held)
+ *     busy = 1                  (relaxed)       steal |= STEAL            (seq_cst)
+ *     compiler barrier                          membarrier(PRIVATE_EXPEDITED)
+ *     if (steal) { busy = 0; slow path }        while (busy) wait         (acquire)
+ *     pop / push                                take, count or check the magazines
+ *     busy = 0                  (release)       steal &= ~STEAL           (release)
+ *
+ * membarrier() makes every running thread of the process execute a full memory barrier
+ * before it returns, so each side's store comes before its load in one order both agree on:
+ * either the owner's busy = 1 is visible to the stealer (which waits for busy = 0), or the
+ * owner's load of steal comes after the barrier and sees STEAL (and the owner leaves without
+ * touching the cache). The owner pays a plain store and a load; the stealer pays a system
+ * call (microseconds), which is right for operations this rare. An owner that sees STEAL
+ * clears busy and waits for the steal to end, holding no lock (so a stealer never waits for
+ * it), then enters again.
+ *
+ * Without membarrier (ENOSYS, EINVAL: an old kernel, a sandbox; or DG_IOVA_NO_MEMBARRIER=1
+ * in the environment, or iova_mag_force_fallback() in tests) a space's caches carry
+ * IOVA_TC_FALLBACK in their steal word, so the fast path never enters them and iova_tc_lock()
+ * does, with an exchange on busy (seq_cst) and a seq_cst load of steal against the stealer's
+ * seq_cst store and load: Dekker's protocol, one atomic read-modify-write per entry.
+ *
+ * Finding the cache: the thread-local iova_tls remembers the caches of the last IOVA_TLS_WAYS
+ * spaces, by space id; the fast paths check the first only, iova_tc_lock() the others, then
+ * the thread's list of caches (registry lock), and makes a cache if it has none for the space
+ * (with a loaded magazine in every cache of the space's zones, as Linux's rcache init does, so
+ * the hit paths need no test for a missing one).
+ *
+ * Lifetime (the registry lock, one for the process, protects both lists a cache is on: its
+ * space's and its thread's):
+ *  - a thread that exits gives its caches back (a pthread key destructor): full magazines to
+ *    the depot while it has room, every other range to the tree; its counters are kept;
+ *  - dg_iova_destroy() frees the caches of every thread still holding one (the callers'
+ *    contract: no operation on the space runs concurrently), unlinking them from their
+ *    threads' lists; iova_tls entries that still point to them carry the dead space's id,
+ *    which is never matched again;
+ *  - a thread that goes idle without exiting keeps its cached ranges until a flush, like a
+ *    Linux CPU that stops doing DMA keeps its per-CPU magazines; dg_iova_flush_caches()
+ *    (called on -ENOSPC anyway) returns them.
  *
  * Depot trimming: a depot (per class and zone) holds at most DG_IOVA_DEPOT_MAX full
  * magazines; a free that would overflow it sends a magazine's worth of ranges back to the
@@ -49,20 +90,37 @@
  * and frees one spare empty magazine likewise. The DMA layer calls it from its housekeeping
  * tick (Linux's equivalent runs every 100 ms); without calls the depot bound still holds.
  *
- * The hit paths (iova_mag_alloc/iova_mag_free in iova_priv.h, inlined into dg_iova_alloc and
- * dg_iova_free) are: trylock the slot, pop or push, unlock. Everything else is here.
+ * The hit paths (iova_tc_enter in iova_priv.h, inlined into dg_iova_alloc and dg_iova_free)
+ * are: enter the cache, pop or push, leave. Everything else is here.
  *
- * Locking: slot lock, then depot lock (lock order in iova_priv.h). Counters shared with
- * dg_iova_get_stats() are atomics written only by the lock holder (relaxed load + store, no
- * read-modify-write on the fast path) and read relaxed; the number of cached ranges is counted
- * from the magazines under their locks when asked for.
+ * Locking: registry lock, then a thread cache (a stealer's), then the depot lock (lock order
+ * in iova_priv.h); an owner inside its cache takes only depot and tree locks, and one that
+ * waits for a stealer holds none. A cache's hit and miss counters are plain fields written by
+ * the owner inside it and read by dg_iova_get_stats() with the cache stolen (a gone cache's
+ * counts move to the space's st_gone_*); the number of cached ranges is counted from the
+ * magazines with every cache stolen for a moment when asked for.
+ *
+ * Invariants (dg_iova_check() verifies the magazine ones, with the registry lock, every cache
+ * stolen and every depot locked):
+ *  - a thread cache is on exactly its space's list and its thread's list, and has a loaded
+ *    magazine in every class of the space's zones; prev is empty or full;
+ *  - every CACHED node is in exactly one magazine (of a cache or a depot) of its class and
+ *    zone: ranges leave a magazine for the tree while its cache is still held (or under the
+ *    registry lock: flush, trim, thread exit), never after;
+ *  - only the owner enters its cache, and only while no stealer holds it; a stealer holds the
+ *    registry lock, so there is at most one.
  */
 #include "iova/iova_priv.h"
 
+#include "base/clock.h"
+
 #include <errno.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 static struct iova_mag *mag_new(struct dg_iova_space *s)
 {
@@ -73,60 +131,337 @@ static struct iova_mag *mag_new(struct dg_iova_space *s)
 	return m;
 }
 
-_Thread_local struct iova_tls iova_tls __attribute__((tls_model("initial-exec")));
-
-/* The slot is unknown for this space (first use, or the thread used another space since), or
- * its trylock failed (another thread is there: one of them migrated). Only the latter and a
- * thread's first call read the CPU again. */
-struct iova_slot *iova_slot_lock_slow(struct dg_iova_space *s)
+static inline void depot_set_nfull(struct iova_depot *d, uint32_t n)
 {
-	struct iova_slot *sl;
+	d->nfull = n;
+	if (n < d->full_low)
+		d->full_low = n;
+	atomic_store_explicit(&d->nfull_pub, n, memory_order_relaxed);
+}
 
-	if (!iova_tls.cpu || iova_tls.space_id == s->id) {
-		int c = sched_getcpu();
+_Thread_local struct iova_tls iova_tls __attribute__((tls_model("initial-exec")));
+static _Thread_local struct iova_thr iova_thr; /* this thread's caches (registry lock) */
+static _Thread_local bool iova_thr_keyed;      /* the exit destructor is armed */
 
-		iova_tls.cpu = (c < 0 ? 0 : (unsigned int)c) + 1;
+static pthread_mutex_t iova_reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t iova_once = PTHREAD_ONCE_INIT;
+static pthread_key_t iova_key;
+static int iova_init_err;
+static bool iova_memb_ok; /* membarrier registered (set once, before any space exists) */
+
+static void tc_thread_exit(void *arg);
+
+static void global_init(void)
+{
+	const char *env = getenv("DG_IOVA_NO_MEMBARRIER");
+	long q;
+
+	if (pthread_key_create(&iova_key, tc_thread_exit)) {
+		iova_init_err = -EAGAIN;
+		return;
 	}
-	sl = &s->slots[iova_tls.cpu & s->slot_mask];
-	iova_tls.space_id = s->id;
-	iova_tls.slot = sl;
-	dg_spin_lock(&sl->lock);
-	return sl;
+	if (env && *env && strcmp(env, "0") != 0)
+		return;
+	q = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+	if (q < 0 || !(q & MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+		return; /* ENOSYS, EINVAL, or the command missing: the fallback */
+	iova_memb_ok = syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) ==
+		       0;
+}
+
+int iova_mag_global_init(void)
+{
+	pthread_once(&iova_once, global_init);
+	return iova_init_err;
+}
+
+bool iova_mag_memb(void)
+{
+	return iova_memb_ok;
+}
+
+void iova_mag_force_fallback(struct dg_iova_space *s)
+{
+	s->memb = false;
+}
+
+/* A full barrier on every running thread of the process (PRIVATE_EXPEDITED, registered). */
+static void memb_all(void)
+{
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	/* EPERM: not registered. A child of fork() inherits our memory and so iova_memb_ok; the
+	 * kernel here carries the registration over too (test_fork_child_steals), but should one
+	 * not, register and try again. */
+	if (errno == EPERM &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	/* The command cannot fail otherwise once registered (membarrier(2)); if a kernel ever
+	 * made it, there is no safe way on (an owner may be inside its cache): stop. */
+	abort();
+}
+
+static void wait_relax(unsigned int *spins)
+{
+	if (++*spins < 128)
+		dg_cpu_relax();
+	else
+		sched_yield();
+}
+
+/* Registry lock held: take every cache of @s from its owner (see the preamble). */
+static void steal_all(struct dg_iova_space *s)
+{
+	bool memb = false;
+
+	for (struct iova_tcache *tc = s->tcs; tc; tc = tc->snext) {
+		uint32_t w = atomic_load_explicit(&tc->steal, memory_order_relaxed);
+
+		/* seq_cst: the store half of Dekker's pair with an owner's exchange of busy and
+		 * seq_cst load of steal (fallback); with membarrier the barrier below orders it. */
+		atomic_store_explicit(&tc->steal, w | IOVA_TC_STEAL, memory_order_seq_cst);
+		memb |= !(w & IOVA_TC_FALLBACK);
+	}
+	if (memb)
+		memb_all();
+	for (struct iova_tcache *tc = s->tcs; tc; tc = tc->snext) {
+		unsigned int spins = 0;
+
+		/* seq_cst (an acquire): pairs with the owner's release store of busy = 0
+		 * (iova_tc_exit), so all the owner did happens before what we do next; and the
+		 * load half of Dekker's pair (fallback). */
+		while (atomic_load_explicit(&tc->busy, memory_order_seq_cst))
+			wait_relax(&spins);
+	}
+}
+
+/* Give every cache back to its owner (registry lock held). */
+static void unsteal_all(struct dg_iova_space *s)
+{
+	for (struct iova_tcache *tc = s->tcs; tc; tc = tc->snext) {
+		uint32_t w = atomic_load_explicit(&tc->steal, memory_order_relaxed);
+
+		/* Release pairs with the owner's acquire load of steal (iova_tc_enter,
+		 * tc_enter_slow): what we did to the cache happens before the owner's next use. */
+		atomic_store_explicit(&tc->steal, w & ~IOVA_TC_STEAL, memory_order_release);
+	}
+}
+
+/* The owner enters @tc, waiting while a stealer holds it (holding nothing meanwhile). */
+static void tc_enter_slow(struct iova_tcache *tc)
+{
+	for (;;) {
+		uint32_t w = atomic_load_explicit(&tc->steal, memory_order_relaxed);
+		unsigned int spins = 0;
+
+		if (w & IOVA_TC_FALLBACK) {
+			/* seq_cst both: Dekker's pair with steal_all()'s seq_cst store of steal and
+			 * load of busy; one of the two sides sees the other. */
+			atomic_exchange_explicit(&tc->busy, 1, memory_order_seq_cst);
+			w = atomic_load_explicit(&tc->steal, memory_order_seq_cst);
+		} else {
+			atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
+			atomic_signal_fence(memory_order_seq_cst); /* see iova_tc_enter() */
+			/* Acquire pairs with the release store in unsteal_all(). */
+			w = atomic_load_explicit(&tc->steal, memory_order_acquire);
+		}
+		if (!(w & IOVA_TC_STEAL))
+			return;
+		/* Release pairs with the stealer's acquire load of busy (steal_all). */
+		atomic_store_explicit(&tc->busy, 0, memory_order_release);
+		/* Acquire pairs with the release store in unsteal_all(). */
+		while (atomic_load_explicit(&tc->steal, memory_order_acquire) & IOVA_TC_STEAL)
+			wait_relax(&spins);
+	}
+}
+
+/* Free a cache's magazines (registry lock held, the cache out of every list's use). */
+static void tc_free(struct iova_tcache *tc)
+{
+	for (unsigned int k = 0; k < IOVA_CCS; k++) {
+		free(tc->cc[k].loaded);
+		free(tc->cc[k].prev);
+	}
+	free(tc);
+}
+
+/* Unlink @tc from its space's and its thread's lists and keep its counts (registry lock). */
+static void tc_unlink(struct iova_tcache *tc)
+{
+	struct dg_iova_space *s = tc->space;
+
+	atomic_store_explicit(&s->st_gone_hits,
+			      atomic_load_explicit(&s->st_gone_hits, memory_order_relaxed) +
+				      tc->hits,
+			      memory_order_relaxed);
+	atomic_store_explicit(&s->st_gone_misses,
+			      atomic_load_explicit(&s->st_gone_misses, memory_order_relaxed) +
+				      tc->misses,
+			      memory_order_relaxed);
+	if (tc->sprev)
+		tc->sprev->snext = tc->snext;
+	else
+		s->tcs = tc->snext;
+	if (tc->snext)
+		tc->snext->sprev = tc->sprev;
+	s->ntcs--;
+	if (tc->tprev)
+		tc->tprev->tnext = tc->tnext;
+	else
+		tc->thr->head = tc->tnext;
+	if (tc->tnext)
+		tc->tnext->tprev = tc->tprev;
+}
+
+/* This thread's cache of @s from its list, or a new one; NULL without memory. */
+static struct iova_tcache *tc_get(struct dg_iova_space *s)
+{
+	struct iova_tcache *tc;
+
+	pthread_mutex_lock(&iova_reg_lock);
+	for (tc = iova_thr.head; tc; tc = tc->tnext) {
+		if (tc->space_id == s->id)
+			goto out;
+	}
+	if (!iova_thr_keyed) {
+		/* a non-NULL value arms the destructor for this thread */
+		if (pthread_setspecific(iova_key, &iova_thr))
+			goto out; /* tc is NULL: no cache for this thread */
+		iova_thr_keyed = true;
+	}
+	tc = s->fail_alloc && s->fail_alloc(s->fail_arg, sizeof(*tc)) ?
+		     NULL :
+		     aligned_alloc(DG_CACHELINE, dg_align_up(sizeof(*tc), DG_CACHELINE));
+	if (!tc)
+		goto out;
+	memset(tc, 0, sizeof(*tc));
+	for (unsigned int k = 0; k < s->nzones * IOVA_ORDERS; k++) {
+		if (!(tc->cc[k].loaded = mag_new(s))) {
+			tc_free(tc);
+			tc = NULL;
+			goto out;
+		}
+	}
+	atomic_init(&tc->steal, s->memb ? 0 : IOVA_TC_FALLBACK);
+	tc->space = s;
+	tc->space_id = s->id;
+	tc->thr = &iova_thr;
+	tc->snext = s->tcs;
+	if (s->tcs)
+		s->tcs->sprev = tc;
+	s->tcs = tc;
+	s->ntcs++;
+	tc->tnext = iova_thr.head;
+	if (iova_thr.head)
+		iova_thr.head->tprev = tc;
+	iova_thr.head = tc;
+out:
+	pthread_mutex_unlock(&iova_reg_lock);
+	return tc;
+}
+
+struct iova_tcache *iova_tc_lock(struct dg_iova_space *s)
+{
+	struct iova_tcache *tc;
+	unsigned int i;
+
+	for (i = 0; i < IOVA_TLS_WAYS; i++) {
+		if (iova_tls.id[i] == s->id) {
+			tc = iova_tls.tc[i];
+			goto found;
+		}
+	}
+	if (!(tc = tc_get(s)))
+		return NULL;
+	i = IOVA_TLS_WAYS - 1;
+found:
+	for (; i > 0; i--) { /* most recent first */
+		iova_tls.id[i] = iova_tls.id[i - 1];
+		iova_tls.tc[i] = iova_tls.tc[i - 1];
+	}
+	iova_tls.id[0] = s->id;
+	iova_tls.tc[0] = tc;
+	tc_enter_slow(tc);
+	return tc;
+}
+
+/* Thread exit: give every cache of this thread back to its space (see the preamble). */
+static void tc_thread_exit(void *arg)
+{
+	struct iova_thr *thr = arg;
+
+	pthread_mutex_lock(&iova_reg_lock);
+	while (thr->head) {
+		struct iova_tcache *tc = thr->head;
+		struct dg_iova_space *s = tc->space;
+
+		tc_unlink(tc);
+		for (unsigned int k = 0; k < IOVA_CCS; k++) {
+			struct iova_mag *mags[2] = {tc->cc[k].loaded, tc->cc[k].prev};
+			struct iova_depot *d = &s->depot[k];
+
+			for (unsigned int j = 0; j < 2; j++) {
+				struct iova_mag *m = mags[j];
+
+				if (!m)
+					continue;
+				dg_spin_lock(&d->lock);
+				if (m->n == DG_IOVA_MAG_SIZE && d->nfull < DG_IOVA_DEPOT_MAX) {
+					d->full[d->nfull] = m;
+					depot_set_nfull(d, d->nfull + 1);
+					m = NULL;
+				}
+				dg_spin_unlock(&d->lock);
+				if (!m)
+					continue;
+				if (m->n)
+					iova_release_cached(s, m->e, m->n);
+				m->n = 0;
+				dg_spin_lock(&d->lock);
+				if (d->nempty < DG_IOVA_DEPOT_MAX) {
+					d->empty[d->nempty++] = m;
+					m = NULL;
+				}
+				dg_spin_unlock(&d->lock);
+				free(m);
+			}
+			tc->cc[k].loaded = tc->cc[k].prev = NULL;
+		}
+		free(tc);
+	}
+	pthread_mutex_unlock(&iova_reg_lock);
+	memset(&iova_tls, 0, sizeof(iova_tls)); /* the entries point to freed caches */
+	iova_thr_keyed = false;
+}
+
+uint64_t iova_mag_ncaches(struct dg_iova_space *s)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&iova_reg_lock);
+	n = s->ntcs;
+	pthread_mutex_unlock(&iova_reg_lock);
+	return n;
 }
 
 int iova_mag_init(struct dg_iova_space *s)
 {
-	size_t bytes = (size_t)s->nslots * sizeof(struct iova_slot);
-
-	s->slots = aligned_alloc(_Alignof(struct iova_slot), bytes);
-	if (!s->slots)
-		return -ENOMEM;
-	memset(s->slots, 0, bytes);
-	for (unsigned int i = 0; i < s->nslots; i++)
-		dg_spin_init(&s->slots[i].lock);
 	for (unsigned int i = 0; i < IOVA_CCS; i++)
 		dg_spin_init(&s->depot[i].lock);
-	/* Every cache of a zone the space has gets its loaded magazine now (as Linux's rcache
-	 * init does), so the hit paths need no test for a missing one. */
-	for (unsigned int i = 0; s->mags && i < s->nslots; i++) {
-		for (unsigned int k = 0; k < s->nzones * IOVA_ORDERS; k++) {
-			if (!(s->slots[i].cc[k].loaded = mag_new(s)))
-				return -ENOMEM; /* the caller's iova_mag_fini() frees the rest */
-		}
-	}
 	return 0;
 }
 
 void iova_mag_fini(struct dg_iova_space *s)
 {
-	if (!s->slots)
-		return;
-	for (unsigned int i = 0; i < s->nslots; i++) {
-		for (unsigned int k = 0; k < IOVA_CCS; k++) {
-			free(s->slots[i].cc[k].loaded);
-			free(s->slots[i].cc[k].prev);
-		}
+	pthread_mutex_lock(&iova_reg_lock);
+	while (s->tcs) {
+		struct iova_tcache *tc = s->tcs;
+
+		tc_unlink(tc);
+		tc_free(tc);
 	}
+	pthread_mutex_unlock(&iova_reg_lock);
 	for (unsigned int k = 0; k < IOVA_CCS; k++) {
 		struct iova_depot *d = &s->depot[k];
 
@@ -136,8 +471,6 @@ void iova_mag_fini(struct dg_iova_space *s)
 			free(d->empty[i]);
 		d->nfull = d->nempty = 0;
 	}
-	free(s->slots);
-	s->slots = NULL;
 }
 
 /* An empty magazine from the depot's spares or the heap; NULL without memory. */
@@ -155,19 +488,11 @@ static struct iova_mag *get_empty(struct dg_iova_space *s, struct iova_depot *d)
 	return m ? m : mag_new(s);
 }
 
-static inline void depot_set_nfull(struct iova_depot *d, uint32_t n)
-{
-	d->nfull = n;
-	if (n < d->full_low)
-		d->full_low = n;
-	atomic_store_explicit(&d->nfull_pub, n, memory_order_relaxed);
-}
-
-/* Alloc with loaded empty (slot locked; unlocks it). */
-struct iova_node *iova_mag_alloc_slow(struct dg_iova_space *s, struct iova_slot *sl,
+/* Alloc with loaded empty (cache @tc entered; leaves it). */
+struct iova_node *iova_mag_alloc_slow(struct dg_iova_space *s, struct iova_tcache *tc,
 				      unsigned int idx, uint64_t live)
 {
-	struct iova_cpu_cache *cc = &sl->cc[idx];
+	struct iova_cpu_cache *cc = &tc->cc[idx];
 	struct iova_depot *d = &s->depot[idx];
 	struct iova_mag *m, *spare = NULL;
 	struct iova_node *n;
@@ -181,8 +506,8 @@ struct iova_node *iova_mag_alloc_slow(struct dg_iova_space *s, struct iova_slot 
 	dg_spin_lock(&d->lock);
 	if (!d->nfull) {
 		dg_spin_unlock(&d->lock);
-		sl->misses++;
-		dg_spin_unlock(&sl->lock);
+		tc->misses++;
+		iova_tc_exit(tc);
 		return NULL;
 	}
 	m = d->full[d->nfull - 1];
@@ -197,22 +522,22 @@ struct iova_node *iova_mag_alloc_slow(struct dg_iova_space *s, struct iova_slot 
 	cc->prev = cc->loaded;
 	cc->loaded = m;
 pop:
-	sl->hits++;
+	tc->hits++;
 	n = m->e[--m->n];
 	iova_node_set_live(n, live);
-	dg_spin_unlock(&sl->lock);
+	iova_tc_exit(tc);
 	free(spare);
 	return n;
 }
 
-/* Free with loaded full (slot locked; unlocks it). The slot keeps a loaded magazine whatever
- * happens: without memory for an empty one, @n is not cached (false: it goes to the tree). */
-bool iova_mag_free_slow(struct dg_iova_space *s, struct iova_slot *sl, struct iova_node *n)
+/* Free with loaded full (cache @tc entered; leaves it). The cache keeps a loaded magazine
+ * whatever happens: without memory for an empty one, @n goes to the tree. Ranges leave for
+ * the tree before the cache is left, so no stealer (dg_iova_check) ever sees a CACHED range
+ * that is in no magazine. */
+void iova_mag_free_slow(struct dg_iova_space *s, struct iova_tcache *tc, struct iova_node *n)
 {
-	struct iova_cpu_cache *cc = &sl->cc[n->cc_idx];
+	struct iova_cpu_cache *cc = &tc->cc[n->cc_idx];
 	struct iova_depot *d = &s->depot[n->cc_idx];
-	struct iova_node *drain[DG_IOVA_MAG_SIZE];
-	uint32_t ndrain = 0;
 	struct iova_mag *m, *fresh = NULL;
 
 	if (!cc->prev || !cc->prev->n) {
@@ -250,53 +575,47 @@ bool iova_mag_free_slow(struct dg_iova_space *s, struct iova_slot *sl, struct io
 			dg_spin_unlock(&d->lock); /* no memory: @n goes to the tree */
 			m = NULL;
 		} else {
-			dg_spin_unlock(&d->lock);
+			dg_spin_unlock(&d->lock); /* the depot is full: prev's ranges to the tree */
 			m = cc->prev;
-			ndrain = m->n;
-			memcpy(drain, m->e, m->n * sizeof(m->e[0]));
+			iova_release_cached(s, m->e, m->n);
 			m->n = 0;
 			cc->prev = cc->loaded;
 			cc->loaded = m;
 		}
 	}
-	if (m)
+	if (m) {
 		m->e[m->n++] = n;
-	dg_spin_unlock(&sl->lock);
-	free(fresh);
-	if (ndrain)
-		iova_release_cached(s, drain, ndrain);
-	return m != NULL;
-}
-
-/* Empty one magazine of slot @sl into the tree. */
-static void flush_mag(struct dg_iova_space *s, struct iova_slot *sl, struct iova_mag **mp)
-{
-	struct iova_node *buf[DG_IOVA_MAG_SIZE];
-	uint32_t n = 0;
-
-	dg_spin_lock(&sl->lock);
-	if (*mp) {
-		n = (*mp)->n;
-		memcpy(buf, (*mp)->e, n * sizeof(buf[0]));
-		(*mp)->n = 0;
+	} else {
+		atomic_fetch_add_explicit(&s->st_user_tree_frees, 1, memory_order_relaxed);
+		iova_release_cached(s, &n, 1);
 	}
-	dg_spin_unlock(&sl->lock);
-	if (n)
-		iova_release_cached(s, buf, n);
+	iova_tc_exit(tc);
+	free(fresh);
 }
 
 void iova_mag_flush(struct dg_iova_space *s)
 {
 	if (!s->mags)
 		return;
-	for (unsigned int i = 0; i < s->nslots; i++) {
-		struct iova_slot *sl = &s->slots[i];
-
+	/* Every thread cache, stolen: its ranges go to the tree while its owner waits (lock
+	 * order: registry, the caches, the tree). */
+	pthread_mutex_lock(&iova_reg_lock);
+	steal_all(s);
+	for (struct iova_tcache *tc = s->tcs; tc; tc = tc->snext) {
 		for (unsigned int k = 0; k < IOVA_CCS; k++) {
-			flush_mag(s, sl, &sl->cc[k].loaded);
-			flush_mag(s, sl, &sl->cc[k].prev);
+			struct iova_mag *mags[2] = {tc->cc[k].loaded, tc->cc[k].prev};
+
+			for (unsigned int j = 0; j < 2; j++) {
+				if (mags[j] && mags[j]->n) {
+					iova_release_cached(s, mags[j]->e, mags[j]->n);
+					mags[j]->n = 0;
+				}
+			}
 		}
 	}
+	unsteal_all(s);
+	/* The depots, still under the registry lock: a range on its way to the tree is CACHED in
+	 * no magazine, which dg_iova_check() (registry lock) must not see. */
 	for (unsigned int k = 0; k < IOVA_CCS; k++) {
 		struct iova_depot *d = &s->depot[k];
 
@@ -322,12 +641,14 @@ void iova_mag_flush(struct dg_iova_space *s)
 			free(m);
 		}
 	}
+	pthread_mutex_unlock(&iova_reg_lock);
 }
 
 void iova_mag_trim(struct dg_iova_space *s)
 {
 	if (!s->mags)
 		return;
+	pthread_mutex_lock(&iova_reg_lock); /* as in iova_mag_flush() */
 	for (unsigned int k = 0; k < IOVA_CCS; k++) {
 		struct iova_depot *d = &s->depot[k];
 		struct iova_mag *full = NULL, *empty = NULL;
@@ -349,6 +670,7 @@ void iova_mag_trim(struct dg_iova_space *s)
 		}
 		free(empty);
 	}
+	pthread_mutex_unlock(&iova_reg_lock);
 }
 
 uint64_t iova_mag_cached(struct dg_iova_space *s, uint64_t *hits, uint64_t *misses)
@@ -360,17 +682,19 @@ uint64_t iova_mag_cached(struct dg_iova_space *s, uint64_t *hits, uint64_t *miss
 			*hits = *misses = 0;
 		return 0;
 	}
-	for (unsigned int i = 0; i < s->nslots; i++) {
-		struct iova_slot *sl = &s->slots[i];
-
-		dg_spin_lock(&sl->lock);
-		h += sl->hits;
-		m += sl->misses;
+	pthread_mutex_lock(&iova_reg_lock);
+	h = atomic_load_explicit(&s->st_gone_hits, memory_order_relaxed);
+	m = atomic_load_explicit(&s->st_gone_misses, memory_order_relaxed);
+	steal_all(s);
+	for (struct iova_tcache *tc = s->tcs; tc; tc = tc->snext) {
+		h += tc->hits; /* stolen: the owner is out */
+		m += tc->misses;
 		for (unsigned int k = 0; k < IOVA_CCS; k++)
-			c += (sl->cc[k].loaded ? sl->cc[k].loaded->n : 0) +
-			     (sl->cc[k].prev ? sl->cc[k].prev->n : 0);
-		dg_spin_unlock(&sl->lock);
+			c += (tc->cc[k].loaded ? tc->cc[k].loaded->n : 0) +
+			     (tc->cc[k].prev ? tc->cc[k].prev->n : 0);
 	}
+	unsteal_all(s);
+	pthread_mutex_unlock(&iova_reg_lock);
 	for (unsigned int k = 0; k < IOVA_CCS; k++)
 		c += atomic_load_explicit(&s->depot[k].nfull_pub, memory_order_relaxed) *
 		     DG_IOVA_MAG_SIZE;
@@ -383,22 +707,18 @@ uint64_t iova_mag_cached(struct dg_iova_space *s, uint64_t *hits, uint64_t *miss
 
 void iova_mag_lock_all(struct dg_iova_space *s)
 {
-	if (!s->slots)
-		return;
-	for (unsigned int i = 0; i < s->nslots; i++)
-		dg_spin_lock(&s->slots[i].lock);
+	pthread_mutex_lock(&iova_reg_lock);
+	steal_all(s);
 	for (unsigned int k = 0; k < IOVA_CCS; k++)
 		dg_spin_lock(&s->depot[k].lock);
 }
 
 void iova_mag_unlock_all(struct dg_iova_space *s)
 {
-	if (!s->slots)
-		return;
 	for (unsigned int k = IOVA_CCS; k-- > 0;)
 		dg_spin_unlock(&s->depot[k].lock);
-	for (unsigned int i = s->nslots; i-- > 0;)
-		dg_spin_unlock(&s->slots[i].lock);
+	unsteal_all(s);
+	pthread_mutex_unlock(&iova_reg_lock);
 }
 
 static int cmp_ptr(const void *a, const void *b)
@@ -459,20 +779,22 @@ int iova_mag_check(const struct dg_iova_space *s, FILE *why, uint64_t cached_in_
 	}
 	all = malloc(cap * sizeof(*all));
 	MCHECK(all, "no memory to check the caches");
-	for (unsigned int i = 0; i < s->nslots; i++) {
-		const struct iova_slot *sl = &s->slots[i];
+	unsigned int c = 0;
 
+	for (const struct iova_tcache *tc = s->tcs; tc; tc = tc->snext, c++) {
+		MCHECK(tc->space == s && tc->space_id == s->id, "thread cache %u of another space",
+		       c);
 		for (unsigned int k = 0; k < IOVA_CCS; k++) {
-			const struct iova_cpu_cache *cc = &sl->cc[k];
+			const struct iova_cpu_cache *cc = &tc->cc[k];
 
 			MCHECK(cc->loaded || k >= s->nzones * IOVA_ORDERS,
-			       "slot %u: no loaded magazine in cache %u", i, k);
+			       "thread cache %u: no loaded magazine in cache %u", c, k);
 			if (cc->loaded && (err = check_mag(cc->loaded, k, why, all, &nall, cap)))
 				goto out;
 			if (cc->prev) {
 				MCHECK(cc->prev->n == 0 || cc->prev->n == DG_IOVA_MAG_SIZE,
-				       "slot %u: prev magazine neither empty nor full (%u)", i,
-				       cc->prev->n);
+				       "thread cache %u: prev magazine neither empty nor full (%u)",
+				       c, cc->prev->n);
 				if ((err = check_mag(cc->prev, k, why, all, &nall, cap)))
 					goto out;
 			}
@@ -513,19 +835,19 @@ void iova_mag_dump(const struct dg_iova_space *s, FILE *out)
 	}
 	for (unsigned int k = 0; k < IOVA_CCS; k++) {
 		const struct iova_depot *d = &s->depot[k];
-		uint64_t inslots = 0;
+		uint64_t incaches = 0;
 
-		for (unsigned int i = 0; i < s->nslots; i++) {
-			const struct iova_cpu_cache *cc = &s->slots[i].cc[k];
+		for (const struct iova_tcache *tc = s->tcs; tc; tc = tc->snext) {
+			const struct iova_cpu_cache *cc = &tc->cc[k];
 
-			inslots += (cc->loaded ? cc->loaded->n : 0) + (cc->prev ? cc->prev->n : 0);
+			incaches += (cc->loaded ? cc->loaded->n : 0) + (cc->prev ? cc->prev->n : 0);
 		}
-		if (!inslots && !d->nfull && !d->nempty)
+		if (!incaches && !d->nfull && !d->nempty)
 			continue;
 		fprintf(out,
-			"  zone %s order %2u: %llu in slots, depot %u full %u empty (low %u/%u)\n",
+			"  zone %s order %2u: %llu in thread caches, depot %u full %u empty (low %u/%u)\n",
 			k / IOVA_ORDERS == IOVA_ZONE_FULL ? "full " : "dma32", k % IOVA_ORDERS,
-			(unsigned long long)inslots, d->nfull, d->nempty, d->full_low,
+			(unsigned long long)incaches, d->nfull, d->nempty, d->full_low,
 			d->empty_low);
 	}
 }

@@ -6,10 +6,10 @@
  * and a compare-exchange, iova_index.c): no caller mistake can push a range into a magazine
  * twice. The DMA layer does not need that check: its map record (src/dma/map_record.c)
  * already proves that the range is live and that this thread won the one claim that may free
- * it. So it keeps
- * the token iova_alloc_owned() hands out (the allocator's node) in the record, and gives
- * ranges back with iova_free_owned(), which skips the index and pushes a whole batch into
- * this thread's magazines under one slot lock (the batch end of dg_dma_batch_end()).
+ * it. So it keeps the token iova_alloc_owned() hands out (the allocator's node) in the
+ * record, and gives ranges back with iova_free_owned(), which skips the index and pushes a
+ * whole batch into this thread's magazines inside one entry of its thread cache (the batch
+ * end of dg_dma_batch_end()): with membarrier, no atomic read-modify-write at all.
  *
  * The token is checked on its face (the node starts at the IOVA and is LIVE with this size);
  * anything else, and a token of 0 (the range came from the tree, not a magazine), takes the

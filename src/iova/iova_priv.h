@@ -6,12 +6,13 @@
  *   iova_tree.c    the augmented AVL tree of ranges (the only record of what is taken)
  *   iova_index.c   the live-range index: first byte -> node, read without a lock, so a free
  *                  is validated in O(1)
- *   iova_mag.c     per-CPU magazines and the depot in front of the tree
+ *   iova_mag.c     per-thread magazine caches and the depot in front of the tree
  *   iova_linux.c   the Linux 6.1 reference search (cached node, linear walk)
  *   iova.c         the public API: argument checks, dispatch, stats, check and dump
  *
  * Lock order (a thread holding one may take only those to its right):
- *   slot lock -> depot lock -> tree lock
+ *   registry lock -> thread cache (stealer's steal, or owner's busy) -> depot lock -> tree lock
+ * An owner waiting for a stealer to finish holds nothing of these (iova_mag.c).
  * The live-range index has no lock: it changes only under the tree lock and is read without
  * one (iova_index.c). Tree nodes of allocations are never freed before the space is (they go
  * to a free list and are reused), so a lock-free reader never touches freed memory.
@@ -23,6 +24,8 @@
 
 #include "base/compiler.h"
 #include "base/spinlock.h"
+
+#include <stdio.h>
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -52,11 +55,11 @@ enum iova_kind {
  * new incarnation for the one it looked up: its compare-exchange expects the old gen.
  * Transitions of an indexed node:
  *   -> LIVE     by the tree allocator (tree lock), release store: publishes the node;
- *   LIVE -> CACHED   by a free (any thread, under its slot lock), compare-exchange
+ *   LIVE -> CACHED   by a free (any thread, inside its thread cache), compare-exchange
  *               (acq_rel): exactly one of two racing frees wins, the other is refused;
- *               by an owned free (iova_owned.h), a store under the slot lock;
- *   CACHED -> LIVE   by the thread that popped the node from a magazine, under the slot
- *               lock it popped it with (release store: the new owner may hand the IOVA to
+ *               by an owned free (iova_owned.h), a store inside the thread cache;
+ *   CACHED -> LIVE   by the thread that popped the node from a magazine, inside the thread
+ *               cache it popped it from (release store: the new owner may hand the IOVA to
  *               another thread, whose free must see LIVE);
  *   CACHED -> 0      by the release to the tree (tree lock), after the node left every
  *               magazine.
@@ -121,21 +124,40 @@ struct iova_mag {
 };
 
 struct iova_cpu_cache {
-	struct iova_mag *loaded; /* pop/push here first (slot lock); never NULL in a zone the
-				    space has (iova_mag_init) */
-	struct iova_mag *prev;	 /* always empty or full (slot lock) */
+	struct iova_mag *loaded; /* pop/push here first (owner); never NULL in a zone the space
+				    has (iova_tc_create) */
+	struct iova_mag *prev;	 /* always empty or full (owner) */
 };
 
-#define IOVA_CCS (IOVA_ZONES * IOVA_ORDERS) /* caches per slot: zone * IOVA_ORDERS + order */
+#define IOVA_CCS (IOVA_ZONES * IOVA_ORDERS) /* caches per thread cache: zone * ORDERS + order */
 
-/* A power of two in size, so that indexing the slots is a shift. */
-struct iova_slot {
-	struct dg_spinlock lock;
-	uint64_t hits;	 /* allocations served here (slot lock) */
-	uint64_t misses; /* cacheable allocations sent to the tree (slot lock) */
+/* steal word of a thread cache (see iova_mag.c, "Owner and stealers") */
+#define IOVA_TC_STEAL	 1u /* a stealer holds the cache (registry lock held) */
+#define IOVA_TC_FALLBACK 2u /* no membarrier: the owner enters with an exchange (slow path) */
+
+/*
+ * A thread's cache for one space (iova_mag.c): what a per-CPU slot was, owned by one thread.
+ * The owner touches cc[] and its counters only between iova_tc_enter()/iova_tc_lock() and
+ * iova_tc_exit() (busy = 1); a stealer only while it holds steal with busy seen 0.
+ */
+struct iova_tcache {
+	_Atomic uint32_t busy;	/* 1 while the owner touches the cache (owner writes) */
+	_Atomic uint32_t steal; /* IOVA_TC_STEAL (stealers, registry lock) | FALLBACK */
+	uint64_t hits;		/* allocations served here (inside the cache: owner, stealer) */
+	uint64_t misses;	/* cacheable allocations sent to the tree (ditto) */
 	struct iova_cpu_cache cc[IOVA_CCS];
-} dg_aligned(512);
-_Static_assert(sizeof(struct iova_slot) == 512, "slot size: a power of two");
+	/* registry links (iova_reg_lock) */
+	struct dg_iova_space *space;	   /* the space (fixed while linked) */
+	uint64_t space_id;		   /* its id (fixed) */
+	struct iova_tcache *snext, *sprev; /* the space's list */
+	struct iova_tcache *tnext, *tprev; /* the owner thread's list */
+	struct iova_thr *thr;		   /* the owner thread's list head */
+} dg_cacheline;
+
+/* A thread's registered caches (its thread-local record; registry lock). */
+struct iova_thr {
+	struct iova_tcache *head;
+};
 
 struct iova_depot {
 	struct dg_spinlock lock;
@@ -170,8 +192,7 @@ struct dg_iova_space {
 	uint64_t full_limit;	/* limits at or above this (the last byte) use ZONE_FULL */
 	uint64_t dma32_limit;	/* ... else at or above this (4 GiB - 1) ZONE_DMA32 */
 	unsigned int nzones;	/* 2 when the space reaches above 4 GiB, else 1 */
-	unsigned int nslots;	/* a power of two */
-	uint64_t slot_mask;	/* nslots - 1 */
+	bool memb;		/* owners enter without an RMW (membarrier registered) */
 	uint64_t id;		/* unique among the process's spaces, never 0 (iova_tls) */
 
 	/* the tree and what the tree lock protects */
@@ -197,7 +218,10 @@ struct dg_iova_space {
 	struct iova_node *free_nodes;	  /* recycled ALLOC nodes, linked by left (tree lock) */
 	uint64_t nfree_nodes;		  /* ... how many */
 
-	struct iova_slot *slots; /* nslots, NULL without magazines */
+	/* thread caches (iova_mag.c): the list and the counts of caches gone (registry lock) */
+	struct iova_tcache *tcs;
+	uint64_t ntcs;
+	_Atomic uint64_t st_gone_hits, st_gone_misses;
 	struct iova_depot depot[IOVA_CCS];
 
 	/* fault injection for tests: returns true to make an allocation of @size fail */
@@ -216,6 +240,8 @@ void iova_tree_op_begin(struct dg_iova_space *s);
 void iova_tree_op_end(struct dg_iova_space *s);
 /* Return @n CACHED nodes (already out of every magazine) to the tree. Takes the tree lock. */
 void iova_release_cached(struct dg_iova_space *s, struct iova_node **nodes, unsigned int n);
+/* The same with the tree lock held. */
+void iova_release_cached_locked(struct dg_iova_space *s, struct iova_node **nodes, unsigned int n);
 
 /* ---- iova_tree.c (caller holds the tree lock) ---- */
 void iova_tree_init(struct iova_tree *t, uint64_t start_pfn, struct iova_node *anchor,
@@ -276,7 +302,7 @@ static inline struct iova_node *iova_index_head(struct dg_iova_space *s, uint64_
 int iova_index_init(struct dg_iova_space *s);
 void iova_index_fini(struct dg_iova_space *s);
 /* A lock-free lookup had to look in the draining table: drain some more of it if the tree lock
- * is free (trylock; lock order allows a slot lock held). */
+ * is free (trylock; lock order allows a thread cache held). */
 void iova_index_help_drain(struct dg_iova_space *s);
 /* Exact lookup; caller holds the tree lock. */
 struct iova_node *iova_index_lookup_locked(const struct dg_iova_space *s, uint64_t key);
@@ -289,40 +315,57 @@ int iova_index_check(const struct dg_iova_space *s, FILE *why);
 
 /* ---- iova_mag.c ---- */
 /*
- * This thread's slot (see iova_mag.c, "Slots and migration"): the space it was last used
- * with (by id: a space at a reused address has another id), that space's slot, and the CPU
- * the slot was chosen for + 1 (0: not yet known).
+ * This thread's caches (see iova_mag.c, "Finding the cache"): the last IOVA_TLS_WAYS spaces
+ * it used, by id (a space at a reused address has another id), most recent first. Entries
+ * are hints: an entry of a destroyed space is never matched again (ids are not reused).
  */
+#define IOVA_TLS_WAYS 4
 struct iova_tls {
-	uint64_t space_id;
-	struct iova_slot *slot;
-	unsigned int cpu;
+	uint64_t id[IOVA_TLS_WAYS];
+	struct iova_tcache *tc[IOVA_TLS_WAYS];
 };
 extern _Thread_local struct iova_tls iova_tls __attribute__((tls_model("initial-exec")));
 
-struct iova_slot *iova_slot_lock_slow(struct dg_iova_space *s);
-struct iova_node *iova_mag_alloc_slow(struct dg_iova_space *s, struct iova_slot *sl,
+/* This thread's cache of @s, entered (iova_tc_exit() ends it): found or made, waiting while a
+ * stealer holds it. NULL when there is no memory for a cache (the caller uses the tree). */
+struct iova_tcache *iova_tc_lock(struct dg_iova_space *s);
+struct iova_node *iova_mag_alloc_slow(struct dg_iova_space *s, struct iova_tcache *tc,
 				      unsigned int idx, uint64_t live);
-bool iova_mag_free_slow(struct dg_iova_space *s, struct iova_slot *sl, struct iova_node *n);
+void iova_mag_free_slow(struct dg_iova_space *s, struct iova_tcache *tc, struct iova_node *n);
 
-/* Trylock this thread's slot of @s into *slp: false if it is not known or not free. */
-static inline bool iova_slot_trylock(struct dg_iova_space *s, struct iova_slot **slp)
+/*
+ * Enter this thread's cache of @s on the fast path: false (nothing changed, nothing held) if
+ * it is not the most recent one, or a stealer holds it, or the space runs without
+ * membarrier (IOVA_TC_FALLBACK: iova_tc_lock() enters with an exchange). No atomic
+ * read-modify-write: busy = 1 (relaxed), a compiler barrier, then the steal word; the
+ * stealer's membarrier() makes the two sides' store-then-load pairs exclusive (iova_mag.c).
+ */
+static inline bool iova_tc_enter(struct dg_iova_space *s, struct iova_tcache **tcp)
 {
-	struct iova_slot *sl = iova_tls.slot;
+	struct iova_tcache *tc = iova_tls.tc[0];
 
-	*slp = sl;
-	return dg_likely(iova_tls.space_id == s->id) && dg_likely(dg_spin_trylock(&sl->lock));
+	*tcp = tc;
+	if (dg_unlikely(iova_tls.id[0] != s->id))
+		return false;
+	atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst); /* the kernel's barrier stands in (membarrier) */
+	/* Acquire pairs with the release store of the steal word in iova_tc_unsteal(). */
+	if (dg_likely(!atomic_load_explicit(&tc->steal, memory_order_acquire)))
+		return true;
+	/* Release pairs with the stealer's acquire load of busy (iova_tc_steal_wait). */
+	atomic_store_explicit(&tc->busy, 0, memory_order_release);
+	return false;
 }
 
-/* Lock this thread's slot. */
-static inline struct iova_slot *iova_slot_lock(struct dg_iova_space *s)
+/* Leave the cache: a stealer may take it from now on. */
+static inline void iova_tc_exit(struct iova_tcache *tc)
 {
-	struct iova_slot *sl;
-
-	return dg_likely(iova_slot_trylock(s, &sl)) ? sl : iova_slot_lock_slow(s);
+	/* Release pairs with the stealer's acquire load of busy (iova_tc_steal_wait): all the
+	 * owner did to the cache happens before the stealer touches it. */
+	atomic_store_explicit(&tc->busy, 0, memory_order_release);
 }
 
-/* A node popped from a magazine of slot @sl (locked) becomes LIVE with low state @live. */
+/* A node popped from a magazine of cache @tc (entered) becomes LIVE with low state @live. */
 static inline void iova_node_set_live(struct iova_node *n, uint64_t live)
 {
 	uint64_t st = atomic_load_explicit(&n->state, memory_order_relaxed); /* CACHED, ours */
@@ -337,28 +380,39 @@ static inline void iova_node_set_live(struct iova_node *n, uint64_t live)
 static inline struct iova_node *iova_mag_alloc(struct dg_iova_space *s, unsigned int idx,
 					       uint64_t live)
 {
-	struct iova_slot *sl = iova_slot_lock(s);
-	struct iova_mag *m = sl->cc[idx].loaded;
+	struct iova_tcache *tc = iova_tc_lock(s);
+	struct iova_mag *m;
 	struct iova_node *n;
 
+	if (dg_unlikely(!tc))
+		return NULL;
+	m = tc->cc[idx].loaded;
 	if (dg_likely(m->n)) {
 		n = m->e[--m->n];
 		iova_node_set_live(n, live);
-		sl->hits++;
-		dg_spin_unlock(&sl->lock);
+		tc->hits++;
+		iova_tc_exit(tc);
 		return n;
 	}
-	return iova_mag_alloc_slow(s, sl, idx, live); /* unlocks */
+	return iova_mag_alloc_slow(s, tc, idx, live); /* exits */
 }
 
+/* Process-wide setup (membarrier registration, the thread-exit key); 0 or -errno. */
+int iova_mag_global_init(void);
+/* Membarrier is registered for the process (after iova_mag_global_init()). */
+bool iova_mag_memb(void);
+/* Test hook: make @s (new, never used) run without membarrier (the exchange fallback). */
+void iova_mag_force_fallback(struct dg_iova_space *s);
+/* Thread caches registered with @s (registry lock). */
+uint64_t iova_mag_ncaches(struct dg_iova_space *s);
 int iova_mag_init(struct dg_iova_space *s);
 void iova_mag_fini(struct dg_iova_space *s);
 void iova_mag_flush(struct dg_iova_space *s);
 void iova_mag_trim(struct dg_iova_space *s);
-/* Ranges cached in magazines and depots, and the slots' hit and miss counts (takes the slot
- * locks one at a time); hits and misses may be NULL. */
+/* Ranges cached in magazines and depots, and the caches' hit and miss counts (steals every
+ * thread cache for a moment); hits and misses may be NULL. */
 uint64_t iova_mag_cached(struct dg_iova_space *s, uint64_t *hits, uint64_t *misses);
-/* Lock every slot and depot (in lock order) / unlock them. */
+/* Take every thread cache (registry lock, steal) and lock every depot / give them back. */
 void iova_mag_lock_all(struct dg_iova_space *s);
 void iova_mag_unlock_all(struct dg_iova_space *s);
 /* With everything locked: validate magazine contents against the tree. */

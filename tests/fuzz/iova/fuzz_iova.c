@@ -4,7 +4,7 @@
  * (tests/unit/iova/iova_model.h).
  *
  * Input: byte 0 picks the variant (augmented with magazines, without, Linux reference) and
- * the number of magazine slots; then 4-byte operations {op, a, b, c}: alloc (size a, limit
+ * whether the thread caches run the no-membarrier fallback (bit 4); then 4-byte operations {op, a, b, c}: alloc (size a, limit
  * chosen by b, alignment and prefer32 by c), free of a live range (index a; a wrong size when
  * c says so), free of an arbitrary address, reserve, find, flush, trim. Every allocation must
  * be aligned, below its limit and free in the model; without magazines the augmented tree must
@@ -15,6 +15,7 @@
 #include <dmaguard/iova.h>
 
 #include "../../unit/iova/iova_model.h"
+#include "iova/iova_priv.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -56,12 +57,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		.granule = G,
 		.algo = variant == 2 ? DG_IOVA_ALGO_LINUX_REFERENCE : DG_IOVA_ALGO_AUGMENTED,
 		.flags = flags_of[variant],
-		.ncpus = 1 + (data[0] >> 4) % 3,
 	};
 	struct dg_iova_space *s = dg_iova_create(&cfg);
 	bool augmented = variant != 2, exact = variant == 1;
 
 	REQUIRE(s);
+	if (data[0] & 16)
+		iova_mag_force_fallback(s);
 	model_init(&m, 0, NG - 1);
 	model_add(&m, 0, 1, 0);
 	for (size_t off = 1; off + 4 <= size; off += 4) {

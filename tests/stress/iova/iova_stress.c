@@ -8,20 +8,22 @@
  * one space with magazines. A shared ownership bitmap over every granule catches a range that
  * is handed out twice: each allocation sets its granules with atomic fetch_or and must find
  * them clear. A third of the frees happen on another thread (a hand-off queue), so ranges
- * move between CPU slots; threads also re-free what they just freed (must fail), look ranges
- * up, and one thread flushes and trims the caches now and then. The run is repeated with one
- * magazine slot for all threads (every operation contends on the same slot lock) and with a
- * slot per CPU. At the end everything is freed, dg_iova_check() must pass and no range may be
- * live.
+ * move between thread caches; threads also re-free what they just freed (must fail), look
+ * ranges up, and one thread flushes and trims the caches now and then (stealing the others'
+ * caches). The run is repeated with the caches entered by membarrier's handshake and by the
+ * exchange fallback (iova_mag.c). At the end everything is freed, dg_iova_check() must pass
+ * and no range may be live.
  *
  * Then the racing frees: every thread frees the same batch of ranges at the same moment (each
- * in another order, after a barrier), many rounds. A free takes no lock but its slot's: each
- * range must be freed exactly once, every other free must fail with -ENOENT (the range is
- * cached, or back in the tree), and the space must pass dg_iova_check() after every round. Between rounds one thread flushes the caches now and
- * then, so nodes go back to the tree and are reused for other ranges (new generations) while
- * stale lookups of them may still be in flight.
+ * in another order, after a barrier), many rounds. A free takes no lock: each range must be
+ * freed exactly once, every other free must fail with -ENOENT (the range is cached, or back in
+ * the tree), and the space must pass dg_iova_check() after every round. Between rounds one
+ * thread flushes the caches now and then, so nodes go back to the tree and are reused for other
+ * ranges (new generations) while stale lookups of them may still be in flight.
  */
 #include <dmaguard/iova.h>
+
+#include "iova/iova_priv.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -186,9 +188,9 @@ static void *worker(void *arg)
 	return NULL;
 }
 
-static int run(unsigned int nthreads, unsigned int ncpus)
+static int run(unsigned int nthreads, bool fallback)
 {
-	struct dg_iova_config cfg = {.start = 0, .end = NG * G - 1, .granule = G, .ncpus = ncpus};
+	struct dg_iova_config cfg = {.start = 0, .end = NG * G - 1, .granule = G};
 	pthread_t th[64];
 	struct dg_iova_stats st;
 
@@ -197,6 +199,8 @@ static int run(unsigned int nthreads, unsigned int ncpus)
 		perror("dg_iova_create");
 		return 1;
 	}
+	if (fallback)
+		iova_mag_force_fallback(space);
 	for (unsigned int i = 0; i < nthreads; i++)
 		pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i);
 	for (unsigned int i = 0; i < nthreads; i++)
@@ -211,11 +215,12 @@ static int run(unsigned int nthreads, unsigned int ncpus)
 	for (size_t i = 0; i < NG / 64; i++)
 		if (atomic_load(&owner[i]))
 			FAIL("ownership bitmap not empty");
-	printf("stress_iova: %u threads, %u slots: %llu allocs (%llu from magazines), %llu frees, "
+	printf("stress_iova: %u threads, %s: %llu allocs (%llu from magazines), %llu frees, "
 	       "%llu bad frees, %llu flushes, max %llu nodes/op\n",
-	       nthreads, ncpus, (unsigned long long)st.allocs, (unsigned long long)st.magazine_hits,
-	       (unsigned long long)st.frees, (unsigned long long)st.bad_frees,
-	       (unsigned long long)st.cache_flushes, (unsigned long long)st.max_op_nodes_visited);
+	       nthreads, fallback ? "fallback" : "membarrier", (unsigned long long)st.allocs,
+	       (unsigned long long)st.magazine_hits, (unsigned long long)st.frees,
+	       (unsigned long long)st.bad_frees, (unsigned long long)st.cache_flushes,
+	       (unsigned long long)st.max_op_nodes_visited);
 	dg_iova_destroy(space);
 	return atomic_load(&failed);
 }
@@ -274,15 +279,17 @@ static void *race_worker(void *arg)
 	return NULL;
 }
 
-static int race(unsigned int nthreads, unsigned int ncpus)
+static int race(unsigned int nthreads, bool fallback)
 {
-	struct dg_iova_config cfg = {.start = 0, .end = NG * G - 1, .granule = G, .ncpus = ncpus};
+	struct dg_iova_config cfg = {.start = 0, .end = NG * G - 1, .granule = G};
 	pthread_t th[64];
 	struct dg_iova_stats st;
 
 	space = dg_iova_create(&cfg);
 	if (!space)
 		return 1;
+	if (fallback)
+		iova_mag_force_fallback(space);
 	race_threads = nthreads < 2 ? 2 : nthreads;
 	race_rounds = iterations / 500 + 1;
 	pthread_barrier_init(&race_bar, NULL, race_threads);
@@ -295,9 +302,10 @@ static int race(unsigned int nthreads, unsigned int ncpus)
 	if (st.live_ranges || st.bad_frees != (uint64_t)(race_threads - 1) * RACE_N * race_rounds)
 		FAIL("racing frees: %llu live, %llu bad frees", (unsigned long long)st.live_ranges,
 		     (unsigned long long)st.bad_frees);
-	printf("stress_iova: racing frees, %u threads, %u slots: %u rounds of %u ranges, %llu "
+	printf("stress_iova: racing frees, %u threads, %s: %u rounds of %u ranges, %llu "
 	       "refused\n",
-	       race_threads, ncpus, race_rounds, RACE_N, (unsigned long long)st.bad_frees);
+	       race_threads, fallback ? "fallback" : "membarrier", race_rounds, RACE_N,
+	       (unsigned long long)st.bad_frees);
 	dg_iova_destroy(space);
 	return atomic_load(&failed);
 }
@@ -311,7 +319,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: stress_iova THREADS(1..64) ITERATIONS\n");
 		return 2;
 	}
-	if (run(nthreads, 1) || run(nthreads, 0) || race(nthreads, 1) || race(nthreads, 0))
+	if (run(nthreads, false) || run(nthreads, true) || race(nthreads, false) ||
+	    race(nthreads, true))
 		return 1;
 	return 0;
 }

@@ -577,6 +577,57 @@ static void test_sg_pages(void **state)
  * came in, so the next maps get them ascending: a ring's buffers keep neighbouring IOVAs and
  * share page-table cache lines (docs/bench.md). Given back in unmap order, the order decays.
  */
+static int cmp_desc(const void *a, const void *b)
+{
+	const struct iova_owned *x = a, *y = b;
+
+	return x->iova < y->iova ? 1 : x->iova > y->iova ? -1 : 0;
+}
+
+/* dma_order_frees against qsort: runs up and down, random, every length up to the maximum. */
+static void test_order_frees_model(void **state)
+{
+	static struct iova_owned a[DG_DMA_BATCH_MAX], want[DG_DMA_BATCH_MAX];
+	uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+	(void)state;
+	for (unsigned int round = 0; round < 2000; round++) {
+		uint32_t n = round % (DG_DMA_BATCH_MAX + 1), pattern = round % 5;
+		uint32_t runs = 1 + round % 7;
+
+		for (uint32_t i = 0; i < n; i++) {
+			rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+			uint64_t v;
+
+			switch (pattern) {
+			case 0: /* ascending */
+				v = i;
+				break;
+			case 1: /* descending */
+				v = n - i;
+				break;
+			case 2: /* a few ascending runs (a ring's wrap, rx then tx) */
+				v = (uint64_t)(i % runs) * 100000 + i;
+				break;
+			case 3: /* runs both ways */
+				v = (i / 16) % 2 ? (uint64_t)(1000 - i) * 7 : (uint64_t)i * 13 + 5;
+				break;
+			default: /* random */
+				v = rng >> 20;
+			}
+			a[i] = (struct iova_owned){
+				.iova = (v * 64 + i) << 12, .size = 4096, .token = v ^ i};
+		}
+		memcpy(want, a, n * sizeof(*a));
+		qsort(want, n, sizeof(*want), cmp_desc);
+		dma_order_frees(a, n);
+		for (uint32_t i = 0; i < n; i++) {
+			assert_int_equal(a[i].iova, want[i].iova);
+			assert_int_equal(a[i].token, want[i].token); /* moved with its range */
+		}
+	}
+}
+
 static void test_iova_order(void **state)
 {
 	uint8_t *buf = page_alloc(64 * 4096);
@@ -1004,14 +1055,15 @@ static void test_two_step(void **state)
 
 static void test_batch(void **state)
 {
-	uint8_t *buf = page_alloc(100 * 4096), got[8];
+	enum { NB = DG_DMA_BATCH_MAX + 36 }; /* ent[] fills up once */
+	uint8_t *buf = page_alloc(NB * 4096), got[8];
 	struct dg_dma_batch b;
-	uint64_t dma[100];
+	uint64_t dma[NB];
 	struct t t;
 
 	(void)state;
 	setup_dev(&t, DG_DMA_STRICT, NULL);
-	for (unsigned int i = 0; i < 100; i++) {
+	for (unsigned int i = 0; i < NB; i++) {
 		assert_int_equal(dg_dma_map_single(t.dd, buf + i * 4096 + 64, 1500,
 						   DG_DMA_FROM_DEVICE, 0, &dma[i]),
 				 0);
@@ -1019,18 +1071,18 @@ static void test_batch(void **state)
 	}
 	struct dg_dma_stats s0 = stats(t.dd);
 	dg_dma_batch_begin(t.dd, &b);
-	for (unsigned int i = 0; i < 100; i++)
+	for (unsigned int i = 0; i < NB; i++)
 		assert_int_equal(dg_dma_unmap_single(t.dd, dma[i], 1500, DG_DMA_FROM_DEVICE, 0, &b),
 				 0);
 	/* an error inside a batch changes nothing */
 	assert_int_equal(dg_dma_unmap_single(t.dd, dma[3], 1500, DG_DMA_FROM_DEVICE, 0, &b),
 			 -ENOENT);
-	assert_int_equal(b.flushes, 1); /* ent[] filled up once (64) */
+	assert_int_equal(b.flushes, 1); /* ent[] filled up once */
 	assert_int_equal(dg_dma_batch_end(&b), 0);
 	struct dg_dma_stats s1 = stats(t.dd);
 	assert_int_equal(s1.inval_waits - s0.inval_waits, 2);
 	assert_int_equal(s1.batches - s0.batches, 1);
-	for (unsigned int i = 0; i < 100; i++)
+	for (unsigned int i = 0; i < NB; i++)
 		assert_int_equal(dg_dev_read(t.dev, dma[i], got, 1), -EFAULT);
 	assert_int_equal(s1.live, 0);
 	/* an empty batch is fine */
@@ -1038,19 +1090,59 @@ static void test_batch(void **state)
 	assert_int_equal(dg_dma_batch_end(&b), 0);
 	assert_int_equal(dg_dma_batch_end(NULL), -EINVAL);
 
+	/*
+	 * Submitted early: the pages are gone from the table at once, the IOVAs stay the
+	 * batch's (maps meanwhile get others), unmaps after the submit join the same end, and
+	 * the end waits once for everything.
+	 */
+	for (unsigned int i = 0; i < 8; i++)
+		assert_int_equal(dg_dma_map_single(t.dd, buf + i * 4096 + 64, 1500,
+						   DG_DMA_FROM_DEVICE, 0, &dma[i]),
+				 0);
+	s0 = stats(t.dd);
+	dg_dma_batch_begin(t.dd, &b);
+	for (unsigned int i = 0; i < 4; i++)
+		assert_int_equal(dg_dma_unmap_single(t.dd, dma[i], 1500, DG_DMA_FROM_DEVICE, 0, &b),
+				 0);
+	assert_int_equal(dg_dma_batch_submit(&b), 0);
+	assert_int_equal(dg_dma_batch_submit(&b), 0); /* nothing new: nothing submitted */
+	for (unsigned int i = 0; i < 4; i++) {
+		assert_int_equal(dg_dev_read(t.dev, dma[i], got, 1), -EFAULT);
+		assert_int_equal(dg_dma_map_single(t.dd, buf + (50 + i) * 4096, 64,
+						   DG_DMA_TO_DEVICE, 0, &dma[50 + i]),
+				 0);
+		for (unsigned int j = 0; j < 4; j++)
+			assert_int_not_equal(dma[50 + i] & ~4095ull, dma[j] & ~4095ull);
+	}
+	for (unsigned int i = 4; i < 8; i++)
+		assert_int_equal(dg_dma_unmap_single(t.dd, dma[i], 1500, DG_DMA_FROM_DEVICE, 0, &b),
+				 0);
+	s1 = stats(t.dd);
+	assert_int_equal(s1.inval_waits - s0.inval_waits, 0);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	s1 = stats(t.dd);
+	assert_int_equal(s1.inval_waits - s0.inval_waits, 1);
+	assert_int_equal(s1.live, 4);
+	for (unsigned int i = 0; i < 8; i++)
+		assert_int_equal(dg_dev_read(t.dev, dma[i], got, 1), -EFAULT);
+	for (unsigned int i = 0; i < 4; i++)
+		assert_int_equal(
+			dg_dma_unmap_single(t.dd, dma[50 + i], 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_batch_submit(NULL), -EINVAL);
 	teardown_dev(&t);
 
 	/* bounce frees its slots at the batch end, with no invalidation at all */
 	setup_dev(&t, DG_DMA_BOUNCE, NULL);
-	for (unsigned int i = 0; i < 70; i++)
+	for (unsigned int i = 0; i < NB; i++)
 		assert_int_equal(dg_dma_map_single(t.dd, buf + i * 64, 64, DG_DMA_FROM_DEVICE, 0,
 						   &dma[i]),
 				 0);
 	dg_dma_batch_begin(t.dd, &b);
-	for (unsigned int i = 0; i < 70; i++)
+	for (unsigned int i = 0; i < NB; i++)
 		assert_int_equal(dg_dma_unmap_single(t.dd, dma[i], 64, DG_DMA_FROM_DEVICE, 0, &b),
 				 0);
-	assert_int_equal(stats(t.dd).bounce_in_use, 6 * 64);
+	/* the first DG_DMA_BATCH_MAX went when ent[] filled up */
+	assert_int_equal(stats(t.dd).bounce_in_use, (NB - DG_DMA_BATCH_MAX) * 64);
 	assert_int_equal(dg_dma_batch_end(&b), 0);
 	assert_int_equal(stats(t.dd).bounce_in_use, 0);
 	assert_int_equal(stats(t.dd).inval_waits, 0);
@@ -1423,6 +1515,7 @@ int main(void)
 		cmocka_unit_test(test_fail_hooks),
 		cmocka_unit_test(test_sg_mixed),
 		cmocka_unit_test(test_sg_pages),
+		cmocka_unit_test(test_order_frees_model),
 		cmocka_unit_test(test_iova_order),
 		cmocka_unit_test(test_sg_limits),
 		cmocka_unit_test(test_bounce_subpage),

@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define K4   4096ull
 #define GIB4 (1ull << 32)
@@ -495,7 +497,7 @@ static void test_depot_and_trim(void **state)
 		assert_int_equal(dg_iova_free(s, got[i], K4), 0);
 	assert_ok(s);
 	stats(s, &st);
-	/* 2 magazines in the slot, the depot full, the rest went back to the tree. */
+	/* 2 magazines in this thread's cache, the depot full, the rest went back to the tree. */
 	assert_int_equal(st.depot_magazines, DG_IOVA_DEPOT_MAX);
 	assert_int_equal(st.cached_ranges, (DG_IOVA_DEPOT_MAX + 2) * DG_IOVA_MAG_SIZE);
 	assert_int_equal(st.tree_frees, 2 * DG_IOVA_MAG_SIZE);
@@ -634,7 +636,7 @@ static void test_enomem(void **state)
 		assert_int_equal(st2.alloc_failures, 1);
 		assert_ok(s);
 		/* No memory for a magazine: a free that finds the loaded magazine full and gets no
-		 * empty one goes to the tree instead; the slot keeps its loaded magazine. */
+		 * empty one goes to the tree instead; the cache keeps its loaded magazine. */
 		bool mags = variants[v].algo == DG_IOVA_ALGO_AUGMENTED &&
 			    !(variants[v].flags & DG_IOVA_CFG_NO_MAGAZINES);
 		uint64_t b[DG_IOVA_MAG_SIZE + 1];
@@ -1060,7 +1062,9 @@ static void test_check_catches_corruption(void **state)
 	assert_ok(s);
 
 	/* A cached node marked live, and a live node marked cached. */
-	struct iova_node *n = s->slots[0].cc[0].loaded->e[0];
+	struct iova_tcache *tc = iova_tc_lock(s); /* this thread's cache, where a[3] went */
+	iova_tc_exit(tc);
+	struct iova_node *n = tc->cc[0].loaded->e[0];
 	atomic_store(&n->state, IOVA_LIVE(1));
 	assert_int_equal(dg_iova_check(s, null), -EUCLEAN);
 	atomic_store(&n->state, IOVA_ST_CACHED);
@@ -1073,7 +1077,7 @@ static void test_check_catches_corruption(void **state)
 	iova_index_insert(s, live);
 	assert_ok(s);
 	/* The same node twice in a magazine. */
-	struct iova_mag *m = s->slots[0].cc[0].loaded;
+	struct iova_mag *m = tc->cc[0].loaded;
 	m->e[m->n++] = n;
 	assert_int_equal(dg_iova_check(s, null), -EUCLEAN);
 	m->n--;
@@ -1267,7 +1271,9 @@ static void test_index_drain_by_frees(void **state)
 }
 
 /* Ranges freed by another thread than the one that allocated them, then freed again by
- * either: refused (the range sits in the other thread's slot). */
+ * either: refused (the range sits in the other thread's cache, or after its exit in the
+ * tree). The other thread's exit gives its cached ranges back: none stays in a cache nobody
+ * owns (a partly filled magazine goes to the tree). */
 struct xfree {
 	struct dg_iova_space *s;
 	uint64_t *r;
@@ -1288,7 +1294,6 @@ static void *xfree_thread(void *arg)
 static void test_cross_thread_double_free(void **state)
 {
 	(void)state;
-	/* one slot: the other thread's frees land where this thread allocates from */
 	struct dg_iova_space *s = mk(0, (1ull << 40) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
 	uint64_t r[300];
 	struct xfree x = {.s = s, .r = r, .n = 300, .want = 0};
@@ -1312,15 +1317,17 @@ static void test_cross_thread_double_free(void **state)
 		stats(s, &st);
 		assert_int_equal(st.live_ranges, 0);
 		assert_int_equal(st.bad_frees, 600ull * (round + 1));
+		assert_int_equal(st.cached_ranges, 0);	  /* 100 per class: no full magazine */
+		assert_int_equal(iova_mag_ncaches(s), 1); /* this thread's; the other's is gone */
 		assert_ok(s);
 	}
-	assert_int_equal(st.magazine_hits, 300); /* the second round: the other thread's frees */
+	assert_int_equal(st.magazine_hits, 0);
 	dg_iova_destroy(s);
 }
 
 /*
- * One thread alternating between spaces: its remembered slot belongs to one space at a time
- * (by id), so a space created at a destroyed space's address never gets the old slot (which
+ * One thread alternating between spaces: its remembered cache belongs to one space at a time
+ * (by id), so a space created at a destroyed space's address never gets the old cache (which
  * valgrind and ASan would report as a use after free).
  */
 static void test_spaces_alternate(void **state)
@@ -1353,6 +1360,267 @@ static void test_spaces_alternate(void **state)
 	}
 }
 
+/* ---- thread caches (iova_mag.c) ---- */
+
+struct tc_arg {
+	struct dg_iova_space *s;
+	unsigned int n;		/* ranges of one granule to allocate and free */
+	uint64_t *r;		/* ... kept here */
+	pthread_barrier_t *bar; /* if set: wait twice after the frees (caches held) */
+	bool again;		/* ... then fill again (a->s may have changed meanwhile) */
+	int err;
+};
+
+static void tc_fill(struct tc_arg *a)
+{
+	for (unsigned int i = 0; i < a->n && !a->err; i++)
+		a->err = dg_iova_alloc(a->s, K4, UINT64_MAX, 0, &a->r[i]);
+	for (unsigned int i = 0; i < a->n && !a->err; i++)
+		a->err = dg_iova_free(a->s, a->r[i], K4);
+}
+
+static void *tc_fill_thread(void *arg)
+{
+	struct tc_arg *a = arg;
+
+	tc_fill(a);
+	if (a->bar) {
+		pthread_barrier_wait(a->bar);
+		pthread_barrier_wait(a->bar);
+		if (a->again)
+			tc_fill(a);
+	}
+	return NULL;
+}
+
+/*
+ * A thread that exits gives its cached ranges back: its full magazine to the depot, its
+ * partly filled one to the tree; no cache is left and the counters stay. 300 frees of one
+ * class: loaded and prev fill up (254), the depot takes prev, 46 go into a new loaded one.
+ */
+static void test_thread_exit_returns_ranges(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	uint64_t r[300];
+	struct tc_arg a = {.s = s, .n = 300, .r = r};
+	pthread_barrier_t bar;
+	struct dg_iova_stats st;
+	pthread_t t;
+
+	pthread_barrier_init(&bar, NULL, 2);
+	a.bar = &bar;
+	assert_int_equal(pthread_create(&t, NULL, tc_fill_thread, &a), 0);
+	pthread_barrier_wait(&bar);
+	assert_int_equal(a.err, 0);
+	stats(s, &st); /* the thread is alive and holds its cache */
+	assert_int_equal(st.cached_ranges, 300);
+	assert_int_equal(st.depot_magazines, 1);
+	assert_int_equal(st.live_ranges, 0);
+	assert_int_equal(iova_mag_ncaches(s), 1);
+	assert_ok(s);
+	pthread_barrier_wait(&bar);
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&bar);
+
+	stats(s, &st);
+	assert_int_equal(iova_mag_ncaches(s), 0);
+	assert_int_equal(st.depot_magazines, 2);
+	assert_int_equal(st.cached_ranges, 2 * DG_IOVA_MAG_SIZE);
+	assert_int_equal(st.tree_frees, 300 - 2 * DG_IOVA_MAG_SIZE);
+	assert_int_equal(st.live_ranges, 0);
+	assert_int_equal(st.allocs, 300);
+	assert_int_equal(st.magazine_misses, 300); /* the gone cache's counts are kept */
+	assert_ok(s);
+	/* This thread gets the depot's ranges, then the tree's. */
+	for (unsigned int i = 0; i < 300; i++)
+		assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &r[i]), 0);
+	stats(s, &st);
+	assert_int_equal(st.magazine_hits, 2 * DG_IOVA_MAG_SIZE);
+	assert_int_equal(st.live_ranges, 300);
+	assert_int_equal(iova_mag_ncaches(s), 1);
+	for (unsigned int i = 0; i < 300; i++)
+		assert_int_equal(dg_iova_free(s, r[i], K4), 0);
+	assert_ok(s);
+	dg_iova_destroy(s);
+}
+
+/* A range cached in a live thread's cache, freed again by another thread: refused, and the
+ * owner still gets it back from its cache. */
+static void test_double_free_cached_in_other_thread(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	uint64_t r[3];
+	struct tc_arg a = {.s = s, .n = 3, .r = r};
+	pthread_barrier_t bar;
+	struct dg_iova_stats st;
+	pthread_t t;
+
+	pthread_barrier_init(&bar, NULL, 2);
+	a.bar = &bar;
+	assert_int_equal(pthread_create(&t, NULL, tc_fill_thread, &a), 0);
+	pthread_barrier_wait(&bar);
+	for (unsigned int i = 0; i < 3; i++) {
+		assert_int_equal(dg_iova_free(s, r[i], K4), -ENOENT);
+		assert_int_equal(dg_iova_free(s, r[i], 2 * K4), -ENOENT);
+	}
+	stats(s, &st);
+	assert_int_equal(st.bad_frees, 6);
+	assert_int_equal(st.cached_ranges, 3);
+	assert_ok(s);
+	pthread_barrier_wait(&bar);
+	pthread_join(t, NULL);
+	pthread_barrier_destroy(&bar);
+	stats(s, &st);
+	assert_int_equal(st.cached_ranges, 0); /* a partial magazine: to the tree */
+	assert_int_equal(st.tree_frees, 3);
+	assert_ok(s);
+	dg_iova_destroy(s);
+}
+
+/* Destroy while threads hold caches, then a new space (perhaps at the same address) used by
+ * the same threads, which then exit: valgrind and ASan catch a cache used (through a thread's
+ * remembered entry) or freed (at the thread's exit) after the destroy. */
+static void test_destroy_with_thread_caches(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	uint64_t r[2][200];
+	struct tc_arg a[2];
+	pthread_barrier_t bar;
+	pthread_t t[2];
+
+	pthread_barrier_init(&bar, NULL, 3);
+	for (int i = 0; i < 2; i++) {
+		a[i] = (struct tc_arg){.s = s, .n = 200, .r = r[i], .bar = &bar, .again = true};
+		assert_int_equal(pthread_create(&t[i], NULL, tc_fill_thread, &a[i]), 0);
+	}
+	pthread_barrier_wait(&bar);
+	assert_int_equal(iova_mag_ncaches(s), 2);
+	dg_iova_destroy(s);
+	s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	for (int i = 0; i < 2; i++)
+		a[i].s = s; /* read by the threads after the barrier */
+	pthread_barrier_wait(&bar);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], NULL);
+		assert_int_equal(a[i].err, 0);
+	}
+	assert_int_equal(iova_mag_ncaches(s), 0);
+	struct dg_iova_stats st;
+	stats(s, &st);
+	assert_int_equal(st.allocs, 400);
+	assert_int_equal(st.live_ranges, 0);
+	assert_ok(s);
+	dg_iova_destroy(s);
+	pthread_barrier_destroy(&bar);
+}
+
+/* A thread whose cache is found in its remembered entries after using other spaces, and a
+ * destroyed space's entry never matched again (ids are never reused). */
+static void test_tls_ways(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s[IOVA_TLS_WAYS + 2];
+	struct dg_iova_stats st;
+	uint64_t a;
+
+	for (int k = 0; k < IOVA_TLS_WAYS + 2; k++)
+		s[k] = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	for (int round = 0; round < 50; round++) {
+		for (int k = 0; k < IOVA_TLS_WAYS + 2; k++) {
+			assert_int_equal(dg_iova_alloc(s[k], K4 << (k % 3), UINT64_MAX, 0, &a), 0);
+			assert_int_equal(dg_iova_free(s[k], a, K4 << (k % 3)), 0);
+		}
+	}
+	for (int k = 0; k < IOVA_TLS_WAYS + 2; k++) {
+		stats(s[k], &st);
+		assert_int_equal(st.magazine_hits, 49);
+		assert_int_equal(iova_mag_ncaches(s[k]), 1);
+		assert_ok(s[k]);
+		dg_iova_destroy(s[k]);
+	}
+}
+
+/*
+ * The fallback without membarrier: caches carry IOVA_TC_FALLBACK, the fast path never enters
+ * them and the slow path enters with an exchange; caching, stealing and exit work the same.
+ */
+static void test_no_membarrier_fallback(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	uint64_t r[300];
+	struct tc_arg a = {.s = s, .n = 300, .r = r};
+	struct dg_iova_stats st;
+	struct iova_tcache *tc;
+	pthread_t t;
+	uint64_t x;
+
+	iova_mag_force_fallback(s);
+	for (unsigned int i = 0; i < 1000; i++) {
+		assert_int_equal(dg_iova_alloc(s, 2 * K4, UINT64_MAX, 0, &x), 0);
+		assert_int_equal(dg_iova_free(s, x, 2 * K4), 0);
+		assert_int_equal(dg_iova_free(s, x, 2 * K4), -ENOENT);
+	}
+	tc = iova_tc_lock(s);
+	assert_non_null(tc);
+	assert_int_equal(atomic_load(&tc->steal), IOVA_TC_FALLBACK);
+	assert_int_equal(atomic_load(&tc->busy), 1);
+	iova_tc_exit(tc);
+	stats(s, &st);
+	assert_int_equal(st.magazine_hits, 999);
+	assert_int_equal(st.cached_ranges, 1);
+	assert_int_equal(st.bad_frees, 1000);
+	assert_ok(s);
+	assert_int_equal(pthread_create(&t, NULL, tc_fill_thread, &a), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(a.err, 0);
+	stats(s, &st);
+	assert_int_equal(st.cached_ranges, 1 + 2 * DG_IOVA_MAG_SIZE);
+	dg_iova_flush_caches(s);
+	stats(s, &st);
+	assert_int_equal(st.cached_ranges, 0);
+	assert_int_equal(st.live_ranges, 0);
+	assert_ok(s);
+	dg_iova_destroy(s);
+}
+
+/* A child of fork() inherits the membarrier decision (and, on this kernel, the registration;
+ * memb_all() registers again if not): its caches and steals work. */
+static void test_fork_child_steals(void **state)
+{
+	(void)state;
+	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	struct dg_iova_stats st;
+	uint64_t a;
+	int status;
+	pid_t pid;
+
+	assert_int_equal(dg_iova_alloc(s, K4, UINT64_MAX, 0, &a), 0);
+	assert_int_equal(dg_iova_free(s, a, K4), 0);
+	dg_iova_flush_caches(s); /* the parent's steal */
+	fflush(NULL);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct dg_iova_space *c = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+		int bad = 0;
+
+		bad |= dg_iova_alloc(c, K4, UINT64_MAX, 0, &a) != 0;
+		bad |= dg_iova_free(c, a, K4) != 0;
+		dg_iova_flush_caches(c); /* the child's steal: membarrier */
+		dg_iova_get_stats(c, &st);
+		bad |= st.cached_ranges != 0 || dg_iova_check(c, NULL) != 0;
+		_exit(bad);
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 0);
+	dg_iova_destroy(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1377,6 +1645,12 @@ int main(void)
 		cmocka_unit_test(test_index_drain_by_frees),
 		cmocka_unit_test(test_cross_thread_double_free),
 		cmocka_unit_test(test_spaces_alternate),
+		cmocka_unit_test(test_thread_exit_returns_ranges),
+		cmocka_unit_test(test_double_free_cached_in_other_thread),
+		cmocka_unit_test(test_destroy_with_thread_caches),
+		cmocka_unit_test(test_tls_ways),
+		cmocka_unit_test(test_no_membarrier_fallback),
+		cmocka_unit_test(test_fork_child_steals),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
