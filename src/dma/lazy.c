@@ -161,7 +161,7 @@ static void reclaim(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *
 		fq->busy = false;
 	}
 	/* Release the covered entries: each contiguous stretch of the ring with one allocator
-	 * call (one slot lock). */
+	 * call (this thread's allocator cache: no lock). */
 	while (fq->head != fq->tail) {
 		uint32_t pos = fq->head & (lz->qsize - 1), n = 0;
 

@@ -480,7 +480,7 @@ static int batch_issue(struct dg_dma_batch *b)
 
 /*
  * The end of a batch (or of a full ent[]): invalidate what is not yet, wait once for all of
- * it, then give back table pages, IOVAs (all under one allocator slot lock) and shadow slots;
+ * it, then give back table pages, IOVAs (one allocator call, this thread's cache) and shadow slots;
  * on a failed invalidation or wait park them all in quarantine.
  */
 static int batch_flush(struct dg_dma_batch *b)
