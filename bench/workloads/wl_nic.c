@@ -37,11 +37,11 @@
  * Phases 2, 3, 4 and 6's maps are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
  *
  * Device burst of a queue: at most NIC_BURST descriptors per ring. rx: translate the ring,
- * then, NIC_ACK_EVERY descriptors at a time, every frame's destination (rx_frames per
- * buffer, each its own DMA like a NIC writing packets into a multi-packet buffer) and copy
- * the frames (a header with the queue's next sequence number, the rest from a template).
- * tx: send by send, translate its descriptors, copy the payload to the wire scratch buffer,
- * check the header. Between those steps the device acknowledges a pending invalidation
+ * then, NIC_ACK_EVERY frames at a time, every frame's destination (rx_frames per buffer,
+ * each its own DMA like a NIC writing packets into a multi-packet buffer) and copy the
+ * frames (a header with the queue's next sequence number, the rest from a template). tx:
+ * descriptor by descriptor, translate it and copy its payload to the wire scratch buffer;
+ * check each send's header. Every NIC_ACK_EVERY of those DMAs the device acknowledges a pending invalidation
  * (dg_dev_quiesce_if_pending: what it translated before is released, the ring is translated
  * again), as an IOMMU completes an invalidation between two DMAs of the device, whatever its
  * queue still holds; so a driver's wait lasts a few DMAs, not a burst. The burst's DD bits
@@ -58,14 +58,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NIC_BUDGET    64 /* rx buffers / tx sends reaped per queue and poll */
-#define NIC_BURST     32 /* descriptors per ring and device burst */
-#define NIC_ACK_EVERY 8	 /* rx descriptors between two checks for a pending invalidation */
-#define NIC_EOP	      1	 /* desc.flags: last descriptor of a send */
-#define NIC_DD	      1	 /* desc.status: done */
-#define NIC_SEGS      32 /* TSO: segments of a send at most */
-#define NIC_MAX_Q     64 /* queue pairs per port */
-#define NIC_FRAME_SG  4	 /* translated segments per rx frame at most */
+#define NIC_BUDGET 64 /* rx buffers / tx sends reaped per queue and poll */
+#define NIC_BURST  32 /* descriptors per ring and device burst */
+#define NIC_ACK_EVERY \
+	8		/* DMAs (frames, tx descriptors) between two checks for a pending
+			    invalidation */
+#define NIC_EOP	     1	/* desc.flags: last descriptor of a send */
+#define NIC_DD	     1	/* desc.status: done */
+#define NIC_SEGS     32 /* TSO: segments of a send at most */
+#define NIC_MAX_Q    64 /* queue pairs per port */
+#define NIC_FRAME_SG 4	/* translated segments per rx frame at most */
 
 struct nic_desc {
 	uint64_t addr;		 /* DMA address (driver) */
