@@ -60,14 +60,13 @@
 
 #define NIC_BUDGET 64 /* rx buffers / tx sends reaped per queue and poll */
 #define NIC_BURST  32 /* descriptors per ring and device burst */
-#define NIC_ACK_EVERY \
-	8		/* DMAs (frames, tx descriptors) between two checks for a pending
-			    invalidation */
-#define NIC_EOP	     1	/* desc.flags: last descriptor of a send */
-#define NIC_DD	     1	/* desc.status: done */
-#define NIC_SEGS     32 /* TSO: segments of a send at most */
-#define NIC_MAX_Q    64 /* queue pairs per port */
-#define NIC_FRAME_SG 4	/* translated segments per rx frame at most */
+/* DMAs (frames, tx descriptors) between two checks for a pending invalidation */
+#define NIC_ACK_EVERY 8
+#define NIC_EOP	      1	 /* desc.flags: last descriptor of a send */
+#define NIC_DD	      1	 /* desc.status: done */
+#define NIC_SEGS      32 /* TSO: segments of a send at most */
+#define NIC_MAX_Q     64 /* queue pairs per port */
+#define NIC_FRAME_SG  4	 /* translated segments per rx frame at most */
 
 struct nic_desc {
 	uint64_t addr;		 /* DMA address (driver) */
