@@ -621,10 +621,6 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 				write_tx(np->q[i], prm);
 			}
 		}
-	} else if (!run) {
-		for (unsigned int i = 0; i < np->nq; i++)
-			for (uint32_t k = 0; k < np->q[i]->nfwd; k++)
-				wl_stack_push(&p->stack[CLS_RX], np->q[i]->fwd[k]);
 	}
 	wl_drv_poll_end(d, ios, bytes);
 	return any;
@@ -632,17 +628,13 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 
 /* ---- device ---------------------------------------------------------------------------------------- */
 
+/* Translate the ring (counted as translation time); NULL never happens: rings stay mapped. */
 static struct nic_desc *dev_ring(struct wl_dev *d, struct wl_port *p, struct nic_ring *rg)
-{
-	return wl_dev_ring(d, p, rg->dma, (size_t)rg->size * sizeof(struct nic_desc));
-}
-
-static struct nic_desc *dev_ring_again(struct wl_dev *d, struct wl_port *p, struct nic_ring *rg)
 {
 	struct nic_desc *ring;
 
 	wl_dev_xlat_begin(d);
-	ring = dev_ring(d, p, rg);
+	ring = wl_dev_ring(d, p, rg->dma, (size_t)rg->size * sizeof(struct nic_desc));
 	wl_dev_xlat_end(d);
 	return ring;
 }
@@ -655,7 +647,7 @@ static bool dev_ack_between(struct wl_dev *d, struct wl_port *p, struct nic_ring
 {
 	if (!wl_dev_ack_pending(d))
 		return true;
-	*ring = dev_ring_again(d, p, rg);
+	*ring = dev_ring(d, p, rg);
 	return *ring != NULL;
 }
 
@@ -673,32 +665,38 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	uint64_t bytes = 0;
 	struct nic_desc *ring;
 
-	if (!n || !(ring = dev_ring_again(d, p, rg)))
+	if (!n || !(ring = dev_ring(d, p, rg)))
 		return 0;
 	n = n < NIC_BURST ? n : NIC_BURST;
 	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES) /* aggregation buffers: one at a time */
 		n = WL_BURST_BYTES / prm->rx_buf ? WL_BURST_BYTES / prm->rx_buf : 1;
 	nf = n * fr;
-	/* frames (rx_frames per buffer, each its own DMA), NIC_ACK_EVERY at a time */
-	for (uint32_t g0 = 0; g0 < nf; g0 += NIC_ACK_EVERY) {
-		uint32_t g1 = nf - g0 < NIC_ACK_EVERY ? nf : g0 + NIC_ACK_EVERY;
+	/* frames (rx_frames per buffer, each its own DMA), NIC_ACK_EVERY at a time; frame g is
+	   frame fj[] of buffer fk[] (counted along, no division per frame) */
+	for (uint32_t g0 = 0, k = 0, j = 0; g0 < nf; g0 += NIC_ACK_EVERY) {
+		uint32_t m = nf - g0 < NIC_ACK_EVERY ? nf - g0 : NIC_ACK_EVERY;
+		uint32_t fk[NIC_ACK_EVERY], fj[NIC_ACK_EVERY];
 
 		wl_dev_xlat_begin(d);
-		for (uint32_t g = g0; g < g1; g++) {
-			const struct nic_desc *dsc = &ring[(rg->dev_head + g / fr) & rg->mask];
-			uint64_t off = (uint64_t)(g % fr) * prm->rx_stride;
+		for (uint32_t f = 0; f < m; f++) {
+			const struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
+			uint64_t off = (uint64_t)j * prm->rx_stride;
 
-			fnr[g - g0] = !stopped[g / fr] && dsc->len >= off + prm->rx_frame ?
-					      wl_dev_translate(d, p, dsc->addr + off, prm->rx_frame,
-							       DG_ACCESS_WRITE,
-							       &d->sg[(g - g0) * NIC_FRAME_SG],
-							       NIC_FRAME_SG) :
-					      0;
+			fk[f] = k;
+			fj[f] = j;
+			fnr[f] = !stopped[k] && dsc->len >= off + prm->rx_frame ?
+					 wl_dev_translate(d, p, dsc->addr + off, prm->rx_frame,
+							  DG_ACCESS_WRITE, &d->sg[f * NIC_FRAME_SG],
+							  NIC_FRAME_SG) :
+					 0;
+			if (++j == fr) {
+				j = 0;
+				k++;
+			}
 		}
 		wl_dev_xlat_end(d);
-		for (uint32_t g = g0; g < g1; g++) {
-			const struct dg_sg *sg = &d->sg[(g - g0) * NIC_FRAME_SG];
-			uint32_t k = g / fr, j = g % fr;
+		for (uint32_t f = 0; f < m; f++) {
+			const struct dg_sg *sg = &d->sg[f * NIC_FRAME_SG];
 			struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
 					   .src = {2, 0, 0, 0, 0, 1},
 					   .ethertype = 0x0800,
@@ -707,20 +705,20 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 					   .seq = rg->dev_seq,
 					   .len = prm->rx_frame};
 
-			if (stopped[k] || !fnr[g - g0]) { /* the buffer ends (or faulted) here */
-				stopped[k] = true;
+			if (stopped[fk[f]] || !fnr[f]) { /* the buffer ends (or faulted) here */
+				stopped[fk[f]] = true;
 				continue;
 			}
 			rg->dev_seq++;
 			h.csum = wl_hdr_csum(&h);
-			wl_sg_copy_to(sg, fnr[g - g0], 0, &h, sizeof(h));
-			wl_sg_copy_to(sg, fnr[g - g0], sizeof(h), np->tmpl + sizeof(h),
+			wl_sg_copy_to(sg, fnr[f], 0, &h, sizeof(h));
+			wl_sg_copy_to(sg, fnr[f], sizeof(h), np->tmpl + sizeof(h),
 				      prm->rx_frame - sizeof(h));
-			written[k] = fr > 1 ? (j + 1) * prm->rx_stride : prm->rx_frame;
+			written[fk[f]] = fr > 1 ? (fj[f] + 1) * prm->rx_stride : prm->rx_frame;
 			bytes += prm->rx_frame;
 		}
-		if (g1 < nf && !dev_ack_between(d, p, rg, &ring)) {
-			n = g1 / fr;
+		if (g0 + m < nf && !dev_ack_between(d, p, rg, &ring)) {
+			n = k; /* the buffers done so far */
 			break;
 		}
 	}
@@ -756,7 +754,7 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	uint64_t bytes = 0;
 	struct nic_desc *ring;
 
-	if (!avail || !(ring = dev_ring_again(d, p, rg)))
+	if (!avail || !(ring = dev_ring(d, p, rg)))
 		return 0;
 	while (n < avail && n < NIC_BURST && bytes < WL_BURST_BYTES) {
 		uint32_t ns = 0;

@@ -307,8 +307,9 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 
 /*
  * The translated ranges of ent[from..n) in address order, adjacent ones merged into runs;
- * *sum gets their bytes. Magazines hand ranges back last-in first-out, so a descending batch
- * is reversed rather than insertion-sorted.
+ * *sum gets their bytes. Magazines hand ranges back last-in first-out, so a batch is nearly
+ * always ascending (kept) or descending (reversed); anything else goes through
+ * dma_order_frees()' natural merge sort (a batch holds up to 256: no quadratic sort).
  */
 static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
 			 uint64_t *sum)
@@ -341,16 +342,15 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 			hi[j] = th;
 		}
 	} else if (n > 1 && !asc) {
-		for (size_t i = 1; i < n; i++) {
-			uint64_t tl = lo[i], th = hi[i];
-			size_t j;
+		/* the allocator order's natural merge sort (descending), read back to front */
+		struct iova_owned t[DG_DMA_BATCH_MAX];
 
-			for (j = i; j > 0 && lo[j - 1] > tl; j--) {
-				lo[j] = lo[j - 1];
-				hi[j] = hi[j - 1];
-			}
-			lo[j] = tl;
-			hi[j] = th;
+		for (size_t i = 0; i < n; i++)
+			t[i] = (struct iova_owned){.iova = lo[i], .size = hi[i] - lo[i]};
+		dma_order_frees(t, (uint32_t)n);
+		for (size_t i = 0; i < n; i++) {
+			lo[i] = t[n - 1 - i].iova;
+			hi[i] = lo[i] + t[n - 1 - i].size;
 		}
 	}
 	for (size_t i = 0; i < n; i++) {

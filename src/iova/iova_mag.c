@@ -387,6 +387,22 @@ found:
 }
 
 /* Thread exit: give every cache of this thread back to its space (see the preamble). */
+/* Give @m's ranges back to the tree, then keep it as one of @d's spare empty magazines (or
+ * free it when the depot has enough). */
+static void put_empty(struct dg_iova_space *s, struct iova_depot *d, struct iova_mag *m)
+{
+	if (m->n)
+		iova_release_cached(s, m->e, m->n);
+	m->n = 0;
+	dg_spin_lock(&d->lock);
+	if (d->nempty < DG_IOVA_DEPOT_MAX) {
+		d->empty[d->nempty++] = m;
+		m = NULL;
+	}
+	dg_spin_unlock(&d->lock);
+	free(m);
+}
+
 static void tc_thread_exit(void *arg)
 {
 	struct iova_thr *thr = arg;
@@ -413,18 +429,8 @@ static void tc_thread_exit(void *arg)
 					m = NULL;
 				}
 				dg_spin_unlock(&d->lock);
-				if (!m)
-					continue;
-				if (m->n)
-					iova_release_cached(s, m->e, m->n);
-				m->n = 0;
-				dg_spin_lock(&d->lock);
-				if (d->nempty < DG_IOVA_DEPOT_MAX) {
-					d->empty[d->nempty++] = m;
-					m = NULL;
-				}
-				dg_spin_unlock(&d->lock);
-				free(m);
+				if (m)
+					put_empty(s, d, m);
 			}
 			tc->cc[k].loaded = tc->cc[k].prev = NULL;
 		}
@@ -630,15 +636,7 @@ void iova_mag_flush(struct dg_iova_space *s)
 			dg_spin_unlock(&d->lock);
 			if (!m)
 				break;
-			iova_release_cached(s, m->e, m->n);
-			m->n = 0;
-			dg_spin_lock(&d->lock);
-			if (d->nempty < DG_IOVA_DEPOT_MAX) {
-				d->empty[d->nempty++] = m;
-				m = NULL;
-			}
-			dg_spin_unlock(&d->lock);
-			free(m);
+			put_empty(s, d, m);
 		}
 	}
 	pthread_mutex_unlock(&iova_reg_lock);

@@ -637,10 +637,12 @@ static void test_iova_order(void **state)
 
 	(void)state;
 	setup_dev(&t, DG_DMA_STRICT, NULL);
-	for (unsigned int i = 0; i < 64; i++)
+	for (unsigned int i = 0; i < 64; i++) {
 		assert_int_equal(dg_dma_map_single(t.dd, buf + i * 4096, 64, DG_DMA_FROM_DEVICE, 0,
 						   &dma[i]),
 				 0);
+		assert_int_equal(dg_dev_write(t.dev, dma[i], "x", 1), 0); /* warm the IOTLB */
+	}
 	dg_dma_batch_begin(t.dd, &b);
 	for (unsigned int i = 0; i < 64; i++) { /* scrambled */
 		unsigned int k = (i * 37) % 64;
@@ -649,6 +651,11 @@ static void test_iova_order(void **state)
 				 0);
 	}
 	assert_int_equal(dg_dma_batch_end(&b), 0);
+	for (unsigned int i = 0; i < 64; i++) { /* the scrambled batch's runs covered them all */
+		uint8_t got;
+
+		assert_int_equal(dg_dev_read(t.dev, dma[i], &got, 1), -EFAULT);
+	}
 	for (unsigned int i = 0; i < 64; i++) {
 		assert_int_equal(dg_dma_map_single(t.dd, buf + i * 4096, 64, DG_DMA_FROM_DEVICE, 0,
 						   &again[i]),
