@@ -80,6 +80,7 @@ _Static_assert(sizeof(struct nic_desc) == 16, "descriptors are 16 bytes");
 struct nic_rxslot {
 	void *buf;
 	uint64_t dma;
+	uint32_t slot; /* two-step: its IOVA slot */
 };
 
 /* A send: its buffer or page list and the descriptors it took on the tx ring. */
@@ -89,6 +90,7 @@ struct nic_send {
 	uint32_t first;		       /* tx ring index of its first descriptor */
 	uint16_t ndesc;		       /* descriptors (0: its map failed) */
 	uint16_t nents;		       /* TSO: entries of sg */
+	uint32_t slot;		       /* two-step: its IOVA slot */
 	struct dg_dma_sg sg[NIC_SEGS]; /* TSO: the pages */
 };
 
@@ -106,8 +108,9 @@ struct nic_ring {
 struct nic_queue {
 	unsigned int id; /* queue number of the workload */
 	struct nic_ring rx, tx;
-	struct nic_rxslot *rxs; /* per rx descriptor */
-	struct nic_send *sends; /* ring of sends: [send_head, send_tail) outstanding */
+	struct nic_rxslot *rxs;		    /* per rx descriptor */
+	struct wl_slots rx_slots, tx_slots; /* two-step drivers: the rings' IOVA ranges */
+	struct nic_send *sends;		    /* ring of sends: [send_head, send_tail) outstanding */
 	uint32_t nsends, send_head, send_tail;
 	uint64_t rx_seq; /* driver: next expected frame */
 	uint64_t tx_seq; /* driver: next send's sequence number */
@@ -191,6 +194,31 @@ static void ring_fini(struct wl_port *p, struct nic_ring *rg)
 				     rg->dma);
 }
 
+static int slots_init(struct wl_port *p, struct wl_slots *s, uint32_t n, uint64_t bytes)
+{
+	int e = wl_slots_init(s, p->dd, n, bytes);
+
+	if (e)
+		fprintf(stderr, "bench workloads: ring slots: %s\n", strerror(-e));
+	return e;
+}
+
+static void slots_fini(struct wl_port *p, struct wl_slots *s)
+{
+	int e = wl_slots_fini(s);
+
+	if (e) /* a slot still linked: the teardown's own checks report the run as failed */
+		fprintf(stderr, "bench workloads: port %u: ring slots: %s\n", p->idx, strerror(-e));
+}
+
+/* Bytes of a tx slot: a send's buffer, or a TSO send's pages one granule each. */
+static uint64_t tx_slot_bytes(const struct nic_param *prm)
+{
+	if (prm->tx == NIC_TX_TSO)
+		return (uint64_t)tso_segs(prm) * 4096;
+	return prm->tx == NIC_TX_FORWARD ? prm->rx_buf : prm->tx_buf;
+}
+
 int nic_port_init(struct wl_port *p)
 {
 	const struct nic_param *prm = p->run->wl->param;
@@ -220,6 +248,10 @@ int nic_port_init(struct wl_port *p)
 			q->rxs = calloc(prm->rx_ring, sizeof(*q->rxs));
 			if (!q->rxs || ring_init(p, &q->rx, prm->rx_ring))
 				return -ENOMEM;
+			/* the ring, and a poll's refill made before its unlinks' batch ends */
+			if (p->two_step &&
+			    slots_init(p, &q->rx_slots, prm->rx_ring + NIC_BUDGET, prm->rx_buf))
+				return -ENOMEM;
 		}
 		if (prm->tx != NIC_TX_NONE) {
 			q->nsends = 1;
@@ -227,6 +259,10 @@ int nic_port_init(struct wl_port *p)
 				q->nsends <<= 1;
 			q->sends = calloc(q->nsends, sizeof(*q->sends));
 			if (!q->sends || ring_init(p, &q->tx, prm->tx_ring))
+				return -ENOMEM;
+			/* sends are linked after the poll's wait: the outstanding ones suffice */
+			if (p->two_step &&
+			    slots_init(p, &q->tx_slots, q->nsends, tx_slot_bytes(prm)))
 				return -ENOMEM;
 		}
 	}
@@ -242,6 +278,8 @@ void nic_port_fini(struct wl_port *p)
 
 		if (!q)
 			continue;
+		slots_fini(p, &q->rx_slots);
+		slots_fini(p, &q->tx_slots);
 		ring_fini(p, &q->rx);
 		ring_fini(p, &q->tx);
 		free(q->rxs);
@@ -306,7 +344,13 @@ static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
 	const struct nic_param *prm = d->run->wl->param;
 	int e;
 
-	for (uint32_t k = 0; k < q->nrx; k++) {
+	for (uint32_t k = 0; k < q->nrx && p->two_step; k++) {
+		e = wl_slots_unlink(&q->rx_slots, q->rxs[q->rx_done[k]].slot, prm->rx_buf,
+				    DG_DMA_FROM_DEVICE, b);
+		if (e)
+			wl_drv_fail(d, e);
+	}
+	for (uint32_t k = 0; k < q->nrx && !p->two_step; k++) {
 		struct nic_rxslot *s = &q->rxs[q->rx_done[k]];
 
 		e = dg_dma_sync_for_cpu(p->dd, s->dma, q->rx_len[k], DG_DMA_FROM_DEVICE);
@@ -319,7 +363,13 @@ static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
 	for (uint32_t k = 0; k < q->ntx; k++) {
 		struct nic_send *s = send_at(q, q->send_head + k);
 
-		if (prm->tx == NIC_TX_TSO)
+		if (p->two_step && prm->tx == NIC_TX_TSO)
+			e = wl_slots_unlink_sg(&q->tx_slots, s->slot, s->sg, s->nents,
+					       DG_DMA_TO_DEVICE, b);
+		else if (p->two_step)
+			e = wl_slots_unlink(&q->tx_slots, s->slot, prm->tx_len, DG_DMA_TO_DEVICE,
+					    b);
+		else if (prm->tx == NIC_TX_TSO)
 			e = dg_dma_unmap_sg(p->dd, s->sg, s->nents, DG_DMA_TO_DEVICE, 0, b);
 		else
 			e = dg_dma_unmap_single(p->dd, s->dma, prm->tx_len, DG_DMA_TO_DEVICE, 0, b);
@@ -466,8 +516,12 @@ static void map_rx(struct wl_drv *d, struct wl_port *p, struct nic_queue *q)
 
 		if (!buf)
 			break;
-		e = dg_dma_map_single(p->dd, buf, prm->rx_buf, DG_DMA_FROM_DEVICE,
-				      DG_DMA_ATTR_SKIP_CPU_SYNC, &s->dma);
+		if (p->two_step)
+			e = wl_slots_link(&q->rx_slots, buf, prm->rx_buf, DG_DMA_FROM_DEVICE,
+					  &s->dma, &s->slot);
+		else
+			e = dg_dma_map_single(p->dd, buf, prm->rx_buf, DG_DMA_FROM_DEVICE,
+					      DG_DMA_ATTR_SKIP_CPU_SYNC, &s->dma);
 		if (e) {
 			wl_stack_push(&p->stack[CLS_RX], buf);
 			wl_drv_fail(d, e);
@@ -487,7 +541,13 @@ static void map_tx(struct wl_drv *d, struct wl_port *p, struct nic_queue *q)
 		unsigned int nr = 1;
 		int e;
 
-		if (prm->tx == NIC_TX_TSO)
+		if (p->two_step && prm->tx == NIC_TX_TSO)
+			e = wl_slots_link_sg(&q->tx_slots, s->sg, s->nents, DG_DMA_TO_DEVICE, &nr,
+					     &s->slot);
+		else if (p->two_step)
+			e = wl_slots_link(&q->tx_slots, s->buf, prm->tx_len, DG_DMA_TO_DEVICE,
+					  &s->dma, &s->slot);
+		else if (prm->tx == NIC_TX_TSO)
 			e = dg_dma_map_sg(p->dd, s->sg, s->nents, DG_DMA_TO_DEVICE, 0, &nr);
 		else
 			e = dg_dma_map_single(p->dd, s->buf, prm->tx_len, DG_DMA_TO_DEVICE, 0,

@@ -72,6 +72,7 @@ struct nvme_cmd {
 	void *buf;
 	uint64_t dma;
 	uint32_t lba;
+	uint32_t slot; /* two-step: its IOVA slot */
 };
 
 struct nvme_job {
@@ -86,6 +87,8 @@ struct nvme_job {
 	struct nvme_cmd *cmd;	 /* by cid (= SQ slot) */
 	struct nvme_cmd *reaped; /* the commands reaped this poll (their slots are reused
 				    by the refill before the driver checks them) */
+	struct wl_slots slots;	 /* two-step drivers: the queue's IOVA range, a slot per
+				    command (commands complete in order) */
 	/* The SQ tail doorbell: release store by the driver, acquire load by the controller. */
 	_Alignas(64) _Atomic uint32_t sq_db;
 	_Alignas(64) uint32_t dev_sq_head; /* controller: next SQE */
@@ -152,6 +155,15 @@ static int nvme_port_init(struct wl_port *p)
 			fprintf(stderr, "bench workloads: nvme queues: %s\n", strerror(ENOMEM));
 			return -ENOMEM;
 		}
+		/* qd out, and as many reaped whose unlinks' batch has not ended at the refill */
+		if (p->two_step) {
+			int e = wl_slots_init(&j->slots, p->dd, 2 * p->run->qd, 4096);
+
+			if (e) {
+				fprintf(stderr, "bench workloads: nvme slots: %s\n", strerror(-e));
+				return e;
+			}
+		}
 	}
 	return 0;
 }
@@ -165,6 +177,9 @@ static void nvme_port_fini(struct wl_port *p)
 
 		if (!j)
 			continue;
+		if (wl_slots_fini(&j->slots)) /* the teardown's checks fail the run */
+			fprintf(stderr, "bench workloads: nvme job %u: slots still linked\n",
+				j->id);
 		if (j->sq)
 			dg_dma_free_coherent(p->dd, j->sq, (size_t)j->size * sizeof(*j->sq),
 					     j->sq_dma);
@@ -225,8 +240,12 @@ static bool nvme_submit(struct wl_drv *d, struct wl_port *p)
 
 				if (!buf)
 					break;
-				e = dg_dma_map_single(dd, buf, 4096, DG_DMA_FROM_DEVICE,
-						      DG_DMA_ATTR_SKIP_CPU_SYNC, &c->dma);
+				if (p->two_step)
+					e = wl_slots_link(&j->slots, buf, 4096, DG_DMA_FROM_DEVICE,
+							  &c->dma, &c->slot);
+				else
+					e = dg_dma_map_single(dd, buf, 4096, DG_DMA_FROM_DEVICE,
+							      DG_DMA_ATTR_SKIP_CPU_SYNC, &c->dma);
 				if (e) {
 					wl_stack_push(&p->stack[0], buf);
 					wl_drv_fail(d, e);
@@ -305,6 +324,13 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 			for (uint32_t k = 0; k < j->nreaped; k++) {
 				const struct nvme_cmd *c = &j->reaped[k];
 
+				if (p->two_step) {
+					e = wl_slots_unlink(&j->slots, c->slot, 4096,
+							    DG_DMA_FROM_DEVICE, &b);
+					if (e)
+						wl_drv_fail(d, e);
+					continue;
+				}
 				e = dg_dma_sync_for_cpu(dd, c->dma, 4096, DG_DMA_FROM_DEVICE);
 				if (!e)
 					e = dg_dma_unmap_single(dd, c->dma, 4096,
