@@ -6,10 +6,13 @@
  *
  * Protocol (STYLE.md rule 12), per workload and round:
  *
- *   identity  strict  identity  lazy  identity  window  identity ... linux-ref  identity
+ *   identity  strict  identity  lazy  identity ... linux-ref  identity
+ *   identity-2step  strict-2step  identity-2step
  *
- * every configuration's run sits between two identity runs and its ratio is its throughput
- * divided by their mean (bench_alternating_ratios), so a machine that speeds up or slows
+ * every configuration's run sits between two runs of its baseline (identity through the same
+ * drivers: identity, or identity-2step for the two-step drivers, wl_slots.c) and its ratio is
+ * its throughput divided by their mean (bench_alternating_ratios), so a machine that speeds
+ * up or slows
  * down during the round moves both sides. The report gives the median ratio over the rounds
  * and its spread ((max - min) / median), the median throughput, and per-I/O counters summed
  * over the rounds. Each run builds a fresh IOMMU, DMA layer and devices (wl_env.c), warms up,
@@ -17,7 +20,7 @@
  * drains, checks that nothing leaked or faulted, and tears down.
  *
  * Defaults are sized for the newcomer's `make run` on 2 cores: 5 rounds of 0.12 s per run
- * (about two minutes for all 9 workloads x 7 configurations). Short runs keep a ratio's two
+ * (about two and a half minutes for all 9 workloads x 9 configurations). Short runs keep a ratio's two
  * identity runs within a fraction of a second of it (a shared host's speed moves by 2x within
  * seconds), and five rounds give the median something to reject outliers with; --quick is one round of
  * 30 ms (a few seconds in all, used by make test).
