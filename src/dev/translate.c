@@ -62,7 +62,7 @@ static dg_noinline __attribute__((cold)) int refuse(struct dg_device *dev, uint6
 }
 
 /*
- * Neighbour fill: a miss that has just read the last-level entry of @a in @table has read
+ * Neighbour fill: a miss (that looks sequential: fill_wanted()) that has just read the last-level entry of @a in @table has read
  * its whole cache line, which holds the entries of the neighbouring pages (8 entries of 8
  * bytes: pt_leaf_line_mask()). Fill the IOTLB level @l (of the leaf size) with the other
  * valid ones, each with its own permissions, decoded by the walker's decoders
@@ -135,6 +135,28 @@ static dg_noinline int fill_line(struct dg_device *dev, const struct iotlb_level
 	return 0;
 }
 
+/*
+ * The fill's stream detector, asked by an allowed demand miss of a last-level page @a of
+ * level @l: fill its line's neighbours only when the miss looks sequential, that is when the
+ * previous such miss of this device was in the same 8-page line or an adjacent one (in IOVA
+ * order, either direction). Like a hardware stream prefetcher: a ring or a DMA stream misses
+ * once per line, each time next to the previous miss, and keeps its fills; a random working
+ * set larger than the IOTLB almost never misses next to its previous miss, so it pays one
+ * shift, one compare and one store per miss instead of a fill whose entries evict ones that
+ * would have hit (ws_x2 252 -> 130 instructions per translation, docs/iommu.md). The first
+ * miss of a stream only trains the detector. The state (iotlb.miss_line) is the device
+ * thread's; it decides whether to fill, never what an entry holds, so nothing in it matters
+ * to an invalidation.
+ */
+static dg_always_inline bool fill_wanted(struct dg_device *dev, const struct iotlb_level *l,
+					 uint64_t a)
+{
+	uint64_t line = a >> (l->shift + IOTLB_LINE_SHIFT), prev = dev->iotlb.miss_line;
+
+	dev->iotlb.miss_line = line;
+	return line - prev + 1 <= 2; /* line is prev - 1, prev or prev + 1 */
+}
+
 /* Walk @a from the deepest walk-cache entry, refilling the walk cache on the way. */
 static int walk(struct dg_device *dev, uint64_t a, struct dg_pt_walk *w)
 {
@@ -200,7 +222,8 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, un
 	if (access & ~perm)
 		return DG_FAULT_PERM;
 	/* Allowed, and a last-level leaf: its neighbours in the line just read (fill_line()). */
-	if (lvl >= 0 && dev->prefetch && w.depth + 1 == pt_depth(dev->dom->pt))
+	if (lvl >= 0 && dev->prefetch && w.depth + 1 == pt_depth(dev->dom->pt) &&
+	    fill_wanted(dev, &dev->iotlb.lvl[lvl], a))
 		fill_line(dev, &dev->iotlb.lvl[lvl], dev->dom->pt, w.table[w.depth], a);
 	*host = w.phys;
 	*page_last = (a & ~(w.pgsize - 1)) + (w.pgsize - 1);
@@ -290,7 +313,7 @@ static dg_always_inline int translate_one(struct dg_device *dev, uint64_t a, uns
 	if (!t)
 		return translate_page(dev, a, access, host, page_last);
 	r = translate_leaf(dev, t, a, access, host, page_last, false, &filled);
-	if (filled && dev->prefetch)
+	if (filled && dev->prefetch && fill_wanted(dev, dev->leaf_lvl, a))
 		fill_line(dev, dev->leaf_lvl, dev->leaf_pt, t, a);
 	return r;
 }
@@ -424,7 +447,7 @@ static dg_always_inline int miss_entered(struct dg_device *dev, uint64_t iova, s
 	*nr = 1;
 	dev->hot.held = true;
 	/* The neighbours of the line just read, as a tail call (it returns 0). */
-	if (filled && dev->prefetch)
+	if (filled && dev->prefetch && fill_wanted(dev, l, iova))
 		return fill_line(dev, l, dev->leaf_pt, t, iova);
 	return 0;
 }
