@@ -42,9 +42,10 @@ static void test_random_sequences(void **state)
 	assert_true(n.walks > 1000 && n.hits > 500 && n.stale_hits > 50 && n.refused > 100);
 	/* ...and with the neighbour fill: entries it made were used, some after their unmap. */
 	assert_true(n.prefetched > 2000 && n.prefetch_hits > 400 && n.prefetch_stale_hits > 20);
-	/* ...and the stream detector said both: walks next to the previous one filled, the
-	   others (a line away, or a device's first) filled nothing, both checked exactly. */
-	assert_true(n.walks_seq > 1000 && n.walks_far > 300);
+	/* ...and the stream detector said both: walks next to one of the device's two streams
+	   filled, the others (the first, or two lines from both) filled nothing, both checked
+	   exactly. */
+	assert_true(n.walks_seq > 1000 && n.walks_far > 100);
 	assert_true(n.invals > 1000 && n.done > 100);
 }
 

@@ -11,9 +11,10 @@
  * with sequence number end E drops the entries it covers from a device once the device's
  * seen reaches E. Every translation is then checked:
  *  - a walk (the device's miss counter moved) must give exactly the current page table;
- *    one that succeeds, when the device's previous successful walk was in the same 8-page
- *    aligned group or an adjacent one (the stream detector of dev/translate.c, which the
- *    model runs too, per device whatever the domain), also caches the other mapped pages of
+ *    one that succeeds, when the last successful walk of one of the device's 2 streams was
+ *    in the same 8-page aligned group or an adjacent one (the stream detector of
+ *    dev/translate.c, which the model runs too: per device whatever the domain, a walk next
+ *    to none taking the streams' slots in turn), also caches the other mapped pages of
  *    its group (the leaf entries of its cache line: the neighbour fill), which the model
  *    marks as held too, and the device's prefetch_fills counter must move by their number
  *    (0 for a walk that does not look sequential);
@@ -68,7 +69,8 @@ struct model {
 	unsigned int dev_dom[NDEVS];		 /* domain index each device translates in */
 	struct cached may[NDEVS][NDOMS][NPAGES]; /* what a device may hold */
 	uint64_t applied[NDEVS];		 /* log applied up to this seen */
-	uint64_t miss_line[NDEVS]; /* line of the device's last successful walk (fill_wanted) */
+	uint64_t miss_line[NDEVS][2];		 /* lines of its 2 streams' last successful walks */
+	unsigned int miss_next[NDEVS];		 /* the slot a walk next to neither takes */
 	struct logent log[MAX_LOG];
 	unsigned int nlog;
 	uint64_t seqs[8]; /* recent sequence numbers to wait for */
@@ -356,8 +358,16 @@ static void op_translate(struct model *m)
 		/* The neighbour fill, when the walk is next to the previous one: every other mapped
 		   page of the line, as the table is. */
 		line = (BASE / K4 + p) >> 3;
-		seq = line - m->miss_line[d] + 1 <= 2;
-		m->miss_line[d] = line;
+		seq = false;
+		for (unsigned int i = 0; i < 2 && !seq; i++)
+			if (line + 1 >= m->miss_line[d][i] && line <= m->miss_line[d][i] + 1) {
+				m->miss_line[d][i] = line;
+				seq = true;
+			}
+		if (!seq) {
+			m->miss_line[d][m->miss_next[d]] = line;
+			m->miss_next[d] ^= 1;
+		}
 		m->n.walks_seq += seq;
 		m->n.walks_far += !seq;
 		for (unsigned int q = p & ~7u; seq && q <= (p | 7u); q++) {
@@ -470,7 +480,7 @@ void inval_model_run(const uint8_t *data, size_t size, struct inval_model_counts
 			for (unsigned int p = 0; p < NPAGES; p++)
 				m.may[d][k][p].frame = NO_FRAME;
 		m.applied[d] = m.dev[d]->seen;
-		m.miss_line[d] = ~0ull >> 1; /* no walk yet: next to no line */
+		m.miss_line[d][0] = m.miss_line[d][1] = 1ull << 40; /* no walk yet: next to none */
 	}
 	while (m.p < m.end) {
 		/* Records of 8 bytes: the first picks the operation (weights out of 32), the

@@ -4,8 +4,12 @@
  * last-level entry also caches the other valid entries of its 64-byte line.
  *
  * What must hold, and fails if the fill were wrong or missing:
- *  - counts: 64 consecutive pages cost 8 misses (not 64) through the cheap miss, the general
- *    walk and a multi-page range; off (no_iotlb_prefetch) they cost 64 again;
+ *  - counts: 64 consecutive pages cost 9 misses (not 64) through the cheap miss and the
+ *    general walk, up or down, and 16 pages of a range 2; off (no_iotlb_prefetch) 64 again;
+ *  - the stream detector (fill_wanted()): a miss fills only next to the last miss of one of
+ *    the device's two streams, or when its range goes on: random misses fill nothing, a
+ *    stride of one line fills and one of two does not, two interleaved streams fill and
+ *    three do not, and a device switching between random and sequential follows;
  *  - only valid neighbours are filled, each with its own permissions: a hole, an unmapped or
  *    a present-but-permission-less neighbour is never cached, and a later access to it
  *    faults and is recorded; the group is cut to the table (a small flat window) and to the
@@ -178,7 +182,7 @@ static void stats(const struct env *e, struct dg_dev_stats *s)
 
 /*
  * Make the device's next miss at @iova look sequential to the fill's stream detector
- * (dev/translate.c fill_wanted(): the previous miss was in the same line), so that it fills:
+ * (dev/translate.c fill_wanted(): a stream's last miss was in the same line), so that it fills:
  * for the tests of what a fill caches. The rule itself is tested by test_detector_*.
  */
 static void arm_fill(struct env *e, uint64_t iova)
@@ -186,7 +190,7 @@ static void arm_fill(struct env *e, uint64_t iova)
 	/* The leaf size is the granule (the IOTLB levels are set up only at the first call). */
 	unsigned int shift = (unsigned int)__builtin_ctzll(e->dom->granule);
 
-	e->dev->iotlb.miss_line = iova >> (shift + IOTLB_LINE_SHIFT);
+	e->dev->iotlb.miss_line[0] = iova >> (shift + IOTLB_LINE_SHIFT);
 }
 
 /* ---- counts --------------------------------------------------------------------------- */
@@ -246,45 +250,6 @@ static void test_sequential(void **state)
 	run_sequential((struct opts){.iotlb_sets = 4}, false, 17, 48);
 }
 
-/* A 64 KiB range (16 pages, one sg segment): 3 misses on a fresh device (pages 0, 1, 8:
- * the first trains the detector), 2 once the previous miss was next to it, as for the next
- * TSO send of a stream. */
-static void test_range(void **state)
-{
-	struct dg_pt_geometry g = vtd4k();
-	struct dg_dev_stats a, b;
-	struct dg_sg sg[4];
-	unsigned int nr;
-	struct env e;
-
-	(void)state;
-	for (int off = 0; off < 2; off++) {
-		env_init(&e, &g, (struct opts){.auto_offline = off == 1});
-		map(&e, BASE, 0, 16 * K4, RW);
-		stats(&e, &a);
-		assert_int_equal(dg_dev_translate(e.dev, BASE, 16 * K4, DG_ACCESS_READ, sg, 4, &nr),
-				 0);
-		assert_int_equal(nr, 1);
-		assert_int_equal((uint64_t)(uintptr_t)sg[0].addr, host(0));
-		assert_int_equal(sg[0].len, 16 * K4);
-		stats(&e, &b);
-		assert_int_equal(b.iotlb_misses - a.iotlb_misses, 3);
-		assert_int_equal(b.prefetch_fills - a.prefetch_fills, 7 + 7);
-		/* The next 16 pages: their first miss is next to page 8's (adjacent lines). */
-		map(&e, BASE + 16 * K4, 16 * K4, 16 * K4, RW);
-		a = b;
-		assert_int_equal(dg_dev_translate(e.dev, BASE + 16 * K4, 16 * K4, DG_ACCESS_READ,
-						  sg, 4, &nr),
-				 0);
-		assert_int_equal(nr, 1);
-		assert_int_equal((uint64_t)(uintptr_t)sg[0].addr, host(16 * K4));
-		stats(&e, &b);
-		assert_int_equal(b.iotlb_misses - a.iotlb_misses, 2);
-		assert_int_equal(b.prefetch_fills - a.prefetch_fills, 14);
-		env_fini(&e);
-	}
-}
-
 /* ---- the stream detector ---------------------------------------------------------------- */
 
 /* Translate page @p of BASE, checking the host address; count its misses and fills. */
@@ -302,9 +267,10 @@ static void touch(struct env *e, uint64_t p, uint64_t *misses, uint64_t *fills)
 }
 
 /*
- * Misses never in the line of the previous miss nor next to it fill nothing: 32 pages, one
- * per line, the lines visited 5 apart (mod 32), each at a different page of its line.
- * Without the detector every one of them would fill its 7 mapped neighbours.
+ * Misses never in the line of one of the previous two (the detector's streams) nor next to
+ * it fill nothing: 32 pages, one per line, the lines visited 5 apart (mod 32, so two misses
+ * apart they are 10 apart), each at a different page of its line. Without the detector every
+ * one of them would fill its 7 mapped neighbours.
  */
 static void test_detector_random(void **state)
 {
@@ -355,11 +321,38 @@ static void test_detector_strides(void **state)
 }
 
 /*
+ * Interleaved streams (a receive and a transmit ring): the detector follows two, so two
+ * streams of 64 pages taken in turn cost 9 misses and 56 fills each, as alone; a third
+ * stream in the rotation makes every miss next to neither slot (each evicts the line the
+ * next one needs), so nothing fills: 64 misses per stream.
+ */
+static void test_detector_streams(void **state)
+{
+	struct dg_pt_geometry g = vtd4k();
+
+	(void)state;
+	for (int off = 0; off < 2; off++)
+		for (unsigned int ns = 2; ns <= 3; ns++) {
+			uint64_t misses = 0, fills = 0;
+			struct env e;
+
+			env_init(&e, &g, (struct opts){.auto_offline = off == 1});
+			map(&e, BASE, 0, 1024 * K4, RW);
+			for (unsigned int p = 0; p < 64; p++)
+				for (unsigned int k = 0; k < ns; k++)
+					touch(&e, k * 256 + p, &misses, &fills);
+			assert_int_equal(misses, ns == 2 ? 2 * 9 : 3 * 64);
+			assert_int_equal(fills, ns == 2 ? 2 * 56 : 0);
+			env_fini(&e);
+		}
+}
+
+/*
  * The switch: a device going from a random pattern to a stream and back. Random misses over
  * lines 0..31 fill nothing; the stream over pages 256..319 (lines 32..39; the last random
- * miss was in line 27) costs 9 misses and fills the rest, as on a fresh device; random misses
- * again, over lines 44..63 (7 or 13 lines apart, the first 5 lines after the stream's last),
- * fill nothing again.
+ * misses were in lines 22 and 27) costs 9 misses and fills the rest, as on a fresh device;
+ * random misses again, over lines 44..63 (7 or 13 lines apart, two misses apart 6 or 14; the
+ * first 5 lines after the stream's last), fill nothing again.
  */
 static void test_detector_switch(void **state)
 {
@@ -388,6 +381,51 @@ static void test_detector_switch(void **state)
 		assert_int_equal(fills, 0);
 		env_fini(&e);
 	}
+}
+
+/*
+ * A 64 KiB range (16 pages, one sg segment): 2 misses, as a TSO send makes, whatever the
+ * device's previous miss (a range's pages come in order: a miss that is not its last page
+ * fills without asking the detector): on a fresh device, and after a one-page miss far away.
+ * A range of 2 pages ending at the first page of a line: the first page fills (the range
+ * goes on), the second too (next to the first's line).
+ */
+static void range(struct env *e, uint64_t first, uint64_t pages, uint64_t misses, uint64_t fills)
+{
+	struct dg_dev_stats a, b;
+	struct dg_sg sg[4];
+	unsigned int nr;
+
+	stats(e, &a);
+	assert_int_equal(dg_dev_translate(e->dev, BASE + first * K4, pages * K4, DG_ACCESS_READ, sg,
+					  4, &nr),
+			 0);
+	assert_int_equal(nr, 1);
+	assert_int_equal((uint64_t)(uintptr_t)sg[0].addr, host(first * K4));
+	assert_int_equal(sg[0].len, pages * K4);
+	stats(e, &b);
+	assert_int_equal(b.iotlb_misses - a.iotlb_misses, misses);
+	assert_int_equal(b.prefetch_fills - a.prefetch_fills, fills);
+}
+
+static void test_range(void **state)
+{
+	struct dg_pt_geometry g = vtd4k();
+	struct env e;
+	uint64_t misses = 0, fills = 0;
+
+	(void)state;
+	for (int off = 0; off < 2; off++) {
+		env_init(&e, &g, (struct opts){.auto_offline = off == 1});
+		map(&e, BASE, 0, 256 * K4, RW);
+		range(&e, 0, 16, 2, 14);
+		touch(&e, 200, &misses, &fills); /* line 25 */
+		range(&e, 64, 16, 2, 14);	 /* lines 8, 9 */
+		range(&e, 135, 2, 2, 7 + 7);	 /* pages 135 (line 16), 136 (line 17) */
+		env_fini(&e);
+	}
+	assert_int_equal(misses, 2);
+	assert_int_equal(fills, 0);
 }
 
 /* ---- which neighbours ------------------------------------------------------------------ */
@@ -935,6 +973,7 @@ int main(void)
 		cmocka_unit_test(test_range),
 		cmocka_unit_test(test_detector_random),
 		cmocka_unit_test(test_detector_strides),
+		cmocka_unit_test(test_detector_streams),
 		cmocka_unit_test(test_detector_switch),
 		cmocka_unit_test(test_holes_and_perms),
 		cmocka_unit_test(test_permissionless_neighbour),
