@@ -331,14 +331,115 @@ static dg_always_inline int translate_one(struct dg_device *dev, uint64_t a, uin
 }
 
 /*
+ * The segments of a range being built (translate_range()). The open segment is [cur,
+ * cur_end); cur_end starts at UINT64_MAX, which no host address reaches (they are below
+ * 2^52: the formats' output address sizes), so the first piece always opens a segment.
+ */
+struct seg_build {
+	struct dg_sg *sg;
+	unsigned int max; /* entries of sg[] */
+	unsigned int n;	  /* segments so far, the open one included (may exceed max: counted) */
+	uint64_t cur;	  /* host start of the open segment */
+	uint64_t cur_end; /* its end (exclusive); UINT64_MAX before the first */
+	uint64_t hits;	  /* pages served by hit_run() */
+};
+
+/* Close the open segment, which ends at @cur_end (into sg[] if it fits), and open [host,
+ * host + len); returns its end (the caller keeps it: b->cur_end may be behind). */
+static dg_always_inline uint64_t seg_open(struct seg_build *b, uint64_t cur_end, uint64_t host,
+					  uint64_t len)
+{
+	if (b->n && b->n <= b->max)
+		b->sg[b->n - 1] = (struct dg_sg){(void *)(uintptr_t)b->cur, cur_end - b->cur};
+	b->n++;
+	b->cur = host;
+	return host + len;
+}
+
+/*
+ * A run of IOTLB hits in level @l from *@a on, up to @last: one probe per page (the test of
+ * iotlb_probe(), as in the inline hit: tag, permission and emptiness at once), its host
+ * address extending the open segment of @b while it follows. Returns true when the run
+ * reached @last; false with *@a the first page it could not serve (a miss, a larger page, a
+ * missing permission: the probe cannot tell which; translate_one() will). A partial first
+ * page, then the whole pages by count (the loop: probe, host address, compare, add), then a
+ * partial last page. Not inlined: in its own frame the level's fields, the page and the
+ * open segment stay in registers (inside translate_range()'s frame they were reloaded from
+ * the stack for every page).
+ */
+static dg_noinline bool hit_run(const struct iotlb_level *l, uint64_t *a, uint64_t last,
+				uint64_t tag, uint64_t amask, struct seg_build *b)
+{
+	const unsigned int sh = l->off_shift, shift = l->shift;
+	const uint64_t off_mask = l->off_mask, pmask = ~l->base_mask;
+	const char *ent = (const char *)l->ent;
+	uint64_t p = *a, cur_end = b->cur_end, hits = 0, rem, whole, k;
+	const struct iotlb_ent *e;
+	bool done = false;
+
+#define HIT_PROBE(base, p) /* base: the page base of p */                              \
+	(e = (const struct iotlb_ent *)(const void *)(ent + (((p) >> sh) & off_mask)), \
+	 !((e->key ^ (base) ^ tag) & amask))
+#define HIT_ADD(host, len)                                             \
+	do {                                                           \
+		if ((host) == cur_end)                                 \
+			cur_end += (len);                              \
+		else                                                   \
+			cur_end = seg_open(b, cur_end, (host), (len)); \
+	} while (0)
+
+	/* last - p + 1 cannot wrap: the range is at most SIZE_MAX bytes. */
+	if (p & pmask) { /* a first page the range starts inside */
+		uint64_t len = (p | pmask) - p + 1;
+
+		if (!HIT_PROBE(p & ~pmask, p))
+			goto out;
+		if (last - p < len) {
+			len = last - p + 1;
+			done = true;
+		}
+		HIT_ADD(p + e->delta, len);
+		hits++;
+		p += len;
+		if (done)
+			goto out;
+	}
+	rem = last - p + 1; /* p is page aligned from here; 0 only if it wrapped past 2^64 - 1 */
+	whole = rem >> shift;
+	for (k = whole; k; k--, p += pmask + 1) {
+		if (!HIT_PROBE(p, p))
+			break;
+		HIT_ADD(p + e->delta, pmask + 1);
+	}
+	hits += whole - k;
+	if (k)
+		goto out;
+	rem &= pmask;
+	if (rem) { /* a last page the range ends inside */
+		if (!HIT_PROBE(p, p))
+			goto out;
+		HIT_ADD(p + e->delta, rem);
+		hits++;
+	}
+	done = true;
+out:
+#undef HIT_PROBE
+#undef HIT_ADD
+	b->cur_end = cur_end;
+	b->hits += hits;
+	*a = p;
+	return done;
+}
+
+/*
  * Translate a range into at most @max segments (the device is entered). *nr gets the number
  * of segments the range needs; -ENOSPC when that exceeds @max (the range was fully checked).
  */
 static int translate_range(struct dg_device *dev, uint64_t iova, size_t len, unsigned int access,
 			   struct dg_sg *sg, unsigned int max, unsigned int *nr)
 {
-	uint64_t last = iova + (len - 1), a = iova, prev_end = 0;
-	unsigned int n = 0;
+	uint64_t last = iova + (len - 1), a = iova;
+	struct seg_build b = {.sg = sg, .max = max, .cur_end = UINT64_MAX};
 
 	if (!len || !access || (access & ~(unsigned int)IOTLB_PERM_MASK))
 		return -EINVAL;
@@ -367,31 +468,42 @@ static int translate_range(struct dg_device *dev, uint64_t iova, size_t len, uns
 		*nr = 1;
 		return 0;
 	}
+	/*
+	 * Page by page: a run of IOTLB hits of the smallest page size (a warm TSO send: all 16
+	 * pages) in hit_run(), the segment kept open while the next page's host address follows
+	 * and the hit counter moved once per range; any other page by translate_one(), which
+	 * answers it exactly as before (the miss, its fill, the fault). A hit in the smallest
+	 * level is what translate_one() would return for it: every cached entry of the current
+	 * tag is a translation the device may use, and a page size has one level.
+	 */
 	for (;;) {
-		uint64_t host, page_last, end, seg;
-		int r = translate_one(dev, a, last, access, &host, &page_last);
+		uint64_t host, page_last, end;
+		int r;
 
-		if (r)
+		if (dev->iotlb.nr_levels &&
+		    hit_run(&dev->iotlb.lvl[0], &a, last, dev->tag, ~IOTLB_PERM_MASK | access, &b))
+			break;
+		r = translate_one(dev, a, last, access, &host, &page_last);
+		if (r) {
+			if (b.hits)
+				stat_inc(&dev->hot.hits, b.hits);
 			return refuse(dev, a, len, access, (enum dg_fault_reason)r);
-		end = page_last < last ? page_last : last;
-		seg = end - a + 1;
-		if (n && host == prev_end) {
-			if (n <= max)
-				sg[n - 1].len += seg;
-		} else {
-			if (n < max) {
-				sg[n].addr = (void *)(uintptr_t)host;
-				sg[n].len = seg;
-			}
-			n++;
 		}
-		prev_end = host + seg;
+		end = page_last < last ? page_last : last;
+		if (host == b.cur_end)
+			b.cur_end += end - a + 1;
+		else
+			b.cur_end = seg_open(&b, b.cur_end, host, end - a + 1);
 		if (end == last)
 			break;
 		a = end + 1;
 	}
-	*nr = n;
-	return n > max ? -ENOSPC : 0;
+	if (b.n <= max)
+		sg[b.n - 1] = (struct dg_sg){(void *)(uintptr_t)b.cur, b.cur_end - b.cur};
+	if (b.hits)
+		stat_inc(&dev->hot.hits, b.hits);
+	*nr = b.n;
+	return b.n > max ? -ENOSPC : 0;
 }
 
 static dg_noinline __attribute__((cold)) int translate_slow(struct dg_device *dev, uint64_t iova,
