@@ -23,6 +23,8 @@
  *   range64k_sg    the same with the 16 host pages scattered: 16 segments
  *   range64k_cold  64 KiB ranges one after the other over 64Ki pages (each range's entries
  *                  long evicted): 2 misses and their neighbour fills, 14 hits, per range
+ *   range_frame    a 1500-byte frame across two pages (3072..4571 of a page: a receive
+ *                  aggregation buffer's third frame), warm, host-contiguous
  *   list_first     reference: a DPDK-style sorted list IOTLB, entry first in the list
  *   list_stale2047 reference: the same list, entry behind 2047 stale ones
  * The list reference is built here and measured in the same run, so the ratio is meaningful
@@ -56,6 +58,7 @@ struct env {
 	uint64_t *iovas; /* access pattern */
 	uint64_t mask;	 /* pattern length - 1 */
 	uint8_t *mem;	 /* real memory for dg_dev_read */
+	size_t len;	 /* bytes per range (run_range) */
 };
 
 /* One case: set up, run n operations, report extra fields. */
@@ -203,8 +206,8 @@ static uint64_t run_range(struct env *e, uint64_t n)
 	uint64_t sum = 0;
 
 	for (uint64_t i = 0; i < n; i++) {
-		dg_dev_translate(e->dev, e->iovas[i & e->mask], RANGE_PAGES * K4, DG_ACCESS_READ,
-				 sg, RANGE_PAGES, &nr);
+		dg_dev_translate(e->dev, e->iovas[i & e->mask], e->len, DG_ACCESS_READ, sg,
+				 RANGE_PAGES, &nr);
 		sum += (uintptr_t)sg[0].addr + nr;
 	}
 	return sum;
@@ -281,7 +284,8 @@ static int setup_miss(struct env *e, const struct iotlb_case *c)
 /*
  * 64 KiB ranges: param 0 one range at IOVA_BASE (host-contiguous), 1 one range at IOVA_SG
  * whose 16 pages are scattered in host memory (page i at frame 7i mod 16: no two
- * neighbours contiguous), 2 ranges one after the other over MISS_PAGES (host-contiguous).
+ * neighbours contiguous), 2 ranges one after the other over MISS_PAGES (host-contiguous),
+ * 3 one 1500-byte frame at IOVA_BASE + 3072.
  */
 static int setup_range(struct env *e, const struct iotlb_case *c)
 {
@@ -298,7 +302,9 @@ static int setup_range(struct env *e, const struct iotlb_case *c)
 		return -ENOMEM;
 	e->mask = len - 1;
 	for (uint64_t i = 0; i < len; i++)
-		e->iovas[i] = (c->param == 1 ? IOVA_SG : IOVA_BASE) + i * RANGE_PAGES * K4;
+		e->iovas[i] = (c->param == 1 ? IOVA_SG : IOVA_BASE) + i * RANGE_PAGES * K4 +
+			      (c->param == 3 ? 3072 : 0);
+	e->len = c->param == 3 ? 1500 : RANGE_PAGES * K4;
 	run_range(e, len); /* warm (range64k_cold: its ranges are evicted again by the next) */
 	return 0;
 }
@@ -393,6 +399,8 @@ static const struct iotlb_case cases[] = {
 	 1, 0, false},
 	{"range64k_cold", "64 KiB ranges in turn over 64Ki pages", setup_range, run_range, 0, 0, 2,
 	 0, false},
+	{"range_frame", "translate a 1500 B frame across 2 pages, warm", setup_range, run_range, 0,
+	 0, 3, 0, false},
 	{"list_first", "reference sorted list, first entry", setup_list, run_list, 0, 0, 0, 0,
 	 false},
 	{"list_stale2047", "reference sorted list, behind 2047", setup_list, run_list, 0, 0, 2047,

@@ -540,6 +540,39 @@ static dg_noinline __attribute__((cold)) int translate_slow(struct dg_device *de
 }
 
 /*
+ * A range over several pages once the device has caught up, while it translates with the
+ * cheap miss on (leaf_lvl set: translating, online, not blocked, not auto-offline; @access
+ * valid and @max >= 1: dg_dev_translate() checked). A warm range is one hit_run() and its
+ * last segment, without translate_slow()'s and translate_range()'s frames and checks, which
+ * would all pass. Anything else (a page the run cannot serve, len 0, wrapping) starts over in
+ * translate_range(): hit_run() changed nothing but the local @b, so nothing is counted twice.
+ * Held as on every successful path.
+ */
+static dg_noinline int range_entered(struct dg_device *dev, uint64_t iova, size_t len,
+				     unsigned int access, struct dg_sg *sg, unsigned int max,
+				     unsigned int *nr)
+{
+	uint64_t last = iova + (len - 1), a = iova;
+	struct seg_build b = {.sg = sg, .max = max, .cur_end = UINT64_MAX};
+	int r;
+
+	if (dg_likely(len && last >= iova &&
+		      hit_run(&dev->iotlb.lvl[0], &a, last, dev->tag, ~IOTLB_PERM_MASK | access,
+			      &b))) {
+		if (b.n <= max)
+			sg[b.n - 1] = (struct dg_sg){(void *)(uintptr_t)b.cur, b.cur_end - b.cur};
+		stat_inc(&dev->hot.hits, b.hits);
+		*nr = b.n;
+		dev->hot.held = true;
+		return b.n > max ? -ENOSPC : 0;
+	}
+	r = translate_range(dev, iova, len, access, sg, max, nr);
+	if (r == 0)
+		dev->hot.held = true;
+	return r;
+}
+
+/*
  * A translation the hot line did not serve, once the device has caught up. The miss of a
  * packet buffer under a strict policy (a fresh mapping in a leaf table the walk cache knows)
  * is served here, without the slow path's frame: one IOTLB slot and one table entry
@@ -558,8 +591,10 @@ static dg_always_inline int miss_entered(struct dg_device *dev, uint64_t iova, s
 	int r;
 
 	/* leaf_lvl: translating, the cheap miss applies, not auto-offline (agent.c). */
-	if (dg_unlikely(!l || (uint64_t)len - 1 > ~(iova | l->base_mask)))
+	if (dg_unlikely(!l))
 		return translate_slow(dev, iova, len, access, sg, max, nr);
+	if ((uint64_t)len - 1 > ~(iova | l->base_mask)) /* several pages (or len 0) */
+		return range_entered(dev, iova, len, access, sg, max, nr);
 	t = leaf_table(dev, iova);
 	if (dg_unlikely(!t))
 		return translate_slow(dev, iova, len, access, sg, max, nr);
