@@ -17,11 +17,17 @@
  * Cheap miss (translate_miss): one page whose last-level table the walk cache knows (its last
  * entry or deepest row), or a one-level table: only the IOTLB level of the granule, one table
  * entry read with the walker's own decoders (pt/pt_leaf.h), the slot filled; every call in it
- * is a tail call so its frame stays small. Everything else (ranges over several pages, other
- * page sizes, misses whose leaf table is not cached, pass-through, blocked devices, faults,
- * auto-offline devices) takes the slow path, which is the same code for every case so a
- * refused access is refused the same way whatever made it slow; a fault on the cheap miss goes
- * through the same refuse().
+ * is a tail call so its frame stays small. A range over several pages takes range_entered():
+ * a run of IOTLB hits (hit_run(): one probe per page, host-contiguous pages merged into one
+ * segment kept in registers), or translate_range() page by page when a page is not a hit.
+ * Everything else (other page sizes, misses whose leaf table is not cached, pass-through,
+ * blocked devices, faults, auto-offline devices) takes the slow path, which is the same code
+ * for every case so a refused access is refused the same way whatever made it slow; a fault
+ * on the cheap miss goes through the same refuse().
+ *
+ * Neighbour fill: a miss that looks sequential (fill_wanted(): next to the last miss of one of
+ * two streams, or not the last page of its range) also caches the other valid entries of the
+ * table's cache line it read (fill_line()).
  *
  * A range is checked completely before a byte is copied (dg_dev_read/dg_dev_write): a refused
  * access touches nothing. Host memory is never assumed contiguous across pages; contiguous
@@ -144,11 +150,11 @@ static dg_noinline int fill_line(struct dg_device *dev, const struct iotlb_level
  * translated in order, so the next one comes next). A miss next to no stream starts one in
  * the slot whose turn it is, and fills only if @more. Like a hardware stream prefetcher: a
  * ring or a DMA stream misses about once per line, each time next to its previous miss, and
- * keeps its fills; two streams (a receive and a transmit ring, the two halves of the IOVA
- * magazine a ring is refilled from) interleave without losing them; a random working set
+ * keeps its fills; two streams (a receive and a transmit ring, or a ring refilled from two
+ * IOVA regions in turn, as xdp64's misses show) interleave without losing them; a random working set
  * larger than the IOTLB almost never misses next to one of its last two misses, so it pays
  * ~15 instructions per miss (the line, two compares, a store) instead of a fill whose
- * entries evict ones that would have hit (docs/iommu.md: ws_x2 252 -> 134 instructions per
+ * entries evict ones that would have hit (docs/iommu.md: ws_x2 252 -> 136 instructions per
  * translation, 121 without any fill). A one-page stream's first miss only starts it. The
  * state (iotlb.miss_line, miss_next) is the device thread's; it decides whether to fill,
  * never what an entry holds, so nothing in it matters to an invalidation.
