@@ -18,6 +18,13 @@
  *                  and its neighbour fill per 8 pages, hits for the 7 others
  *   seq_nofill     the same with the fill off: every page misses
  *   ws_x2/x4/x16   random pages of working sets 2, 4, 16 times the IOTLB: hit rate and cost
+ *   range64k       dg_dev_translate of a mapped 64 KiB range (16 pages, a TSO send), warm
+ *                  IOTLB, host pages contiguous: one sg segment; per range
+ *   range64k_sg    the same with the 16 host pages scattered: 16 segments
+ *   range64k_cold  64 KiB ranges one after the other over 64Ki pages (each range's entries
+ *                  long evicted): 2 misses and their neighbour fills, 14 hits, per range
+ *   range_frame    a 1500-byte frame across two pages (3072..4571 of a page: a receive
+ *                  aggregation buffer's third frame), warm, host-contiguous
  *   list_first     reference: a DPDK-style sorted list IOTLB, entry first in the list
  *   list_stale2047 reference: the same list, entry behind 2047 stale ones
  * The list reference is built here and measured in the same run, so the ratio is meaningful
@@ -37,10 +44,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define K4	   4096ull
-#define IOVA_BASE  0x100000000ull
-#define PHYS_BASE  0x200000000ull
-#define MISS_PAGES 65536u
+#define K4	    4096ull
+#define IOVA_BASE   0x100000000ull
+#define PHYS_BASE   0x200000000ull
+#define MISS_PAGES  65536u
+#define RANGE_PAGES 16u			       /* a 64 KiB range */
+#define IOVA_SG	    (IOVA_BASE + (1ull << 30)) /* the scattered range */
 
 struct env {
 	struct dg_iommu *mmu;
@@ -49,6 +58,7 @@ struct env {
 	uint64_t *iovas; /* access pattern */
 	uint64_t mask;	 /* pattern length - 1 */
 	uint8_t *mem;	 /* real memory for dg_dev_read */
+	size_t len;	 /* bytes per range (run_range) */
 };
 
 /* One case: set up, run n operations, report extra fields. */
@@ -189,6 +199,20 @@ static uint64_t run_passthrough(struct env *e, uint64_t n)
 	return run_hit(e, n);
 }
 
+static uint64_t run_range(struct env *e, uint64_t n)
+{
+	struct dg_sg sg[RANGE_PAGES];
+	unsigned int nr = 0;
+	uint64_t sum = 0;
+
+	for (uint64_t i = 0; i < n; i++) {
+		dg_dev_translate(e->dev, e->iovas[i & e->mask], e->len, DG_ACCESS_READ, sg,
+				 RANGE_PAGES, &nr);
+		sum += (uintptr_t)sg[0].addr + nr;
+	}
+	return sum;
+}
+
 /* ---- set-ups ----------------------------------------------------------------------------- */
 
 static int setup_hit(struct env *e, const struct iotlb_case *c)
@@ -255,6 +279,34 @@ static int setup_miss(struct env *e, const struct iotlb_case *c)
 	if (!r)
 		run_pattern(e, MISS_PAGES / c->stride);
 	return r;
+}
+
+/*
+ * 64 KiB ranges: param 0 one range at IOVA_BASE (host-contiguous), 1 one range at IOVA_SG
+ * whose 16 pages are scattered in host memory (page i at frame 7i mod 16: no two
+ * neighbours contiguous), 2 ranges one after the other over MISS_PAGES (host-contiguous),
+ * 3 one 1500-byte frame at IOVA_BASE + 3072.
+ */
+static int setup_range(struct env *e, const struct iotlb_case *c)
+{
+	uint64_t len = c->param == 2 ? MISS_PAGES / RANGE_PAGES : 1;
+	int r = mk_env(e, c, c->param == 2 ? MISS_PAGES : RANGE_PAGES, false);
+
+	for (unsigned int i = 0; !r && c->param == 1 && i < RANGE_PAGES; i++)
+		r = dg_domain_map(e->dom, IOVA_SG + i * K4, PHYS_BASE + (i * 7 % RANGE_PAGES) * K4,
+				  K4, DG_PROT_READ | DG_PROT_WRITE, NULL);
+	if (r)
+		return r;
+	e->iovas = malloc(len * sizeof(*e->iovas));
+	if (!e->iovas)
+		return -ENOMEM;
+	e->mask = len - 1;
+	for (uint64_t i = 0; i < len; i++)
+		e->iovas[i] = (c->param == 1 ? IOVA_SG : IOVA_BASE) + i * RANGE_PAGES * K4 +
+			      (c->param == 3 ? 3072 : 0);
+	e->len = c->param == 3 ? 1500 : RANGE_PAGES * K4;
+	run_range(e, len); /* warm (range64k_cold: its ranges are evicted again by the next) */
+	return 0;
 }
 
 /* ---- the reference: a DPDK-style sorted list IOTLB --------------------------------------- */
@@ -341,6 +393,14 @@ static const struct iotlb_case cases[] = {
 	{"ws_x2", "random pages, 2x IOTLB", setup_ws, run_pattern, 0, 0, 2048, 0, false},
 	{"ws_x4", "random pages, 4x IOTLB", setup_ws, run_pattern, 0, 0, 4096, 0, false},
 	{"ws_x16", "random pages, 16x IOTLB", setup_ws, run_pattern, 0, 0, 16384, 0, false},
+	{"range64k", "translate a 64 KiB range, warm, 1 segment", setup_range, run_range, 0, 0, 0,
+	 0, false},
+	{"range64k_sg", "translate a 64 KiB range, warm, 16 segments", setup_range, run_range, 0, 0,
+	 1, 0, false},
+	{"range64k_cold", "64 KiB ranges in turn over 64Ki pages", setup_range, run_range, 0, 0, 2,
+	 0, false},
+	{"range_frame", "translate a 1500 B frame across 2 pages, warm", setup_range, run_range, 0,
+	 0, 3, 0, false},
 	{"list_first", "reference sorted list, first entry", setup_list, run_list, 0, 0, 0, 0,
 	 false},
 	{"list_stale2047", "reference sorted list, behind 2047", setup_list, run_list, 0, 0, 2047,

@@ -17,11 +17,17 @@
  * Cheap miss (translate_miss): one page whose last-level table the walk cache knows (its last
  * entry or deepest row), or a one-level table: only the IOTLB level of the granule, one table
  * entry read with the walker's own decoders (pt/pt_leaf.h), the slot filled; every call in it
- * is a tail call so its frame stays small. Everything else (ranges over several pages, other
- * page sizes, misses whose leaf table is not cached, pass-through, blocked devices, faults,
- * auto-offline devices) takes the slow path, which is the same code for every case so a
- * refused access is refused the same way whatever made it slow; a fault on the cheap miss goes
- * through the same refuse().
+ * is a tail call so its frame stays small. A range over several pages takes range_entered():
+ * a run of IOTLB hits (hit_run(): one probe per page, host-contiguous pages merged into one
+ * segment kept in registers), or translate_range() page by page when a page is not a hit.
+ * Everything else (other page sizes, misses whose leaf table is not cached, pass-through,
+ * blocked devices, faults, auto-offline devices) takes the slow path, which is the same code
+ * for every case so a refused access is refused the same way whatever made it slow; a fault
+ * on the cheap miss goes through the same refuse().
+ *
+ * Neighbour fill: a miss that looks sequential (fill_wanted(): next to the last miss of one of
+ * two streams, or not the last page of its range) also caches the other valid entries of the
+ * table's cache line it read (fill_line()).
  *
  * A range is checked completely before a byte is copied (dg_dev_read/dg_dev_write): a refused
  * access touches nothing. Host memory is never assumed contiguous across pages; contiguous
@@ -62,7 +68,7 @@ static dg_noinline __attribute__((cold)) int refuse(struct dg_device *dev, uint6
 }
 
 /*
- * Neighbour fill: a miss that has just read the last-level entry of @a in @table has read
+ * Neighbour fill: a miss (that looks sequential: fill_wanted()) that has just read the last-level entry of @a in @table has read
  * its whole cache line, which holds the entries of the neighbouring pages (8 entries of 8
  * bytes: pt_leaf_line_mask()). Fill the IOTLB level @l (of the leaf size) with the other
  * valid ones, each with its own permissions, decoded by the walker's decoders
@@ -135,6 +141,40 @@ static dg_noinline int fill_line(struct dg_device *dev, const struct iotlb_level
 	return 0;
 }
 
+/*
+ * The fill's stream detector, asked by an allowed demand miss of a last-level page @a of
+ * level @l: fill its line's neighbours only when the miss looks sequential, that is when the
+ * last such miss of one of the device's IOTLB_STREAMS (2) streams was in the same 8-page line
+ * or an adjacent one (in IOVA order, either direction; the stream then moves to this line),
+ * or when it is known to be: @more, the access goes on past this page (a range's pages are
+ * translated in order, so the next one comes next). A miss next to no stream starts one in
+ * the slot whose turn it is, and fills only if @more. Like a hardware stream prefetcher: a
+ * ring or a DMA stream misses about once per line, each time next to its previous miss, and
+ * keeps its fills; two streams (a receive and a transmit ring, or a ring refilled from two
+ * IOVA regions in turn, as xdp64's misses show) interleave without losing them; a random working set
+ * larger than the IOTLB almost never misses next to one of its last two misses, so it pays
+ * ~15 instructions per miss (the line, two compares, a store) instead of a fill whose
+ * entries evict ones that would have hit (docs/iommu.md: ws_x2 252 -> 136 instructions per
+ * translation, 121 without any fill). A one-page stream's first miss only starts it. The
+ * state (iotlb.miss_line, miss_next) is the device thread's; it decides whether to fill,
+ * never what an entry holds, so nothing in it matters to an invalidation.
+ */
+static dg_always_inline bool fill_wanted(struct dg_device *dev, const struct iotlb_level *l,
+					 uint64_t a, bool more)
+{
+	uint64_t line = a >> (l->shift + IOTLB_LINE_SHIFT);
+	struct iotlb *t = &dev->iotlb;
+
+	for (unsigned int i = 0; i < IOTLB_STREAMS; i++)
+		if (line - t->miss_line[i] + 1 <= 2) { /* prev - 1, prev or prev + 1 */
+			t->miss_line[i] = line;
+			return true;
+		}
+	t->miss_line[t->miss_next] = line;
+	t->miss_next = (t->miss_next + 1) & (IOTLB_STREAMS - 1);
+	return more;
+}
+
 /* Walk @a from the deepest walk-cache entry, refilling the walk cache on the way. */
 static int walk(struct dg_device *dev, uint64_t a, struct dg_pt_walk *w)
 {
@@ -162,8 +202,8 @@ static int walk(struct dg_device *dev, uint64_t a, struct dg_pt_walk *w)
  * Translate the page holding @a for @access. Returns 0 with the host address of @a and the
  * last IOVA of its page, or the fault reason.
  */
-static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, unsigned int access,
-					   uint64_t *host, uint64_t *page_last)
+static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, uint64_t last,
+					   unsigned int access, uint64_t *host, uint64_t *page_last)
 {
 	const struct iotlb_ent *e;
 	struct dg_pt_walk w;
@@ -200,7 +240,8 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, un
 	if (access & ~perm)
 		return DG_FAULT_PERM;
 	/* Allowed, and a last-level leaf: its neighbours in the line just read (fill_line()). */
-	if (lvl >= 0 && dev->prefetch && w.depth + 1 == pt_depth(dev->dom->pt))
+	if (lvl >= 0 && dev->prefetch && w.depth + 1 == pt_depth(dev->dom->pt) &&
+	    fill_wanted(dev, &dev->iotlb.lvl[lvl], a, last > (a | ~dev->iotlb.lvl[lvl].base_mask)))
 		fill_line(dev, &dev->iotlb.lvl[lvl], dev->dom->pt, w.table[w.depth], a);
 	*host = w.phys;
 	*page_last = (a & ~(w.pgsize - 1)) + (w.pgsize - 1);
@@ -278,21 +319,122 @@ static dg_always_inline int translate_leaf(struct dg_device *dev, const void *t,
 	return 0;
 }
 
-/* Translate the page holding @a: the cheap miss when the leaf table is known, else the
- * IOTLB levels and a walk. */
-static dg_always_inline int translate_one(struct dg_device *dev, uint64_t a, unsigned int access,
-					  uint64_t *host, uint64_t *page_last)
+/* Translate the page holding @a, of an access whose last byte is @last: the cheap miss when
+ * the leaf table is known, else the IOTLB levels and a walk. */
+static dg_always_inline int translate_one(struct dg_device *dev, uint64_t a, uint64_t last,
+					  unsigned int access, uint64_t *host, uint64_t *page_last)
 {
 	const void *t = dev->leaf_lvl ? leaf_table(dev, a) : NULL;
 	bool filled = false;
 	int r;
 
 	if (!t)
-		return translate_page(dev, a, access, host, page_last);
+		return translate_page(dev, a, last, access, host, page_last);
 	r = translate_leaf(dev, t, a, access, host, page_last, false, &filled);
-	if (filled && dev->prefetch)
+	if (filled && dev->prefetch && fill_wanted(dev, dev->leaf_lvl, a, last > *page_last))
 		fill_line(dev, dev->leaf_lvl, dev->leaf_pt, t, a);
 	return r;
+}
+
+/*
+ * The segments of a range being built (translate_range()). The open segment is [cur,
+ * cur_end); cur_end starts at UINT64_MAX, which no host address reaches (they are below
+ * 2^52: the formats' output address sizes), so the first piece always opens a segment.
+ */
+struct seg_build {
+	struct dg_sg *sg;
+	unsigned int max; /* entries of sg[] */
+	unsigned int n;	  /* segments so far, the open one included (may exceed max: counted) */
+	uint64_t cur;	  /* host start of the open segment */
+	uint64_t cur_end; /* its end (exclusive); UINT64_MAX before the first */
+	uint64_t hits;	  /* pages served by hit_run() */
+};
+
+/* Close the open segment, which ends at @cur_end (into sg[] if it fits), and open [host,
+ * host + len); returns its end (the caller keeps it: b->cur_end may be behind). */
+static dg_always_inline uint64_t seg_open(struct seg_build *b, uint64_t cur_end, uint64_t host,
+					  uint64_t len)
+{
+	if (b->n && b->n <= b->max)
+		b->sg[b->n - 1] = (struct dg_sg){(void *)(uintptr_t)b->cur, cur_end - b->cur};
+	b->n++;
+	b->cur = host;
+	return host + len;
+}
+
+/*
+ * A run of IOTLB hits in level @l from *@a on, up to @last: one probe per page (the test of
+ * iotlb_probe(), as in the inline hit: tag, permission and emptiness at once), its host
+ * address extending the open segment of @b while it follows. Returns true when the run
+ * reached @last; false with *@a the first page it could not serve (a miss, a larger page, a
+ * missing permission: the probe cannot tell which; translate_one() will). A partial first
+ * page, then the whole pages by count (the loop: probe, host address, compare, add), then a
+ * partial last page. Not inlined: in its own frame the level's fields, the page and the
+ * open segment stay in registers (inside translate_range()'s frame they were reloaded from
+ * the stack for every page).
+ */
+static dg_noinline bool hit_run(const struct iotlb_level *l, uint64_t *a, uint64_t last,
+				uint64_t tag, uint64_t amask, struct seg_build *b)
+{
+	const unsigned int sh = l->off_shift, shift = l->shift;
+	const uint64_t off_mask = l->off_mask, pmask = ~l->base_mask;
+	const char *ent = (const char *)l->ent;
+	uint64_t p = *a, cur_end = b->cur_end, hits = 0, rem, whole, k;
+	const struct iotlb_ent *e;
+	bool done = false;
+
+#define HIT_PROBE(base, p) /* base: the page base of p */                              \
+	(e = (const struct iotlb_ent *)(const void *)(ent + (((p) >> sh) & off_mask)), \
+	 !((e->key ^ (base) ^ tag) & amask))
+#define HIT_ADD(host, len)                                             \
+	do {                                                           \
+		if ((host) == cur_end)                                 \
+			cur_end += (len);                              \
+		else                                                   \
+			cur_end = seg_open(b, cur_end, (host), (len)); \
+	} while (0)
+
+	/* last - p + 1 cannot wrap: the range is at most SIZE_MAX bytes. */
+	if (p & pmask) { /* a first page the range starts inside */
+		uint64_t len = (p | pmask) - p + 1;
+
+		if (!HIT_PROBE(p & ~pmask, p))
+			goto out;
+		if (last - p < len) {
+			len = last - p + 1;
+			done = true;
+		}
+		HIT_ADD(p + e->delta, len);
+		hits++;
+		p += len;
+		if (done)
+			goto out;
+	}
+	rem = last - p + 1; /* p is page aligned from here; 0 only if it wrapped past 2^64 - 1 */
+	whole = rem >> shift;
+	for (k = whole; k; k--, p += pmask + 1) {
+		if (!HIT_PROBE(p, p))
+			break;
+		HIT_ADD(p + e->delta, pmask + 1);
+	}
+	hits += whole - k;
+	if (k)
+		goto out;
+	rem &= pmask;
+	if (rem) { /* a last page the range ends inside */
+		if (!HIT_PROBE(p, p))
+			goto out;
+		HIT_ADD(p + e->delta, rem);
+		hits++;
+	}
+	done = true;
+out:
+#undef HIT_PROBE
+#undef HIT_ADD
+	b->cur_end = cur_end;
+	b->hits += hits;
+	*a = p;
+	return done;
 }
 
 /*
@@ -302,8 +444,8 @@ static dg_always_inline int translate_one(struct dg_device *dev, uint64_t a, uns
 static int translate_range(struct dg_device *dev, uint64_t iova, size_t len, unsigned int access,
 			   struct dg_sg *sg, unsigned int max, unsigned int *nr)
 {
-	uint64_t last = iova + (len - 1), a = iova, prev_end = 0;
-	unsigned int n = 0;
+	uint64_t last = iova + (len - 1), a = iova;
+	struct seg_build b = {.sg = sg, .max = max, .cur_end = UINT64_MAX};
 
 	if (!len || !access || (access & ~(unsigned int)IOTLB_PERM_MASK))
 		return -EINVAL;
@@ -323,7 +465,7 @@ static int translate_range(struct dg_device *dev, uint64_t iova, size_t len, uns
 		      (uint64_t)len - 1 <= ~(iova | dev->iotlb.lvl[0].base_mask))) {
 		/* Within one smallest page (a packet buffer): one translation, one segment. */
 		uint64_t host, page_last;
-		int r = translate_one(dev, iova, access, &host, &page_last);
+		int r = translate_one(dev, iova, last, access, &host, &page_last);
 
 		if (r)
 			return refuse(dev, iova, len, access, (enum dg_fault_reason)r);
@@ -332,31 +474,42 @@ static int translate_range(struct dg_device *dev, uint64_t iova, size_t len, uns
 		*nr = 1;
 		return 0;
 	}
+	/*
+	 * Page by page: a run of IOTLB hits of the smallest page size (a warm TSO send: all 16
+	 * pages) in hit_run(), the segment kept open while the next page's host address follows
+	 * and the hit counter moved once per range; any other page by translate_one(), which
+	 * answers it exactly as before (the miss, its fill, the fault). A hit in the smallest
+	 * level is what translate_one() would return for it: every cached entry of the current
+	 * tag is a translation the device may use, and a page size has one level.
+	 */
 	for (;;) {
-		uint64_t host, page_last, end, seg;
-		int r = translate_one(dev, a, access, &host, &page_last);
+		uint64_t host, page_last, end;
+		int r;
 
-		if (r)
+		if (dev->iotlb.nr_levels &&
+		    hit_run(&dev->iotlb.lvl[0], &a, last, dev->tag, ~IOTLB_PERM_MASK | access, &b))
+			break;
+		r = translate_one(dev, a, last, access, &host, &page_last);
+		if (r) {
+			if (b.hits)
+				stat_inc(&dev->hot.hits, b.hits);
 			return refuse(dev, a, len, access, (enum dg_fault_reason)r);
-		end = page_last < last ? page_last : last;
-		seg = end - a + 1;
-		if (n && host == prev_end) {
-			if (n <= max)
-				sg[n - 1].len += seg;
-		} else {
-			if (n < max) {
-				sg[n].addr = (void *)(uintptr_t)host;
-				sg[n].len = seg;
-			}
-			n++;
 		}
-		prev_end = host + seg;
+		end = page_last < last ? page_last : last;
+		if (host == b.cur_end)
+			b.cur_end += end - a + 1;
+		else
+			b.cur_end = seg_open(&b, b.cur_end, host, end - a + 1);
 		if (end == last)
 			break;
 		a = end + 1;
 	}
-	*nr = n;
-	return n > max ? -ENOSPC : 0;
+	if (b.n <= max)
+		sg[b.n - 1] = (struct dg_sg){(void *)(uintptr_t)b.cur, b.cur_end - b.cur};
+	if (b.hits)
+		stat_inc(&dev->hot.hits, b.hits);
+	*nr = b.n;
+	return b.n > max ? -ENOSPC : 0;
 }
 
 static dg_noinline __attribute__((cold)) int translate_slow(struct dg_device *dev, uint64_t iova,
@@ -374,7 +527,7 @@ static dg_noinline __attribute__((cold)) int translate_slow(struct dg_device *de
 		 * it, without its loop). */
 		uint64_t host, page_last;
 
-		r = translate_one(dev, iova, access, &host, &page_last);
+		r = translate_one(dev, iova, iova, access, &host, &page_last);
 		if (r) {
 			r = refuse(dev, iova, len, access, (enum dg_fault_reason)r);
 		} else {
@@ -389,6 +542,39 @@ static dg_noinline __attribute__((cold)) int translate_slow(struct dg_device *de
 		dev->hot.held = true;
 	if (dev->auto_offline)
 		agent_offline(dev);
+	return r;
+}
+
+/*
+ * A range over several pages once the device has caught up, while it translates with the
+ * cheap miss on (leaf_lvl set: translating, online, not blocked, not auto-offline; @access
+ * valid and @max >= 1: dg_dev_translate() checked). A warm range is one hit_run() and its
+ * last segment, without translate_slow()'s and translate_range()'s frames and checks, which
+ * would all pass. Anything else (a page the run cannot serve, len 0, wrapping) starts over in
+ * translate_range(): hit_run() changed nothing but the local @b, so nothing is counted twice.
+ * Held as on every successful path.
+ */
+static dg_noinline int range_entered(struct dg_device *dev, uint64_t iova, size_t len,
+				     unsigned int access, struct dg_sg *sg, unsigned int max,
+				     unsigned int *nr)
+{
+	uint64_t last = iova + (len - 1), a = iova;
+	struct seg_build b = {.sg = sg, .max = max, .cur_end = UINT64_MAX};
+	int r;
+
+	if (dg_likely(len && last >= iova &&
+		      hit_run(&dev->iotlb.lvl[0], &a, last, dev->tag, ~IOTLB_PERM_MASK | access,
+			      &b))) {
+		if (b.n <= max)
+			sg[b.n - 1] = (struct dg_sg){(void *)(uintptr_t)b.cur, b.cur_end - b.cur};
+		stat_inc(&dev->hot.hits, b.hits);
+		*nr = b.n;
+		dev->hot.held = true;
+		return b.n > max ? -ENOSPC : 0;
+	}
+	r = translate_range(dev, iova, len, access, sg, max, nr);
+	if (r == 0)
+		dev->hot.held = true;
 	return r;
 }
 
@@ -411,8 +597,10 @@ static dg_always_inline int miss_entered(struct dg_device *dev, uint64_t iova, s
 	int r;
 
 	/* leaf_lvl: translating, the cheap miss applies, not auto-offline (agent.c). */
-	if (dg_unlikely(!l || (uint64_t)len - 1 > ~(iova | l->base_mask)))
+	if (dg_unlikely(!l))
 		return translate_slow(dev, iova, len, access, sg, max, nr);
+	if ((uint64_t)len - 1 > ~(iova | l->base_mask)) /* several pages (or len 0) */
+		return range_entered(dev, iova, len, access, sg, max, nr);
 	t = leaf_table(dev, iova);
 	if (dg_unlikely(!t))
 		return translate_slow(dev, iova, len, access, sg, max, nr);
@@ -424,7 +612,7 @@ static dg_always_inline int miss_entered(struct dg_device *dev, uint64_t iova, s
 	*nr = 1;
 	dev->hot.held = true;
 	/* The neighbours of the line just read, as a tail call (it returns 0). */
-	if (filled && dev->prefetch)
+	if (filled && dev->prefetch && fill_wanted(dev, l, iova, false))
 		return fill_line(dev, l, dev->leaf_pt, t, iova);
 	return 0;
 }

@@ -22,6 +22,8 @@ static struct iotlb_ent *alloc_table(uint32_t sets)
 int iotlb_init(struct iotlb *t, uint32_t small, uint32_t large)
 {
 	memset(t, 0, sizeof(*t));
+	for (unsigned int i = 0; i < IOTLB_STREAMS; i++)
+		t->miss_line[i] = IOTLB_NO_LINE;
 	for (unsigned int i = 0; i < IOTLB_MAX_LEVELS; i++) {
 		t->cap[i] = i ? large : small;
 		t->mem[i] = alloc_table(t->cap[i]);

@@ -48,8 +48,11 @@
 
 #define IOTLB_MAX_LEVELS 4
 #define IOTLB_DID_SHIFT	 2
-#define IOTLB_DID_MASK	 0x3ffull /* DG_DOMAIN_ID_MAX */
-#define IOTLB_PERM_MASK	 3ull	  /* DG_PROT_READ | DG_PROT_WRITE */
+#define IOTLB_DID_MASK	 0x3ffull     /* DG_DOMAIN_ID_MAX */
+#define IOTLB_PERM_MASK	 3ull	      /* DG_PROT_READ | DG_PROT_WRITE */
+#define IOTLB_LINE_SHIFT 3	      /* log2 of the 8-byte table entries in a 64-byte cache line */
+#define IOTLB_NO_LINE	 (1ull << 62) /* miss_line before any miss: adjacent to no line */
+#define IOTLB_STREAMS	 2	      /* streams the fill's detector follows (a power of two) */
 
 /*
  * An entry: key = page base | did << 2 | perm (0 when empty), delta = host base - page base.
@@ -74,6 +77,13 @@ struct iotlb {
 	unsigned int nr_levels;
 	uint32_t cap[IOTLB_MAX_LEVELS];		 /* sets allocated for each table */
 	struct iotlb_ent *mem[IOTLB_MAX_LEVELS]; /* mem[0] is the big table */
+	/* The neighbour fill's stream detector (dev/translate.c fill_wanted()): the lines,
+	   iova >> (shift + IOTLB_LINE_SHIFT), of the last allowed demand misses of last-level
+	   pages of up to IOTLB_STREAMS streams; IOTLB_NO_LINE until used. miss_next: the slot a
+	   miss next to none of them takes (round robin). Only decides whether a miss fills,
+	   never what a cached entry holds, so invalidations and context changes leave it. */
+	uint64_t miss_line[IOTLB_STREAMS];
+	unsigned int miss_next;
 };
 
 struct wc_ent {

@@ -41,7 +41,11 @@ static void test_random_sequences(void **state)
 	/* The cases that matter happened: stale hits before the invalidation was applied. */
 	assert_true(n.walks > 1000 && n.hits > 500 && n.stale_hits > 50 && n.refused > 100);
 	/* ...and with the neighbour fill: entries it made were used, some after their unmap. */
-	assert_true(n.prefetched > 2000 && n.prefetch_hits > 500 && n.prefetch_stale_hits > 20);
+	assert_true(n.prefetched > 2000 && n.prefetch_hits > 400 && n.prefetch_stale_hits > 20);
+	/* ...and the stream detector said both: walks next to one of the device's two streams
+	   filled, the others (the first, or two lines from both) filled nothing, both checked
+	   exactly. */
+	assert_true(n.walks_seq > 1000 && n.walks_far > 100);
 	assert_true(n.invals > 1000 && n.done > 100);
 }
 
@@ -62,7 +66,7 @@ static void test_translate_heavy(void **state)
 		buf[i] = (uint8_t)((i / 8) % 4 ? 19 + r % 13 : r);
 	}
 	inval_model_run(buf, sizeof(buf), &n);
-	assert_true(n.hits > 500 && n.stale_hits > 20);
+	assert_true(n.hits > 300 && n.stale_hits > 20);
 }
 
 /*

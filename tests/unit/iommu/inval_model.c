@@ -3,16 +3,21 @@
  * tests/unit/iommu/inval_model.c - randomized map/unmap/invalidate/translate sequences on
  * several devices, checked against a model of what each device may still have cached.
  *
- * The model: 2 domains of NPAGES (16) 4 KiB pages (4K leaves only), 3 devices. For every device,
+ * The model: 2 domains of NPAGES (24: three lines of 8 leaf entries, so consecutive walks
+ * are in adjacent lines or not) 4 KiB pages (4K leaves only), 3 devices. For every device,
  * domain and page it keeps at most one "may be cached" translation (the real IOTLB holds at
  * most one entry per domain and page: a refill overwrites it in the same slot), stamped with
  * the device's `seen` sequence number at the time it was walked. An invalidation command
  * with sequence number end E drops the entries it covers from a device once the device's
  * seen reaches E. Every translation is then checked:
  *  - a walk (the device's miss counter moved) must give exactly the current page table;
- *    one that succeeds also caches the other mapped pages of its 8-page aligned group (the
- *    leaf entries of its cache line: the neighbour fill of dev/translate.c), which the model
- *    marks as held too, and the device's prefetch_fills counter must move by their number;
+ *    one that succeeds, when the last successful walk of one of the device's 2 streams was
+ *    in the same 8-page aligned group or an adjacent one (the stream detector of
+ *    dev/translate.c, which the model runs too: per device whatever the domain, a walk next
+ *    to none taking the streams' slots in turn), also caches the other mapped pages of
+ *    its group (the leaf entries of its cache line: the neighbour fill), which the model
+ *    marks as held too, and the device's prefetch_fills counter must move by their number
+ *    (0 for a walk that does not look sequential);
  *  - an IOTLB hit must give the device's still-possible cached entry: a translation that was
  *    invalidated and whose command the device has applied must never be used again;
  *  - dg_inval_done(seq) may say true only if every online device has applied seq;
@@ -33,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NPAGES	 16
+#define NPAGES	 24
 #define NDOMS	 2
 #define NDEVS	 3
 #define K4	 0x1000ull
@@ -64,6 +69,8 @@ struct model {
 	unsigned int dev_dom[NDEVS];		 /* domain index each device translates in */
 	struct cached may[NDEVS][NDOMS][NPAGES]; /* what a device may hold */
 	uint64_t applied[NDEVS];		 /* log applied up to this seen */
+	uint64_t miss_line[NDEVS][2];		 /* lines of its 2 streams' last successful walks */
+	unsigned int miss_next[NDEVS];		 /* the slot a walk next to neither takes */
 	struct logent log[MAX_LOG];
 	unsigned int nlog;
 	uint64_t seqs[8]; /* recent sequence numbers to wait for */
@@ -330,6 +337,8 @@ static void op_translate(struct model *m)
 		/* A walk: exactly the page table, and now cached. */
 		uint16_t fr = m->map[k][p];
 		unsigned int fills = 0;
+		uint64_t line;
+		bool seq;
 
 		m->n.walks++;
 		if (fr == NO_FRAME) {
@@ -346,8 +355,22 @@ static void op_translate(struct model *m)
 		}
 		CHECK(r == 0 && sg[0].addr == m->frames + fr * K4 + 8,
 		      "walk of page %u: %d %p, want frame %u", p, r, sg[0].addr, fr);
-		/* The neighbour fill: every other mapped page of the line, as the table is. */
-		for (unsigned int q = p & ~7u; q <= (p | 7u); q++) {
+		/* The neighbour fill, when the walk is next to the previous one: every other mapped
+		   page of the line, as the table is. */
+		line = (BASE / K4 + p) >> 3;
+		seq = false;
+		for (unsigned int i = 0; i < 2 && !seq; i++)
+			if (line + 1 >= m->miss_line[d][i] && line <= m->miss_line[d][i] + 1) {
+				m->miss_line[d][i] = line;
+				seq = true;
+			}
+		if (!seq) {
+			m->miss_line[d][m->miss_next[d]] = line;
+			m->miss_next[d] ^= 1;
+		}
+		m->n.walks_seq += seq;
+		m->n.walks_far += !seq;
+		for (unsigned int q = p & ~7u; seq && q <= (p | 7u); q++) {
 			if (q == p || m->map[k][q] == NO_FRAME)
 				continue;
 			m->may[d][k][q].frame = m->map[k][q];
@@ -457,6 +480,7 @@ void inval_model_run(const uint8_t *data, size_t size, struct inval_model_counts
 			for (unsigned int p = 0; p < NPAGES; p++)
 				m.may[d][k][p].frame = NO_FRAME;
 		m.applied[d] = m.dev[d]->seen;
+		m.miss_line[d][0] = m.miss_line[d][1] = 1ull << 40; /* no walk yet: next to none */
 	}
 	while (m.p < m.end) {
 		/* Records of 8 bytes: the first picks the operation (weights out of 32), the
@@ -497,6 +521,8 @@ void inval_model_run(const uint8_t *data, size_t size, struct inval_model_counts
 	free(m.frames);
 	if (counts) {
 		counts->walks += m.n.walks;
+		counts->walks_seq += m.n.walks_seq;
+		counts->walks_far += m.n.walks_far;
 		counts->prefetched += m.n.prefetched;
 		counts->prefetch_hits += m.n.prefetch_hits;
 		counts->prefetch_stale_hits += m.n.prefetch_stale_hits;

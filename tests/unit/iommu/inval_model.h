@@ -13,6 +13,8 @@
 /* What a run exercised, so tests can prove the interesting cases happened. */
 struct inval_model_counts {
 	uint64_t walks;		      /* translations that walked the table */
+	uint64_t walks_seq;	      /* successful walks next to the previous one: they fill */
+	uint64_t walks_far;	      /* successful walks that were not: they fill nothing */
 	uint64_t prefetched;	      /* neighbour entries a walk filled (checked exactly) */
 	uint64_t prefetch_hits;	      /* hits on an entry the neighbour fill made */
 	uint64_t prefetch_stale_hits; /* ...that the table no longer holds (not applied yet) */

@@ -4,8 +4,12 @@
  * last-level entry also caches the other valid entries of its 64-byte line.
  *
  * What must hold, and fails if the fill were wrong or missing:
- *  - counts: 64 consecutive pages cost 8 misses (not 64) through the cheap miss, the general
- *    walk and a multi-page range; off (no_iotlb_prefetch) they cost 64 again;
+ *  - counts: 64 consecutive pages cost 9 misses (not 64) through the cheap miss and the
+ *    general walk, up or down, and 16 pages of a range 2; off (no_iotlb_prefetch) 64 again;
+ *  - the stream detector (fill_wanted()): a miss fills only next to the last miss of one of
+ *    the device's two streams, or when its range goes on: random misses fill nothing, a
+ *    stride of one line fills and one of two does not, two interleaved streams fill and
+ *    three do not, and a device switching between random and sequential follows;
  *  - only valid neighbours are filled, each with its own permissions: a hole, an unmapped or
  *    a present-but-permission-less neighbour is never cached, and a later access to it
  *    faults and is recorded; the group is cut to the table (a small flat window) and to the
@@ -176,10 +180,27 @@ static void stats(const struct env *e, struct dg_dev_stats *s)
 	dg_dev_stats(e->dev, s);
 }
 
+/*
+ * Make the device's next miss at @iova look sequential to the fill's stream detector
+ * (dev/translate.c fill_wanted(): a stream's last miss was in the same line), so that it fills:
+ * for the tests of what a fill caches. The rule itself is tested by test_detector_*.
+ */
+static void arm_fill(struct env *e, uint64_t iova)
+{
+	/* The leaf size is the granule (the IOTLB levels are set up only at the first call). */
+	unsigned int shift = (unsigned int)__builtin_ctzll(e->dom->granule);
+
+	e->dev->iotlb.miss_line[0] = iova >> (shift + IOTLB_LINE_SHIFT);
+}
+
 /* ---- counts --------------------------------------------------------------------------- */
 
-/* 64 consecutive pages, one at a time: 8 misses with the fill, 64 without. */
-static void run_sequential(struct opts o, uint64_t want_misses, uint64_t want_fills)
+/*
+ * 64 consecutive pages, one at a time, ascending or descending: 9 misses with the fill (the
+ * first only trains the stream detector, the second fills the rest of its line, then one per
+ * line), 64 without.
+ */
+static void run_sequential(struct opts o, bool down, uint64_t want_misses, uint64_t want_fills)
 {
 	struct dg_pt_geometry g = vtd4k();
 	struct dg_iommu_stats ist;
@@ -190,7 +211,9 @@ static void run_sequential(struct opts o, uint64_t want_misses, uint64_t want_fi
 	env_init(&e, &g, o);
 	map(&e, BASE, 0, 64 * K4, RW);
 	stats(&e, &a);
-	for (unsigned int p = 0; p < 64; p++) {
+	for (unsigned int i = 0; i < 64; i++) {
+		unsigned int p = down ? 63 - i : i;
+
 		assert_int_equal(xlate(&e, BASE + p * K4 + 64, 64, DG_ACCESS_WRITE, &h), 0);
 		assert_int_equal(h, host(p * K4 + 64));
 	}
@@ -214,38 +237,195 @@ static void run_sequential(struct opts o, uint64_t want_misses, uint64_t want_fi
 static void test_sequential(void **state)
 {
 	(void)state;
-	run_sequential((struct opts){0}, 8, 56);		    /* the cheap miss */
-	run_sequential((struct opts){.auto_offline = true}, 8, 56); /* the general walk */
-	run_sequential((struct opts){.no_fill = true}, 64, 0);	    /* switched off */
-	run_sequential((struct opts){.no_fill = true, .auto_offline = true}, 64, 0);
-	/* An IOTLB of 4 sets: the group is cut to 4 so no neighbour evicts the demand entry. */
-	run_sequential((struct opts){.iotlb_sets = 4}, 16, 48);
+	/* 9 misses: page 0 (trains the detector), page 1 (fills 0 and 2..7: a fill also
+	   rewrites a neighbour already cached), then 8, 16, ..., 56, 7 fills each. */
+	for (int down = 0; down < 2; down++) {
+		run_sequential((struct opts){0}, down, 9, 56); /* the cheap miss */
+		run_sequential((struct opts){.auto_offline = true}, down, 9, 56); /* the walk */
+		run_sequential((struct opts){.no_fill = true}, down, 64, 0);	  /* switched off */
+		run_sequential((struct opts){.no_fill = true, .auto_offline = true}, down, 64, 0);
+	}
+	/* An IOTLB of 4 sets: the group is cut to 4 so no neighbour evicts the demand entry:
+	   pages 0, 1 (fills 0, 2, 3), then 4, 8, ..., 60 (3 each). */
+	run_sequential((struct opts){.iotlb_sets = 4}, false, 17, 48);
 }
 
-/* A 64 KiB range (16 pages, one sg segment): 2 misses, as a TSO send would make. */
-static void test_range(void **state)
+/* ---- the stream detector ---------------------------------------------------------------- */
+
+/* Translate page @p of BASE, checking the host address; count its misses and fills. */
+static void touch(struct env *e, uint64_t p, uint64_t *misses, uint64_t *fills)
+{
+	struct dg_dev_stats a, b;
+	uint64_t h;
+
+	stats(e, &a);
+	assert_int_equal(xlate(e, BASE + p * K4 + 16, 16, DG_ACCESS_READ, &h), 0);
+	assert_int_equal(h, host(p * K4 + 16));
+	stats(e, &b);
+	*misses += b.iotlb_misses - a.iotlb_misses;
+	*fills += b.prefetch_fills - a.prefetch_fills;
+}
+
+/*
+ * Misses never in the line of one of the previous two (the detector's streams) nor next to
+ * it fill nothing: 32 pages, one per line, the lines visited 5 apart (mod 32, so two misses
+ * apart they are 10 apart), each at a different page of its line. Without the detector every
+ * one of them would fill its 7 mapped neighbours.
+ */
+static void test_detector_random(void **state)
 {
 	struct dg_pt_geometry g = vtd4k();
+
+	(void)state;
+	for (int off = 0; off < 2; off++) {
+		uint64_t misses = 0, fills = 0;
+		struct env e;
+
+		env_init(&e, &g, (struct opts){.auto_offline = off == 1});
+		map(&e, BASE, 0, 256 * K4, RW);
+		for (unsigned int i = 0; i < 32; i++)
+			touch(&e, (i * 5 % 32) * 8 + i * 3 % 8, &misses, &fills);
+		assert_int_equal(misses, 32);
+		assert_int_equal(fills, 0);
+		env_fini(&e);
+	}
+}
+
+/*
+ * The boundary of "adjacent": one page per line, a line apart (up or down), fills each time
+ * but the first; two lines apart never fills.
+ */
+static void test_detector_strides(void **state)
+{
+	static const struct {
+		int stride;	/* pages between consecutive translations */
+		uint64_t fills; /* over 32 translations */
+	} c[] = {{8, 31 * 7}, {-8, 31 * 7}, {16, 0}, {-16, 0}};
+	struct dg_pt_geometry g = vtd4k();
+
+	(void)state;
+	for (int off = 0; off < 2; off++)
+		for (size_t i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+			uint64_t misses = 0, fills = 0;
+			struct env e;
+
+			env_init(&e, &g, (struct opts){.auto_offline = off == 1});
+			map(&e, BASE, 0, 512 * K4, RW);
+			for (int k = 0; k < 32; k++)
+				touch(&e, (uint64_t)(c[i].stride > 0 ? 0 : 511) + k * c[i].stride,
+				      &misses, &fills);
+			assert_int_equal(misses, 32);
+			assert_int_equal(fills, c[i].fills);
+			env_fini(&e);
+		}
+}
+
+/*
+ * Interleaved streams (a receive and a transmit ring): the detector follows two, so two
+ * streams of 64 pages taken in turn cost 9 misses and 56 fills each, as alone; a third
+ * stream in the rotation makes every miss next to neither slot (each evicts the line the
+ * next one needs), so nothing fills: 64 misses per stream.
+ */
+static void test_detector_streams(void **state)
+{
+	struct dg_pt_geometry g = vtd4k();
+
+	(void)state;
+	for (int off = 0; off < 2; off++)
+		for (unsigned int ns = 2; ns <= 3; ns++) {
+			uint64_t misses = 0, fills = 0;
+			struct env e;
+
+			env_init(&e, &g, (struct opts){.auto_offline = off == 1});
+			map(&e, BASE, 0, 1024 * K4, RW);
+			for (unsigned int p = 0; p < 64; p++)
+				for (unsigned int k = 0; k < ns; k++)
+					touch(&e, k * 256 + p, &misses, &fills);
+			assert_int_equal(misses, ns == 2 ? 2 * 9 : 3 * 64);
+			assert_int_equal(fills, ns == 2 ? 2 * 56 : 0);
+			env_fini(&e);
+		}
+}
+
+/*
+ * The switch: a device going from a random pattern to a stream and back. Random misses over
+ * lines 0..31 fill nothing; the stream over pages 256..319 (lines 32..39; the last random
+ * misses were in lines 22 and 27) costs 9 misses and fills the rest, as on a fresh device;
+ * random misses again, over lines 44..63 (7 or 13 lines apart, two misses apart 6 or 14; the
+ * first 5 lines after the stream's last), fill nothing again.
+ */
+static void test_detector_switch(void **state)
+{
+	struct dg_pt_geometry g = vtd4k();
+
+	(void)state;
+	for (int off = 0; off < 2; off++) {
+		uint64_t misses = 0, fills = 0;
+		struct env e;
+
+		env_init(&e, &g, (struct opts){.auto_offline = off == 1});
+		map(&e, BASE, 0, 512 * K4, RW);
+		for (unsigned int i = 0; i < 32; i++)
+			touch(&e, (i * 5 % 32) * 8 + i % 8, &misses, &fills);
+		assert_int_equal(misses, 32);
+		assert_int_equal(fills, 0);
+		misses = 0;
+		for (unsigned int p = 256; p < 320; p++)
+			touch(&e, p, &misses, &fills);
+		assert_int_equal(misses, 9);
+		assert_int_equal(fills, 56);
+		misses = fills = 0;
+		for (unsigned int i = 0; i < 20; i++)
+			touch(&e, (44 + i * 7 % 20) * 8 + i % 8, &misses, &fills);
+		assert_int_equal(misses, 20);
+		assert_int_equal(fills, 0);
+		env_fini(&e);
+	}
+}
+
+/*
+ * A 64 KiB range (16 pages, one sg segment): 2 misses, as a TSO send makes, whatever the
+ * device's previous miss (a range's pages come in order: a miss that is not its last page
+ * fills without asking the detector): on a fresh device, and after a one-page miss far away.
+ * A range of 2 pages ending at the first page of a line: the first page fills (the range
+ * goes on), the second too (next to the first's line).
+ */
+static void range(struct env *e, uint64_t first, uint64_t pages, uint64_t misses, uint64_t fills)
+{
 	struct dg_dev_stats a, b;
 	struct dg_sg sg[4];
 	unsigned int nr;
+
+	stats(e, &a);
+	assert_int_equal(dg_dev_translate(e->dev, BASE + first * K4, pages * K4, DG_ACCESS_READ, sg,
+					  4, &nr),
+			 0);
+	assert_int_equal(nr, 1);
+	assert_int_equal((uint64_t)(uintptr_t)sg[0].addr, host(first * K4));
+	assert_int_equal(sg[0].len, pages * K4);
+	stats(e, &b);
+	assert_int_equal(b.iotlb_misses - a.iotlb_misses, misses);
+	assert_int_equal(b.prefetch_fills - a.prefetch_fills, fills);
+}
+
+static void test_range(void **state)
+{
+	struct dg_pt_geometry g = vtd4k();
 	struct env e;
+	uint64_t misses = 0, fills = 0;
 
 	(void)state;
 	for (int off = 0; off < 2; off++) {
 		env_init(&e, &g, (struct opts){.auto_offline = off == 1});
-		map(&e, BASE, 0, 16 * K4, RW);
-		stats(&e, &a);
-		assert_int_equal(dg_dev_translate(e.dev, BASE, 16 * K4, DG_ACCESS_READ, sg, 4, &nr),
-				 0);
-		assert_int_equal(nr, 1);
-		assert_int_equal((uint64_t)(uintptr_t)sg[0].addr, host(0));
-		assert_int_equal(sg[0].len, 16 * K4);
-		stats(&e, &b);
-		assert_int_equal(b.iotlb_misses - a.iotlb_misses, 2);
-		assert_int_equal(b.prefetch_fills - a.prefetch_fills, 14);
+		map(&e, BASE, 0, 256 * K4, RW);
+		range(&e, 0, 16, 2, 14);
+		touch(&e, 200, &misses, &fills); /* line 25 */
+		range(&e, 64, 16, 2, 14);	 /* lines 8, 9 */
+		range(&e, 135, 2, 2, 7 + 7);	 /* pages 135 (line 16), 136 (line 17) */
 		env_fini(&e);
 	}
+	assert_int_equal(misses, 2);
+	assert_int_equal(fills, 0);
 }
 
 /* ---- which neighbours ------------------------------------------------------------------ */
@@ -269,6 +449,7 @@ static void test_holes_and_perms(void **state)
 		map(&e, BASE + 4 * K4, 4 * K4, K4, DG_PROT_WRITE);
 		map(&e, BASE + 6 * K4, 100 * K4, K4, RW);
 		map(&e, BASE + 8 * K4, 8 * K4, K4, RW);
+		arm_fill(&e, BASE);
 		stats(&e, &a);
 		assert_int_equal(xlate(&e, BASE + 8, 8, DG_ACCESS_READ, &h), 0);
 		stats(&e, &b);
@@ -307,6 +488,7 @@ static void test_holes_and_perms(void **state)
 			expect_fault(&e, BASE + 7 * K4 + 9, DG_ACCESS_WRITE, DG_FAULT_UNMAPPED);
 		}
 		/* A refused demand access fills nothing. */
+		arm_fill(&e, BASE + 8 * K4);
 		stats(&e, &a);
 		assert_int_equal(xlate(&e, BASE + 8 * K4, 1, DG_ACCESS_READ, &h), 0);
 		stats(&e, &b);
@@ -340,6 +522,7 @@ static void run_permissionless(bool auto_offline)
 	atomic_store(&table[pt_leaf_index(dg_domain_pt(e.dom), BASE + 2 * K4)], pte);
 	assert_int_equal(dg_pt_walk(dg_domain_pt(e.dom), BASE + 2 * K4, &w), 0);
 	assert_int_equal(w.prot & RW, 0);
+	arm_fill(&e, BASE);
 	stats(&e, &a);
 	assert_int_equal(xlate(&e, BASE, 8, DG_ACCESS_READ, &h), 0);
 	stats(&e, &b);
@@ -406,6 +589,7 @@ static void test_geometries(void **state)
 
 		env_init(&e, &c[i].g, (struct opts){0});
 		map(&e, c[i].iova, 0, c[i].pages * c[i].page, RW);
+		arm_fill(&e, c[i].iova + c[i].demand * c[i].page);
 		stats(&e, &a);
 		assert_int_equal(
 			xlate(&e, c[i].iova + c[i].demand * c[i].page, 8, DG_ACCESS_READ, &h), 0);
@@ -518,6 +702,7 @@ static void run_drop(struct opts o, struct dg_inval_cmd c, bool keeps_4)
 
 	env_init(&e, &g, o);
 	map(&e, BASE, 0, 8 * K4, RW);
+	arm_fill(&e, BASE);
 	assert_int_equal(xlate(&e, BASE, 8, DG_ACCESS_READ, &h), 0);
 	assert_int_equal(cached_perm(&e, BASE + 5 * K4), RW);
 	unmap_only(&e, BASE + 5 * K4, K4);
@@ -574,6 +759,7 @@ static void test_lap_drops(void **state)
 	other = dg_domain_create(e.mmu, &g, NULL, NULL);
 	assert_non_null(other);
 	map(&e, BASE, 0, 8 * K4, RW);
+	arm_fill(&e, BASE);
 	assert_int_equal(xlate(&e, BASE, 8, DG_ACCESS_READ, &h), 0);
 	assert_int_equal(cached_perm(&e, BASE + 5 * K4), RW);
 	unmap_only(&e, BASE + 5 * K4, K4);
@@ -625,6 +811,7 @@ static void test_race_orders(void **state)
 	/* (a) */
 	env_init(&e, &g, (struct opts){0});
 	map(&e, BASE, 0, 8 * K4, RW);
+	arm_fill(&e, BASE);
 	assert_int_equal(xlate(&e, BASE, 8, DG_ACCESS_READ, &h), 0); /* fills 1..7; held */
 	assert_int_equal(cached_perm(&e, BASE + K4), RW);
 	unmap_only(&e, BASE + K4, K4);
@@ -642,6 +829,7 @@ static void test_race_orders(void **state)
 	/* (a') the same when the device reaches its quiescent point before touching page 1. */
 	env_init(&e, &g, (struct opts){0});
 	map(&e, BASE, 0, 8 * K4, RW);
+	arm_fill(&e, BASE);
 	assert_int_equal(xlate(&e, BASE, 8, DG_ACCESS_READ, &h), 0);
 	unmap_only(&e, BASE + K4, K4);
 	assert_int_equal(dg_inval_submit(e.mmu, &c, 1, &seq), 0);
@@ -656,7 +844,8 @@ static void test_race_orders(void **state)
 	/* (b) */
 	env_init(&e, &g, (struct opts){0});
 	map(&e, BASE, 0, 8 * K4, RW);
-	assert_int_equal(xlate(&e, BASE + 2 * K4, 8, DG_ACCESS_READ, &h), 0); /* online, warm */
+	/* Online, warm; the first miss, which also makes the next one (same line) fill. */
+	assert_int_equal(xlate(&e, BASE + 2 * K4, 8, DG_ACCESS_READ, &h), 0);
 	dg_dev_quiesce(e.dev);
 	inval(&e,
 	      (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = 1, .flags = DG_INVAL_LEAF});
@@ -782,6 +971,10 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sequential),
 		cmocka_unit_test(test_range),
+		cmocka_unit_test(test_detector_random),
+		cmocka_unit_test(test_detector_strides),
+		cmocka_unit_test(test_detector_streams),
+		cmocka_unit_test(test_detector_switch),
 		cmocka_unit_test(test_holes_and_perms),
 		cmocka_unit_test(test_permissionless_neighbour),
 		cmocka_unit_test(test_geometries),
