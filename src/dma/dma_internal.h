@@ -562,6 +562,7 @@ struct dma_links {
 	struct pt_slots *slots; /* NULL: the general page-table path (Linux-like reference) */
 	uint64_t addr;		/* IOVA of granule 0 (st->addr) */
 	unsigned int gshift;	/* log2 granule */
+	uint64_t tmpl[3];	/* pt_slots_tmpl() of each direction's permissions */
 	_Atomic uint64_t w[];	/* one word per granule */
 };
 
@@ -579,7 +580,8 @@ static inline void dma_links_settle(struct dma_links *l, uint64_t iova, uint64_t
 {
 	const uint64_t i = (iova - l->addr) >> l->gshift, k = size >> l->gshift;
 
-	for (uint64_t j = 0; j < k; j++)
+	atomic_store_explicit(&l->w[i], 0, memory_order_relaxed); /* k >= 1: a ring slot's one */
+	for (uint64_t j = 1; dg_unlikely(j < k); j++)
 		atomic_store_explicit(&l->w[i + j], 0, memory_order_relaxed);
 }
 

@@ -117,6 +117,8 @@ int dg_dma_iova_alloc(struct dg_dma_dev *dd, uint64_t size, struct dg_dma_iova_s
 			r = -errno;
 			goto fail;
 		}
+		for (unsigned int d = 0; l->slots && d < 3; d++)
+			l->tmpl[d] = pt_slots_tmpl(l->slots, dma_dir_prot(d));
 	}
 	st->links = l;
 	atomic_fetch_add_explicit(&dd->iova_states, 1, memory_order_relaxed);
@@ -363,7 +365,7 @@ int dg_dma_iova_link(struct dg_dma_iova_state *st, uint64_t offset, const void *
 	 * (dma_fail()) before using it. */
 	if (dg_unlikely(atomic_load_explicit(&l->w[i], memory_order_relaxed) ||
 			atomic_load_explicit(&dd->dma->fail, memory_order_relaxed) ||
-			!pt_slot_try_map(l->slots, i, (uintptr_t)buf - off, dma_dir_prot(dir))))
+			!pt_slot_try_map(l->slots, i, (uintptr_t)buf - off, l->tmpl[dir])))
 		return link_general(st, offset, buf, len, dir, dma);
 	atomic_store_explicit(&l->w[i], link_word(dir, off, len), memory_order_relaxed);
 	*dma = st->addr + offset + off;

@@ -952,6 +952,7 @@ struct pt_slots *pt_slots_create(struct dg_pt *pt, uint64_t iova, uint64_t n)
 	s->tshift = tshift;
 	s->t0 = first >> tshift;
 	s->tmask = last ? pt->leaf_index_mask : UINT64_MAX;
+	s->lo = first & s->tmask;
 	s->gshift = pt->leaf_shift;
 	s->gmask = pt->granule_mask;
 	s->oa_limit = pt->oa_limit;
@@ -1031,10 +1032,10 @@ uint64_t pt_slots_unmap(struct pt_slots *s, uint64_t i, uint64_t k)
 	uint64_t cleared = 0;
 
 	for (uint64_t j = 0; j < k; j++) {
-		const uint64_t g = s->first + i + j;
+		const uint64_t g = s->lo + i + j;
 		/* Acquire: as in pt_slot_entry(). */
-		_Atomic uint64_t *table = atomic_load_explicit(&s->tables[(g >> s->tshift) - s->t0],
-							       memory_order_acquire);
+		_Atomic uint64_t *table =
+			atomic_load_explicit(&s->tables[g >> s->tshift], memory_order_acquire);
 
 		if (!table || !atomic_load_explicit(table + (g & s->tmask), memory_order_relaxed))
 			continue;

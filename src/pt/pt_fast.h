@@ -45,7 +45,7 @@ int pt_unmap_granule(struct dg_pt *pt, uint64_t iova, struct dg_pt_gather *gathe
  * no hint, no descent, no gather (the rIOMMU idea, ASPLOS'15, on a radix table: a ring's
  * translations live in a few tables the driver already holds).
  *
- *   slot i -> granule g = first + i -> tables[(g >> tshift) - t0][g & tmask]
+ *   slot i -> g = (first & tmask) + i -> tables[g >> tshift][g & tmask]
  *
  * Why a kept table pointer stays valid: a last-level table leaves the tree only when one call
  * covers its whole span - an unmap (pt_unmap_va unlinks covered tables) or a map of a larger
@@ -67,6 +67,8 @@ struct pt_slots {
 	uint64_t first;	     /* granule number ((iova - base) >> granule shift) of slot 0 */
 	uint64_t n;	     /* slots */
 	uint64_t t0;	     /* first >> tshift: the table of slot 0 */
+	uint64_t lo;	     /* first & tmask: slot i is entry (lo + i) & tmask of table
+				(lo + i) >> tshift, relative to t0 */
 	uint64_t tmask;	     /* entries of a last-level table - 1 (one-level: all ones) */
 	unsigned int tshift; /* log2 entries of a last-level table (one-level: 63) */
 	unsigned int gshift; /* log2 granule */
@@ -102,13 +104,13 @@ int pt_slots_check(const struct pt_slots *s, FILE *why);
 /* The entry of slot @i (< n), finding its table on first use; NULL with *err on failure. */
 static dg_always_inline _Atomic uint64_t *pt_slot_entry(struct pt_slots *s, uint64_t i, int *err)
 {
-	const uint64_t g = s->first + i;
+	const uint64_t g = s->lo + i;
 	/* Acquire: pairs with the release store in pt_slots_table() (the table's zero fill and
 	 * the descriptors above it were seen by the thread that kept it). */
 	_Atomic uint64_t *table =
-		atomic_load_explicit(&s->tables[(g >> s->tshift) - s->t0], memory_order_acquire);
+		atomic_load_explicit(&s->tables[g >> s->tshift], memory_order_acquire);
 
-	if (dg_unlikely(!table) && (*err = pt_slots_table(s, (g >> s->tshift) - s->t0, &table)))
+	if (dg_unlikely(!table) && (*err = pt_slots_table(s, g >> s->tshift, &table)))
 		return NULL;
 	return table + (g & s->tmask);
 }
@@ -137,19 +139,26 @@ static dg_always_inline int pt_slot_map(struct pt_slots *s, uint64_t i, uint64_t
 	return 0;
 }
 
+/* The leaf bits but the address of a slot mapped for @prot (a caller's cached template). */
+static inline uint64_t pt_slots_tmpl(const struct pt_slots *s, unsigned int prot)
+{
+	return s->tmpl[prot & DG_PROT_ALL];
+}
+
 /*
  * The short way of pt_slot_map() for a caller that falls back to it (or to pt_slots_map())
- * whenever this says false, having changed nothing: @phys granule aligned and @prot valid
- * (the caller's contract); false when the slot's table is not kept yet, the slot is present
- * or @phys is beyond the output size. No call, so the caller's fast path saves no registers.
+ * whenever this says false, having changed nothing: @phys granule aligned and @tmpl a
+ * pt_slots_tmpl() (the caller's contract); false when the slot's table is not kept yet, the
+ * slot is present or @phys is beyond the output size. No call, so the caller's fast path
+ * saves no registers.
  */
 static dg_always_inline bool pt_slot_try_map(struct pt_slots *s, uint64_t i, uint64_t phys,
-					     unsigned int prot)
+					     uint64_t tmpl)
 {
-	const uint64_t g = s->first + i;
+	const uint64_t g = s->lo + i;
 	/* Acquire: as in pt_slot_entry(). */
 	_Atomic uint64_t *table =
-		atomic_load_explicit(&s->tables[(g >> s->tshift) - s->t0], memory_order_acquire);
+		atomic_load_explicit(&s->tables[g >> s->tshift], memory_order_acquire);
 	_Atomic uint64_t *ptep;
 
 	if (dg_unlikely(!table || phys >= s->oa_limit))
@@ -158,8 +167,7 @@ static dg_always_inline bool pt_slot_try_map(struct pt_slots *s, uint64_t i, uin
 	if (dg_unlikely(atomic_load_explicit(ptep, memory_order_relaxed)))
 		return false;
 	/* Release: pairs with the acquire loads of walkers (as in pt_map_va). */
-	atomic_store_explicit(ptep,
-			      (phys & s->oa_mask) | ((phys >> 36) & s->oa_hi_mask) | s->tmpl[prot],
+	atomic_store_explicit(ptep, (phys & s->oa_mask) | ((phys >> 36) & s->oa_hi_mask) | tmpl,
 			      memory_order_release);
 	return true;
 }
@@ -167,10 +175,10 @@ static dg_always_inline bool pt_slot_try_map(struct pt_slots *s, uint64_t i, uin
 /* Clear slot @i (< n) mapped before (its table is kept): one load, one store. */
 static dg_always_inline void pt_slot_unmap(struct pt_slots *s, uint64_t i)
 {
-	const uint64_t g = s->first + i;
+	const uint64_t g = s->lo + i;
 	/* Acquire: as in pt_slot_entry(). */
 	_Atomic uint64_t *table =
-		atomic_load_explicit(&s->tables[(g >> s->tshift) - s->t0], memory_order_acquire);
+		atomic_load_explicit(&s->tables[g >> s->tshift], memory_order_acquire);
 
 	/* Relaxed: as in pt_unmap_va (the caller invalidates; a last-level entry is a leaf). */
 	if (dg_likely(table != NULL))
