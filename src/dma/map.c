@@ -318,8 +318,8 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 {
 	struct iova_owned t[DG_DMA_BATCH_MAX];
 	size_t n = 0, m = 0;
+	uint64_t s = 0, chi = 0; /* the open run's end, in a register */
 	uint32_t ni = 0;
-	uint64_t s = 0;
 
 	for (uint32_t i = from; i < b->n; i++) {
 		const uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr;
@@ -329,16 +329,19 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 			continue;
 		s += e - a;
 		ni += k == BATCH_IOVA;
-		if (m && a == hi[m - 1]) {
-			hi[m - 1] = e;
-		} else if (dg_likely(!m || a > hi[m - 1])) {
-			lo[m] = a;
-			hi[m] = e;
-			m++;
-		} else {
-			goto sort;
+		if (dg_likely(a == chi) && m) { /* the next slot of a ring: extend */
+			chi = e;
+			continue;
 		}
+		if (dg_unlikely(a < chi))
+			goto sort;
+		if (m)
+			hi[m - 1] = chi;
+		lo[m++] = a;
+		chi = e;
 	}
+	if (m)
+		hi[m - 1] = chi;
 	*sum = s;
 	*niova = ni;
 	return m;
@@ -544,14 +547,14 @@ static int batch_flush(struct dg_dma_batch *b)
 	for (uint32_t i = 0; i < b->n; i++) {
 		const uint64_t k = b->ent[i].size & BATCH_KIND;
 
-		if (k == BATCH_LINK)
-			dma_links_settle((struct dma_links *)(uintptr_t)b->ent[i].token,
-					 b->ent[i].addr, b->ent[i].size & ~(uint64_t)BATCH_KIND);
-		else if (k == BATCH_IOVA)
+		if (dg_likely(k == BATCH_IOVA))
 			fr[nf++] =
 				(struct iova_owned){.iova = b->ent[i].addr,
 						    .size = b->ent[i].size & ~(uint64_t)BATCH_KIND,
 						    .token = b->ent[i].token};
+		else if (k == BATCH_LINK)
+			dma_links_settle((struct dma_links *)(uintptr_t)b->ent[i].token,
+					 b->ent[i].addr, b->ent[i].size & ~(uint64_t)BATCH_KIND);
 		else
 			nb++;
 	}
