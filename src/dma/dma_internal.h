@@ -98,6 +98,8 @@ extern _Thread_local struct dma_tls_slot dma_tls[DMA_TLS_SLOTS]
 	__attribute__((tls_model("initial-exec")));
 
 struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd);
+/* This thread's id (dma_tstats.owner), 0 until its first dma_tstats_slow() (dma_stats.c). */
+extern _Thread_local uint64_t dma_tls_tid __attribute__((tls_model("initial-exec")));
 void dma_tstats_free(struct dg_dma_dev *dd);
 
 /* ---- the record table (map_record.c) ------------------------------------------------------- */
@@ -563,7 +565,10 @@ struct dma_links {
 	uint64_t addr;		/* IOVA of granule 0 (st->addr) */
 	unsigned int gshift;	/* log2 granule */
 	uint64_t tmpl[3];	/* pt_slots_tmpl() of each direction's permissions */
-	_Atomic uint64_t w[];	/* one word per granule */
+	/* The counter block of the thread that counted here last (iova_link.c); checked against
+	 * dma_tls_tid on use, so a handover to another thread only costs one lookup. */
+	_Atomic(struct dma_tstats *) ts;
+	_Atomic uint64_t w[]; /* one word per granule */
 };
 
 /*

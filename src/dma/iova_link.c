@@ -71,6 +71,9 @@ static uint64_t link_word(enum dg_dma_dir dir, uint64_t off, uint64_t len)
 	return LINK_VALID | (uint64_t)dir << LINK_DIR_SHIFT | off << LINK_OFF_SHIFT | len;
 }
 
+/* Never matches a thread (ids start at 1): what l->ts holds before the first count. */
+static struct dma_tstats links_no_ts = {.owner = UINT64_MAX};
+
 int dg_dma_iova_alloc(struct dg_dma_dev *dd, uint64_t size, struct dg_dma_iova_state *st)
 {
 	struct dma_space *sp;
@@ -111,6 +114,7 @@ int dg_dma_iova_alloc(struct dg_dma_dev *dd, uint64_t size, struct dg_dma_iova_s
 	}
 	l->addr = st->addr;
 	l->gshift = sp->gshift;
+	atomic_init(&l->ts, &links_no_ts);
 	if (!dd->reference) {
 		l->slots = pt_slots_create(sp->pt, st->addr, n);
 		if (!l->slots && errno != EOPNOTSUPP) { /* else: the general path */
@@ -316,12 +320,18 @@ static dg_noinline int unlink_general(struct dg_dma_iova_state *st, uint64_t off
 }
 
 /*
- * The counters of a link or unlink whose thread has no cached counter block for the device
- * yet (its first call): the fast paths tail-call this rather than calling the lookup.
+ * The counters of a link or unlink when the range's cached counter block is not this
+ * thread's (its first call, or another thread counted here last): the fast paths tail-call
+ * this rather than calling the lookup.
  */
-static dg_noinline int link_count_slow(struct dg_dma_dev *dd, enum dma_ctr c, uint64_t waste)
+static dg_noinline int link_count_slow(struct dg_dma_dev *dd, struct dma_links *l, enum dma_ctr c,
+				       uint64_t waste)
 {
 	struct dma_tstats *t = dma_tstats(dd);
+
+	/* Release: pairs with the acquire load in links_tstats() (the block's owner field,
+	 * written before the block was published in dma_tstats_slow(), is visible with it). */
+	atomic_store_explicit(&l->ts, t, memory_order_release);
 
 	ctr_add(t, c, 1);
 	if (c == CTR_LINKS) {
@@ -331,12 +341,13 @@ static dg_noinline int link_count_slow(struct dg_dma_dev *dd, enum dma_ctr c, ui
 	return 0;
 }
 
-/* The thread's cached counter block for @dd, or NULL (dma_tstats() without its slow call). */
-static dg_always_inline struct dma_tstats *tstats_cached(const struct dg_dma_dev *dd)
+/* The range's cached counter block if it is this thread's, else NULL: three loads. */
+static dg_always_inline struct dma_tstats *links_tstats(struct dma_links *l)
 {
-	const struct dma_tls_slot *ts = &dma_tls[dd->gen & (DMA_TLS_SLOTS - 1)];
+	/* Acquire: pairs with the release store in link_count_slow(). */
+	struct dma_tstats *t = atomic_load_explicit(&l->ts, memory_order_acquire);
 
-	return dg_likely(ts->dd == dd && ts->gen == dd->gen) ? ts->t : NULL;
+	return dg_likely(t->owner == dma_tls_tid) ? t : NULL;
 }
 
 /*
@@ -370,9 +381,9 @@ int dg_dma_iova_link(struct dg_dma_iova_state *st, uint64_t offset, const void *
 	atomic_store_explicit(&l->w[i], link_word(dir, off, len), memory_order_relaxed);
 	*dma = st->addr + offset + off;
 	waste = st->granule - len;
-	t = tstats_cached(dd);
+	t = links_tstats(l);
 	if (dg_unlikely(!t))
-		return link_count_slow(dd, CTR_LINKS, waste);
+		return link_count_slow(dd, l, CTR_LINKS, waste);
 	ctr_add(t, CTR_LINKS, 1);
 	ctr_add(t, CTR_SUBPAGE, waste);
 	ctr_max(&t->subpage_max, waste);
@@ -404,9 +415,9 @@ int dg_dma_iova_unlink(struct dg_dma_iova_state *st, uint64_t offset, size_t len
 	b->ent[b->n].size = st->granule | DMA_BATCH_LINK;
 	b->ent[b->n].token = (uint64_t)(uintptr_t)l;
 	b->n++;
-	t = tstats_cached(dd);
+	t = links_tstats(l);
 	if (dg_unlikely(!t))
-		return link_count_slow(dd, CTR_UNLINKS, 0);
+		return link_count_slow(dd, l, CTR_UNLINKS, 0);
 	ctr_add(t, CTR_UNLINKS, 1);
 	return 0;
 }
