@@ -472,12 +472,8 @@ static int batch_issue(struct dg_dma_batch *b)
 			nlink += (b->ent[i].size & BATCH_KIND) == BATCH_LINK;
 	}
 	if (niova && !nlink) { /* streaming unmaps only: a page-table call per run */
-		for (size_t i = 0; i < nr; i++) {
-			if (hi[i] - lo[i] == sp->granule)
-				pt_unmap_granule(sp->pt, lo[i], g);
-			else
-				dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], g, &unmapped);
-		}
+		for (size_t i = 0; i < nr; i++)
+			pt_unmap_granules(sp->pt, lo[i], (hi[i] - lo[i]) >> sp->gshift, g);
 	} else if (niova) { /* mixed: never unmap over a two-step range (its tables are kept) */
 		for (uint32_t i = b->nsub; i < b->n; i++) {
 			const uint64_t a = b->ent[i].addr;

@@ -915,6 +915,45 @@ int pt_unmap_granule(struct dg_pt *pt, uint64_t iova, struct dg_pt_gather *gathe
 	return dg_pt_unmap(pt, iova, pt->geo.granule, gather, &unmapped);
 }
 
+int pt_unmap_granules(struct dg_pt *pt, uint64_t iova, uint64_t n, struct dg_pt_gather *gather)
+{
+	const uint64_t g = pt->geo.granule, va0 = iova - pt->iova_base;
+	uint64_t i = 0, cleared = 0, unmapped = 0;
+	int r;
+
+	if (dg_likely(pt->granule_fast && gather && n && iova >= pt->iova_base &&
+		      va0 < pt->va_limit && n <= (pt->va_limit - va0) / g &&
+		      !(va0 & pt->granule_mask))) {
+		const uint64_t span = pt->leaf_index_mask + 1; /* granules per last-level table */
+
+		while (i < n) {
+			const uint64_t va = va0 + i * g;
+			const uint64_t idx = (va >> pt->leaf_shift) & pt->leaf_index_mask;
+			_Atomic uint64_t *table = pt_hint_get(pt, va);
+			uint64_t m = n - i;
+
+			if (!table && !(table = pt_granule_table(pt, va, false)))
+				break; /* a larger leaf, or nothing: the general path says */
+			if (m > span - idx)
+				m = span - idx;
+			for (uint64_t k = 0; k < m; k++) {
+				if (!atomic_load_explicit(&table[idx + k], memory_order_relaxed))
+					continue;
+				/* Relaxed: as in pt_unmap_va (a last-level entry is a leaf). */
+				atomic_store_explicit(&table[idx + k], 0, memory_order_relaxed);
+				cleared++;
+			}
+			i += m;
+		}
+		if (cleared)
+			pt_gather_range(gather, iova, iova + i * g, g);
+		if (i == n)
+			return cleared ? 0 : -ENOENT;
+	}
+	r = dg_pt_unmap(pt, iova + i * g, (n - i) * g, gather, &unmapped);
+	return cleared && r == -ENOENT ? 0 : r;
+}
+
 /* ---- slots: kept last-level tables (pt_fast.h) ------------------------------------------ */
 
 struct pt_slots *pt_slots_create(struct dg_pt *pt, uint64_t iova, uint64_t n)

@@ -39,6 +39,17 @@ int pt_map_granules(struct dg_pt *pt, uint64_t iova, const uint64_t *phys, unsig
 int pt_unmap_granule(struct dg_pt *pt, uint64_t iova, struct dg_pt_gather *gather);
 
 /*
+ * dg_pt_unmap(pt, iova, n granules, gather, &unmapped) of a run of granule leaves (a batch's
+ * run of adjacent one-granule buffers), through the hint: one hint lookup per last-level table
+ * the run crosses, then a load and a store per entry, one gather update. Tables are kept
+ * (leaf-only: the invalidation can stay leaf-only and walk caches warm) where dg_pt_unmap
+ * would unlink a table the run covers whole. Whatever is not a last-level table under a
+ * table (a larger leaf, a one-level table) goes to dg_pt_unmap. Returns 0, or -ENOENT when
+ * nothing was mapped there, -EINVAL / -ERANGE as dg_pt_unmap.
+ */
+int pt_unmap_granules(struct dg_pt *pt, uint64_t iova, uint64_t n, struct dg_pt_gather *gather);
+
+/*
  * Slots: the last-level tables under an IOVA range that one owner keeps for a long time (the
  * DMA layer's two-step ranges: a ring's slots), found once and kept, so that a one-granule
  * map or unmap inside the range is an index, one load of a kept table pointer and one store -

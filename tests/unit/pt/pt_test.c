@@ -1295,6 +1295,64 @@ static void test_hint_granule(void **state)
 }
 
 /*
+ * pt_unmap_granules (a batch's run of one-granule buffers) against the model on every format:
+ * a run across a last-level table boundary with a hole in it, the same run again (-ENOENT),
+ * a run over a larger leaf (the general path takes it), bad arguments; tables are kept.
+ */
+static void test_unmap_granules(void **state)
+{
+	(void)state;
+	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
+		struct dg_pt *pt = create(&cfgs[c]);
+		struct pt_model m;
+		struct dg_pt_gather g;
+		uint64_t base, limit, sizes[8], s, span, a, bytes, tables;
+		unsigned int last = pt->depth - 1, nsz;
+
+		nsz = sizes_of(pt, sizes);
+		s = sizes[0];
+		in_range(pt, &base, &limit);
+		pt_model_init(&m, pt);
+		span = last ? dg_pt_table_span(pt, last) : limit - base;
+		a = last ? base + 2 * span : base + 8 * s; /* a table boundary */
+		dg_pt_gather_init(&g);
+		assert_int_equal(pt_unmap_granules(pt, a + 1, 2, &g), -EINVAL);
+		assert_int_equal(pt_unmap_granules(pt, a, 0, &g), -EINVAL);
+		assert_int_equal(pt_unmap_granules(pt, a, 2, NULL), -EINVAL);
+		assert_int_equal(pt_unmap_granules(pt, a, 2, &g), -ENOENT);
+		for (int k = -3; k < 3; k++) {
+			if (k == 1)
+				continue; /* a hole */
+			assert_int_equal(do_map(pt, &m, a + k * (int64_t)s, (9 + k) * s, s, RW), 0);
+		}
+		check_ok(pt, &m);
+		tables = dg_pt_table_pages(pt);
+		assert_int_equal(pt_unmap_granules(pt, a - 3 * s, 6, &g), 0);
+		assert_int_equal(pt_model_unmap(&m, a - 3 * s, 6 * s, &bytes), 0);
+		assert_true(g.start <= a - 3 * s && g.end >= a + 3 * s);
+		assert_true(g.leaf_only);
+		check_ok(pt, &m);
+		assert_int_equal(dg_pt_table_pages(pt), tables); /* kept */
+		assert_int_equal(pt_unmap_granules(pt, a - 3 * s, 6, &g), -ENOENT);
+		/* a larger leaf in the run: the general path removes it whole */
+		if (last && nsz > 1 && a + sizes[1] + 2 * s <= limit) {
+			uint64_t l = a + sizes[1];
+
+			l -= l % sizes[1];
+			assert_int_equal(do_map(pt, &m, l, 0, sizes[1], RW), 0);
+			assert_int_equal(do_map(pt, &m, l + sizes[1], 3 * s, s, RW), 0);
+			assert_int_equal(pt_unmap_granules(pt, l, sizes[1] / s + 1, &g), 0);
+			assert_int_equal(pt_model_unmap(&m, l, sizes[1] + s, &bytes), 0);
+			check_ok(pt, &m);
+		}
+		dg_pt_gather_release(pt, &g);
+		pt_model_fini(&m);
+		drain(pt);
+		dg_pt_destroy(pt);
+	}
+}
+
+/*
  * Slots (pt_fast.h): kept last-level tables under a range, on every format. Stores and clears
  * through them match the reference model, refusals change nothing, a range crossing a table
  * boundary keeps two tables, neighbours mapping and unmapping in the same tables leave the kept
@@ -1595,6 +1653,7 @@ int main(void)
 		cmocka_unit_test(test_hint_granule),
 		cmocka_unit_test(test_map_granules),
 		cmocka_unit_test(test_slots),
+		cmocka_unit_test(test_unmap_granules),
 		cmocka_unit_test(test_check_catches),
 		cmocka_unit_test(test_restricted_sizes),
 		cmocka_unit_test(test_lpae_sweep),
