@@ -568,7 +568,8 @@ struct dma_links {
 	/* The counter block of the thread that counted here last (iova_link.c); checked against
 	 * dma_tls_tid on use, so a handover to another thread only costs one lookup. */
 	_Atomic(struct dma_tstats *) ts;
-	_Atomic uint64_t w[]; /* one word per granule */
+	_Atomic(const struct dg_dma_fail_hook *) *fail; /* &dd->dma->fail: the link tests it */
+	_Atomic uint64_t w[];				/* one word per granule */
 };
 
 /*

@@ -40,6 +40,10 @@
  * pending unlinks cannot be freed (-EBUSY), so a batch never settles words of a freed range or
  * invalidates IOVAs someone else holds.
  *
+ * Counters: the range caches the counter block of the thread that used it last (dma_links.ts,
+ * checked against the thread id), so a fast path counts with three loads rather than the
+ * per-thread slot lookup; a handover to another thread costs one lookup.
+ *
  * The Linux-like reference device keeps the general path (dg_pt_map per link, a synchronous
  * strict unmap per unlink), as stock Linux does.
  *
@@ -115,6 +119,7 @@ int dg_dma_iova_alloc(struct dg_dma_dev *dd, uint64_t size, struct dg_dma_iova_s
 	l->addr = st->addr;
 	l->gshift = sp->gshift;
 	atomic_init(&l->ts, &links_no_ts);
+	l->fail = &dd->dma->fail;
 	if (!dd->reference) {
 		l->slots = pt_slots_create(sp->pt, st->addr, n);
 		if (!l->slots && errno != EOPNOTSUPP) { /* else: the general path */
@@ -359,13 +364,13 @@ static dg_always_inline struct dma_tstats *links_tstats(struct dma_links *l)
 int dg_dma_iova_link(struct dg_dma_iova_state *st, uint64_t offset, const void *buf, size_t len,
 		     enum dg_dma_dir dir, uint64_t *dma)
 {
-	struct dg_dma_dev *dd;
 	struct dma_links *l;
 	struct dma_tstats *t;
 	uint64_t off, i, waste;
 
-	if (dg_unlikely(!st || !(dd = st->dev) || !(l = st->links) || !l->slots || !buf || !dma ||
-			!len || !dma_dir_ok(dir)))
+	/* st->links is set exactly while st->dev is (alloc, free): one test covers both */
+	if (dg_unlikely(!st || !(l = st->links) || !l->slots || !buf || !dma || !len ||
+			!dma_dir_ok(dir)))
 		return link_general(st, offset, buf, len, dir, dma);
 	off = (uintptr_t)buf & (st->granule - 1);
 	if (dg_unlikely((offset & (st->granule - 1)) || offset >= st->size ||
@@ -375,7 +380,7 @@ int dg_dma_iova_link(struct dg_dma_iova_state *st, uint64_t offset, const void *
 	/* The hook is relaxed-loaded only to be tested: link_general() loads it with acquire
 	 * (dma_fail()) before using it. */
 	if (dg_unlikely(atomic_load_explicit(&l->w[i], memory_order_relaxed) ||
-			atomic_load_explicit(&dd->dma->fail, memory_order_relaxed) ||
+			atomic_load_explicit(l->fail, memory_order_relaxed) ||
 			!pt_slot_try_map(l->slots, i, (uintptr_t)buf - off, l->tmpl[dir])))
 		return link_general(st, offset, buf, len, dir, dma);
 	atomic_store_explicit(&l->w[i], link_word(dir, off, len), memory_order_relaxed);
@@ -383,7 +388,7 @@ int dg_dma_iova_link(struct dg_dma_iova_state *st, uint64_t offset, const void *
 	waste = st->granule - len;
 	t = links_tstats(l);
 	if (dg_unlikely(!t))
-		return link_count_slow(dd, l, CTR_LINKS, waste);
+		return link_count_slow(st->dev, l, CTR_LINKS, waste);
 	ctr_add(t, CTR_LINKS, 1);
 	ctr_add(t, CTR_SUBPAGE, waste);
 	ctr_max(&t->subpage_max, waste);
@@ -393,13 +398,12 @@ int dg_dma_iova_link(struct dg_dma_iova_state *st, uint64_t offset, const void *
 int dg_dma_iova_unlink(struct dg_dma_iova_state *st, uint64_t offset, size_t len,
 		       enum dg_dma_dir dir, struct dg_dma_batch *b)
 {
-	struct dg_dma_dev *dd;
 	struct dma_links *l;
 	struct dma_tstats *t;
 	uint64_t v, i;
 
-	if (dg_unlikely(!st || !(dd = st->dev) || !(l = st->links) || !l->slots || !b ||
-			b->dev != dd || b->n >= DG_DMA_BATCH_MAX || !dma_dir_ok(dir) ||
+	if (dg_unlikely(!st || !(l = st->links) || !l->slots || !b || b->dev != st->dev ||
+			b->n >= DG_DMA_BATCH_MAX || !dma_dir_ok(dir) ||
 			(offset & (st->granule - 1)) || offset >= st->size))
 		return unlink_general(st, offset, len, dir, b);
 	i = offset >> l->gshift;
@@ -417,7 +421,7 @@ int dg_dma_iova_unlink(struct dg_dma_iova_state *st, uint64_t offset, size_t len
 	b->n++;
 	t = links_tstats(l);
 	if (dg_unlikely(!t))
-		return link_count_slow(dd, l, CTR_UNLINKS, 0);
+		return link_count_slow(st->dev, l, CTR_UNLINKS, 0);
 	ctr_add(t, CTR_UNLINKS, 1);
 	return 0;
 }
