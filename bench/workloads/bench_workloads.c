@@ -6,10 +6,13 @@
  *
  * Protocol (STYLE.md rule 12), per workload and round:
  *
- *   identity  strict  identity  lazy  identity  window  identity ... linux-ref  identity
+ *   identity  strict  identity  lazy  identity ... linux-ref  identity
+ *   identity-2step  strict-2step  identity-2step
  *
- * every configuration's run sits between two identity runs and its ratio is its throughput
- * divided by their mean (bench_alternating_ratios), so a machine that speeds up or slows
+ * every configuration's run sits between two runs of its baseline (identity through the same
+ * drivers: identity, or identity-2step for the two-step drivers, wl_slots.c) and its ratio is
+ * its throughput divided by their mean (bench_alternating_ratios), so a machine that speeds
+ * up or slows
  * down during the round moves both sides. The report gives the median ratio over the rounds
  * and its spread ((max - min) / median), the median throughput, and per-I/O counters summed
  * over the rounds. Each run builds a fresh IOMMU, DMA layer and devices (wl_env.c), warms up,
@@ -17,7 +20,7 @@
  * drains, checks that nothing leaked or faulted, and tears down.
  *
  * Defaults are sized for the newcomer's `make run` on 2 cores: 5 rounds of 0.12 s per run
- * (about two minutes for all 9 workloads x 7 configurations). Short runs keep a ratio's two
+ * (about two and a half minutes for all 9 workloads x 9 configurations). Short runs keep a ratio's two
  * identity runs within a fraction of a second of it (a shared host's speed moves by 2x within
  * seconds), and five rounds give the median something to reject outliers with; --quick is one round of
  * 30 ms (a few seconds in all, used by make test).
@@ -51,7 +54,8 @@ static void usage(FILE *out)
 		"usage: dmaguard bench [workloads] [OPTIONS]\n"
 		"  --workload LIST  only these workloads (comma-separated; see --list)\n"
 		"  --policy LIST    only these configurations (identity is always measured):\n"
-		"                   strict, lazy, window, bounce, pool, linux-ref\n"
+		"                   strict, lazy, window, bounce, pool, linux-ref, strict-2step\n"
+		"                   (strict-2step brings its own baseline, identity-2step)\n"
 		"  --qd N           nvme4k queue depth per job (default %u)\n"
 		"  --csv FILE       write the results as CSV\n"
 		"  --plot TARGET    bar chart of the ratios: FILE.png or FILE.svg (gnuplot), or\n"
@@ -143,6 +147,9 @@ static int parse(int argc, char **argv, struct opts *o)
 			if (parse_list(v, "policy", o->want_cfg, WL_NCFG, cfg_name))
 				return -EINVAL;
 			o->want_cfg[WL_IDENTITY] = true;
+			for (unsigned int c = 0; c < WL_NCFG; c++)
+				if (o->want_cfg[c])
+					o->want_cfg[wl_cfg_baseline((enum wl_cfg)c)] = true;
 		} else if (!strcmp(a, "--qd")) {
 			char *end;
 			unsigned long q = strtoul(v, &end, 0);
@@ -302,7 +309,7 @@ static int bench_workloads_main(int argc, char **argv)
 		for (unsigned int i = 0; i < NWL; i++)
 			o.want_wl[i] = i == w;
 		for (unsigned int i = 0; i < WL_NCFG; i++)
-			o.want_cfg[i] = i == WL_IDENTITY || i == c;
+			o.want_cfg[i] = i == WL_IDENTITY || i == c || i == wl_cfg_baseline(c);
 	}
 	for (unsigned int c = 0; c < WL_NCFG; c++)
 		ncfg += o.want_cfg[c];
@@ -325,7 +332,12 @@ static int bench_workloads_main(int argc, char **argv)
 				  .qd = o.qd};
 
 	progress_on = isatty(2);
-	progress_total = nwl * o.c.rounds * (2 * ncfg - 1);
+	progress_total = 0;
+	for (unsigned int c = 0; c < WL_NCFG; c++) /* a policy's run and its baseline's after */
+		progress_total += o.want_cfg[c] && !wl_cfg_is_baseline((enum wl_cfg)c) ? 2 : 0;
+	for (unsigned int c = 0; c < WL_NCFG; c++) /* a baseline's first run of the round */
+		progress_total += o.want_cfg[c] && wl_cfg_is_baseline((enum wl_cfg)c);
+	progress_total *= nwl * o.c.rounds;
 	fprintf(stderr,
 		"dmaguard bench: %u workloads x %u configurations, %u round%s of %.2f s per run "
 		"(about %.0f s)\n",
@@ -349,20 +361,32 @@ static int bench_workloads_main(int argc, char **argv)
 			nres++;
 		}
 		for (unsigned int r = 0; r < o.c.rounds; r++) {
-			double ident = 0;
+			/* the last run's configuration and throughput */
+			enum wl_cfg last = WL_NCFG;
+			double last_thr = 0;
 
 			for (size_t k = 0; k < nres - base; k++) {
-				struct wl_result *x = &row[k];
-				bool is_id = x->cfg == WL_IDENTITY;
-				double thr = 0;
-				int e;
+				struct wl_result *x = &row[k], *bl = NULL;
+				enum wl_cfg want = wl_cfg_baseline(x->cfg);
+				bool is_base = want == x->cfg;
 
-				if (is_id && k)
+				for (size_t i = 0; i < nres - base; i++)
+					if (row[i].cfg == want)
+						bl = &row[i];
+				/* a baseline runs first in its round; each policy is followed by
+				   its baseline, and preceded by it (again, if another baseline ran
+				   last) */
+				if (is_base && last == x->cfg)
 					continue;
-				/* identity first, then each policy followed by identity again */
-				for (int pass = 0; pass < (is_id ? 1 : 2); pass++) {
-					struct wl_result *y = pass ? &row[0] : x;
+				for (int pass = 0; pass < (is_base ? 1 : 3); pass++) {
+					struct wl_result *y = pass == 1 ? x : bl;
+					double thr = 0;
+					int e;
 
+					if (pass == 0 && !is_base && last == want) {
+						before[r][x->cfg] = last_thr;
+						continue;
+					}
 					progress(wl->name, wl_cfg_name[y->cfg], r, o.c.rounds);
 					e = wl_run_once(wl, y->cfg, &run, &y->tot, &thr);
 					progress_done++;
@@ -371,24 +395,21 @@ static int bench_workloads_main(int argc, char **argv)
 						rc = 1;
 					}
 					y->thr[y->n++] = thr;
-					if (y->cfg == WL_IDENTITY) {
-						if (pass)
-							after[r][x->cfg] = thr;
-						else if (!is_id)
-							before[r][x->cfg] = ident;
-						ident = thr;
-					} else {
-						before[r][x->cfg] = ident;
-					}
+					last = y->cfg;
+					last_thr = thr;
+					if (pass == 0 && !is_base)
+						before[r][x->cfg] = thr;
+					else if (pass == 2)
+						after[r][x->cfg] = thr;
 				}
 			}
 		}
-		/* ratios: each policy run against the identity runs around it */
+		/* ratios: each policy run against the baseline runs around it */
 		for (size_t k = 0; k < nres - base; k++) {
 			struct wl_result *x = &row[k];
 			double v[WL_MAX_ROUNDS], b[WL_MAX_ROUNDS], a[WL_MAX_ROUNDS];
 
-			if (x->cfg == WL_IDENTITY) {
+			if (wl_cfg_is_baseline(x->cfg)) {
 				double s[WL_MAX_ROUNDS * WL_NCFG];
 
 				memcpy(s, x->thr, x->n * sizeof(double));
@@ -403,7 +424,7 @@ static int bench_workloads_main(int argc, char **argv)
 								    .p90 = 1,
 								    .p99 = 1,
 								    .n = o.c.rounds};
-				/* the identity row's spread: how much the baseline itself moved */
+				/* a baseline row's spread: how much the baseline itself moved */
 				x->ratio_s.spread = x->thr_s.spread;
 				continue;
 			}

@@ -59,9 +59,29 @@ enum wl_cfg {
 	WL_BOUNCE,
 	WL_POOL,
 	WL_LINUX, /* strict as stock Linux did it (DG_DMA_DEV_LINUX_REFERENCE + reference IOMMU) */
+	/* The two-step drivers (wl_slots.c): buffers linked into per-ring IOVA slots. */
+	WL_IDENTITY_2STEP, /* pass-through: the baseline of the two-step configurations */
+	WL_STRICT_2STEP,   /* strict through dg_dma_iova_link/unlink (rIOMMU, F&S) */
 	WL_NCFG
 };
 extern const char *const wl_cfg_name[WL_NCFG];
+
+/* The drivers link buffers into ring slots (two-step API) instead of mapping them. */
+static inline bool wl_cfg_two_step(enum wl_cfg c)
+{
+	return c == WL_IDENTITY_2STEP || c == WL_STRICT_2STEP;
+}
+
+/* The configuration a ratio divides by: identity through the same drivers. */
+static inline enum wl_cfg wl_cfg_baseline(enum wl_cfg c)
+{
+	return wl_cfg_two_step(c) ? WL_IDENTITY_2STEP : WL_IDENTITY;
+}
+
+static inline bool wl_cfg_is_baseline(enum wl_cfg c)
+{
+	return wl_cfg_baseline(c) == c;
+}
 
 #define WL_MAX_THREADS	16 /* driver threads (as many device threads) */
 #define WL_MAX_PORTS	16
@@ -97,6 +117,39 @@ static inline void wl_stack_push(struct wl_stack *s, void *buf)
 {
 	s->v[s->n++] = buf; /* cannot overflow: cap is the class's count */
 }
+
+/* ---- ring slots: the two-step drivers (wl_slots.c) ------------------------------------------ */
+
+/*
+ * One IOVA range reserved per ring (dg_dma_iova_alloc), cut into @nslots slots of @slot_bytes,
+ * handed out in order: a ring's buffers are linked into consecutive slots, so the device's
+ * IOTLB fill and the batch end's invalidation (one RANGE command over the unlinked slots) see
+ * contiguous IOVAs. A slot is reused @nslots links later; the caller sizes @nslots so that by
+ * then the batch that unlinked it has ended (the library refuses the link otherwise: the page
+ * table still holds the old entry until the batch end, -EEXIST).
+ */
+struct wl_slots {
+	struct dg_dma_iova_state st;
+	uint64_t slot_bytes;
+	uint32_t nslots, next; /* next: the slot the next link takes */
+	bool live;
+};
+
+int wl_slots_init(struct wl_slots *s, struct dg_dma_dev *dd, uint32_t nslots, uint64_t bytes);
+/* Free the range (every slot must be unlinked): 0 or -errno. */
+int wl_slots_fini(struct wl_slots *s);
+/* Link @buf into the next slot: *dma and *slot. */
+int wl_slots_link(struct wl_slots *s, void *buf, size_t len, enum dg_dma_dir dir, uint64_t *dma,
+		  uint32_t *slot);
+int wl_slots_unlink(struct wl_slots *s, uint32_t slot, size_t len, enum dg_dma_dir dir,
+		    struct dg_dma_batch *b);
+/* Link the entries of @sg into consecutive granules of the next slot (each entry within one
+   granule); sets their dma_addr/dma_len with contiguous ones merged, like dg_dma_map_sg:
+   *nr_dma segments. */
+int wl_slots_link_sg(struct wl_slots *s, struct dg_dma_sg *sg, unsigned int nents,
+		     enum dg_dma_dir dir, unsigned int *nr_dma, uint32_t *slot);
+int wl_slots_unlink_sg(struct wl_slots *s, uint32_t slot, const struct dg_dma_sg *sg,
+		       unsigned int nents, enum dg_dma_dir dir, struct dg_dma_batch *b);
 
 /* ---- counters -------------------------------------------------------------------------------- */
 
@@ -138,6 +191,7 @@ struct wl_port {
 	struct dg_dma_dev *dd;
 	struct dg_dma_pool *pool[WL_MAX_CLASSES]; /* pool policy: one per class */
 	uint8_t *arena;				  /* other configurations: all buffers */
+	bool two_step;				  /* drivers link into ring slots */
 	size_t arena_size;
 	struct wl_class cls[WL_MAX_CLASSES];
 	unsigned int ncls;

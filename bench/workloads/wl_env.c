@@ -24,8 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const wl_cfg_name[WL_NCFG] = {"identity", "strict", "lazy",	    "window",
-					  "bounce",   "pool",	"linux-ref"};
+const char *const wl_cfg_name[WL_NCFG] = {"identity",  "strict",	 "lazy",
+					  "window",    "bounce",	 "pool",
+					  "linux-ref", "identity-2step", "strict-2step"};
 
 #define ARENA_ALIGN (2ull << 20)
 #define WINDOW_BASE (1ull << 40)
@@ -110,9 +111,11 @@ static void port_config(const struct wl_run *r, struct wl_port *p, struct dg_dma
 		bytes += (uint64_t)p->cls[c].count * round_up(p->cls[c].size, 64);
 	switch (r->cfg) {
 	case WL_IDENTITY:
+	case WL_IDENTITY_2STEP:
 		dc->policy = DG_DMA_IDENTITY;
 		break;
 	case WL_STRICT:
+	case WL_STRICT_2STEP:
 		dc->policy = DG_DMA_STRICT;
 		break;
 	case WL_LAZY:
@@ -208,6 +211,7 @@ static int port_setup(struct wl_run *r, struct wl_port *p)
 		if (!p->arena)
 			return fail("arena", ENOMEM);
 	}
+	p->two_step = wl_cfg_two_step(r->cfg);
 	p->dev = dg_device_create(r->mmu, 0x100 + p->idx);
 	if (!p->dev)
 		return fail("dg_device_create", errno);

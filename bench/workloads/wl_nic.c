@@ -26,15 +26,22 @@
  *   2. one dg_dma_batch: sync_for_cpu + unmap(SKIP_CPU_SYNC) of received buffers (the
  *      driver syncs what the device wrote, as drivers do with small packets), unmap of sent
  *      buffers and sg lists; dg_dma_batch_submit() starts the batch's invalidation;
- *   3. refill the rx rings from spare buffers (a page pool's worth: NIC_BUDGET per queue
- *      more than the rings hold) and ring their doorbells, while the invalidation runs;
- *   4. dg_dma_batch_end(): the one invalidation wait of the poll; only after it does the
- *      driver look at what it unmapped (a buffer is the device's until then);
- *   5. work: every received frame's header is read and checked (magic, checksum, queue,
- *      sequence number); fwd swaps the MAC addresses and sends the packet back out; bond
- *      and tcp write the header of each new send;
+ *   3. refill the rx rings from spare buffers (a page pool's worth: two budgets per queue
+ *      more than the rings hold) and ring their doorbells;
+ *   4. dg_dma_batch_end() of the PREVIOUS poll's batch: the one invalidation wait of the
+ *      poll, for a batch the device has had a whole poll to acknowledge; only after it does
+ *      the driver look at what that poll unmapped (a buffer is the device's until then).
+ *      This poll's batch stays in flight until the next poll (two batches per port,
+ *      alternating): strict's guarantee is unchanged - no buffer is read, reused or given
+ *      back before the invalidation covering its unmap completed - but the driver does not
+ *      stop for the device's acknowledgement, it works on the poll before;
+ *   5. work on the previous poll's buffers: every received frame's header is read and
+ *      checked (magic, checksum, queue, sequence number); fwd swaps the MAC addresses and
+ *      sends the packet back out; sent buffers go back; bond and tcp write the header of
+ *      each new send;
  *   6. map new sends (map_single, or map_sg for TSO), write their descriptors, doorbell.
- * Phases 2, 3, 4 and 6's maps are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
+ * A draining driver keeps polling until nothing is in flight, its last batch included.
+ * Phases 2, 3, 4 and 6 are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
  *
  * Device burst of a queue: at most NIC_BURST descriptors per ring. rx: translate the ring,
  * then, NIC_ACK_EVERY frames at a time, every frame's destination (rx_frames per buffer,
@@ -80,6 +87,7 @@ _Static_assert(sizeof(struct nic_desc) == 16, "descriptors are 16 bytes");
 struct nic_rxslot {
 	void *buf;
 	uint64_t dma;
+	uint32_t slot; /* two-step: its IOVA slot */
 };
 
 /* A send: its buffer or page list and the descriptors it took on the tx ring. */
@@ -89,6 +97,7 @@ struct nic_send {
 	uint32_t first;		       /* tx ring index of its first descriptor */
 	uint16_t ndesc;		       /* descriptors (0: its map failed) */
 	uint16_t nents;		       /* TSO: entries of sg */
+	uint32_t slot;		       /* two-step: its IOVA slot */
 	struct dg_dma_sg sg[NIC_SEGS]; /* TSO: the pages */
 };
 
@@ -106,8 +115,9 @@ struct nic_ring {
 struct nic_queue {
 	unsigned int id; /* queue number of the workload */
 	struct nic_ring rx, tx;
-	struct nic_rxslot *rxs; /* per rx descriptor */
-	struct nic_send *sends; /* ring of sends: [send_head, send_tail) outstanding */
+	struct nic_rxslot *rxs;		    /* per rx descriptor */
+	struct wl_slots rx_slots, tx_slots; /* two-step drivers: the rings' IOVA ranges */
+	struct nic_send *sends;		    /* ring of sends: [send_head, send_tail) outstanding */
 	uint32_t nsends, send_head, send_tail;
 	uint64_t rx_seq; /* driver: next expected frame */
 	uint64_t tx_seq; /* driver: next send's sequence number */
@@ -115,7 +125,11 @@ struct nic_queue {
 	uint32_t nrx, ntx; /* reaped */
 	uint32_t rx_done[NIC_BUDGET], rx_len[NIC_BUDGET];
 	void *rx_buf[NIC_BUDGET]; /* their buffers (the refill reuses the slots before work) */
-	void *fwd[NIC_BUDGET];	  /* received buffers to send (FORWARD) */
+	/* the previous poll's, unmapped in the batch still in flight: the work of this poll */
+	uint32_t pnrx, pntx; /* the pntx sends after send_head are the pending ones */
+	uint32_t prx_len[NIC_BUDGET];
+	void *prx_buf[NIC_BUDGET];
+	void *fwd[NIC_BUDGET]; /* received buffers to send (FORWARD) */
 	uint32_t nfwd;
 	uint32_t nrx_new, ntx_new; /* mapped, descriptors still to write */
 };
@@ -124,7 +138,12 @@ struct nic_port {
 	const struct nic_param *prm;
 	unsigned int nq;
 	struct nic_queue *q[NIC_MAX_Q];
-	uint8_t tmpl[65536]; /* frame template the device copies from */
+	/* The driver's two batches: one filled by this poll, one (pend) in flight since the
+	   previous poll, ended by this one before it works on what it unmapped. */
+	struct dg_dma_batch batch[2];
+	unsigned int cur;	   /* the batch this poll fills */
+	struct dg_dma_batch *pend; /* in flight, or NULL */
+	uint8_t tmpl[65536];	   /* frame template the device copies from */
 };
 
 enum { CLS_RX = 0, CLS_TX = 1 };
@@ -157,7 +176,9 @@ void nic_classes(const struct wl_run *r, unsigned int port, struct wl_class *cls
 	/* Exactly what can be out at once: a poll unmaps before it maps again. */
 	if (prm->tx == NIC_TX_FORWARD)
 		rx += prm->tx_ring; /* buffers in flight on the tx ring too */
-	rx += NIC_BUDGET;	    /* a poll refills before the buffers it reaped come back */
+	/* a poll refills before the buffers it reaped come back, which is a poll later (the
+	   batch unmapping them ends in the next poll) */
+	rx += 2 * NIC_BUDGET;
 	cls[CLS_RX] = (struct wl_class){.size = prm->rx_buf, .count = nq * rx};
 	*ncls = 1;
 	if (prm->tx == NIC_TX_GEN) {
@@ -191,6 +212,31 @@ static void ring_fini(struct wl_port *p, struct nic_ring *rg)
 				     rg->dma);
 }
 
+static int slots_init(struct wl_port *p, struct wl_slots *s, uint32_t n, uint64_t bytes)
+{
+	int e = wl_slots_init(s, p->dd, n, bytes);
+
+	if (e)
+		fprintf(stderr, "bench workloads: ring slots: %s\n", strerror(-e));
+	return e;
+}
+
+static void slots_fini(struct wl_port *p, struct wl_slots *s)
+{
+	int e = wl_slots_fini(s);
+
+	if (e) /* a slot still linked: the teardown's own checks report the run as failed */
+		fprintf(stderr, "bench workloads: port %u: ring slots: %s\n", p->idx, strerror(-e));
+}
+
+/* Bytes of a tx slot: a send's buffer, or a TSO send's pages one granule each. */
+static uint64_t tx_slot_bytes(const struct nic_param *prm)
+{
+	if (prm->tx == NIC_TX_TSO)
+		return (uint64_t)tso_segs(prm) * 4096;
+	return prm->tx == NIC_TX_FORWARD ? prm->rx_buf : prm->tx_buf;
+}
+
 int nic_port_init(struct wl_port *p)
 {
 	const struct nic_param *prm = p->run->wl->param;
@@ -220,6 +266,10 @@ int nic_port_init(struct wl_port *p)
 			q->rxs = calloc(prm->rx_ring, sizeof(*q->rxs));
 			if (!q->rxs || ring_init(p, &q->rx, prm->rx_ring))
 				return -ENOMEM;
+			/* the ring, and the refill made while two polls' unlinks are in flight */
+			if (p->two_step &&
+			    slots_init(p, &q->rx_slots, prm->rx_ring + 2 * NIC_BUDGET, prm->rx_buf))
+				return -ENOMEM;
 		}
 		if (prm->tx != NIC_TX_NONE) {
 			q->nsends = 1;
@@ -227,6 +277,10 @@ int nic_port_init(struct wl_port *p)
 				q->nsends <<= 1;
 			q->sends = calloc(q->nsends, sizeof(*q->sends));
 			if (!q->sends || ring_init(p, &q->tx, prm->tx_ring))
+				return -ENOMEM;
+			/* sends are linked after the poll's wait: the outstanding ones suffice */
+			if (p->two_step &&
+			    slots_init(p, &q->tx_slots, q->nsends, tx_slot_bytes(prm)))
 				return -ENOMEM;
 		}
 	}
@@ -242,6 +296,8 @@ void nic_port_fini(struct wl_port *p)
 
 		if (!q)
 			continue;
+		slots_fini(p, &q->rx_slots);
+		slots_fini(p, &q->tx_slots);
 		ring_fini(p, &q->rx);
 		ring_fini(p, &q->tx);
 		free(q->rxs);
@@ -262,7 +318,7 @@ bool nic_drv_idle(const struct wl_port *p)
 		if (q->rx.ntu != q->rx.ntc || q->send_head != q->send_tail)
 			return false;
 	}
-	return true;
+	return !np->pend;
 }
 
 /* ---- driver ------------------------------------------------------------------------------------- */
@@ -287,8 +343,8 @@ static void reap(const struct nic_param *prm, struct nic_queue *q)
 		q->rx_len[q->nrx++] = dsc->len;
 		q->rx.ntc++;
 	}
-	while (q->send_head + q->ntx != q->send_tail && q->ntx < NIC_BUDGET) {
-		struct nic_send *s = send_at(q, q->send_head + q->ntx);
+	while (q->send_head + q->pntx + q->ntx != q->send_tail && q->ntx < NIC_BUDGET) {
+		struct nic_send *s = send_at(q, q->send_head + q->pntx + q->ntx);
 		uint32_t last = (s->first + s->ndesc - 1) & q->tx.mask;
 
 		/* Acquire pairs with the device's release store of DD in tx_burst(). */
@@ -306,7 +362,13 @@ static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
 	const struct nic_param *prm = d->run->wl->param;
 	int e;
 
-	for (uint32_t k = 0; k < q->nrx; k++) {
+	for (uint32_t k = 0; k < q->nrx && p->two_step; k++) {
+		e = wl_slots_unlink(&q->rx_slots, q->rxs[q->rx_done[k]].slot, prm->rx_buf,
+				    DG_DMA_FROM_DEVICE, b);
+		if (e)
+			wl_drv_fail(d, e);
+	}
+	for (uint32_t k = 0; k < q->nrx && !p->two_step; k++) {
 		struct nic_rxslot *s = &q->rxs[q->rx_done[k]];
 
 		e = dg_dma_sync_for_cpu(p->dd, s->dma, q->rx_len[k], DG_DMA_FROM_DEVICE);
@@ -317,9 +379,15 @@ static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
 			wl_drv_fail(d, e);
 	}
 	for (uint32_t k = 0; k < q->ntx; k++) {
-		struct nic_send *s = send_at(q, q->send_head + k);
+		struct nic_send *s = send_at(q, q->send_head + q->pntx + k);
 
-		if (prm->tx == NIC_TX_TSO)
+		if (p->two_step && prm->tx == NIC_TX_TSO)
+			e = wl_slots_unlink_sg(&q->tx_slots, s->slot, s->sg, s->nents,
+					       DG_DMA_TO_DEVICE, b);
+		else if (p->two_step)
+			e = wl_slots_unlink(&q->tx_slots, s->slot, prm->tx_len, DG_DMA_TO_DEVICE,
+					    b);
+		else if (prm->tx == NIC_TX_TSO)
 			e = dg_dma_unmap_sg(p->dd, s->sg, s->nents, DG_DMA_TO_DEVICE, 0, b);
 		else
 			e = dg_dma_unmap_single(p->dd, s->dma, prm->tx_len, DG_DMA_TO_DEVICE, 0, b);
@@ -377,16 +445,17 @@ static void send_release(struct wl_port *p, const struct nic_param *prm, struct 
 	s->nents = 0;
 }
 
-/* Phase 3: what the driver does with what it reaped. Returns I/Os and adds payload bytes. */
+/* Phase 5: what the driver does with what the previous poll reaped and unmapped (its batch
+ * has just ended). Returns I/Os and adds payload bytes. */
 static uint64_t work(struct wl_drv *d, struct wl_port *p, struct nic_queue *q, bool run,
 		     uint64_t *bytes)
 {
 	const struct nic_param *prm = d->run->wl->param;
 	uint64_t ios = 0;
 
-	for (uint32_t k = 0; k < q->nrx; k++) {
-		void *buf = q->rx_buf[k];
-		uint32_t f = rx_frames(d, q, buf, q->rx_len[k], prm);
+	for (uint32_t k = 0; k < q->pnrx; k++) {
+		void *buf = q->prx_buf[k];
+		uint32_t f = rx_frames(d, q, buf, q->prx_len[k], prm);
 
 		if (prm->rx_is_io) {
 			ios++;
@@ -404,13 +473,24 @@ static uint64_t work(struct wl_drv *d, struct wl_port *p, struct nic_queue *q, b
 			wl_stack_push(&p->stack[CLS_RX], buf);
 		}
 	}
-	for (uint32_t k = 0; k < q->ntx; k++) {
+	for (uint32_t k = 0; k < q->pntx; k++) {
 		ios++;
 		*bytes += prm->tx_len;
 		send_release(p, prm, send_at(q, q->send_head + k));
 	}
-	q->send_head += q->ntx;
+	q->send_head += q->pntx;
+	q->pnrx = q->pntx = 0;
 	return ios;
+}
+
+/* This poll's reaped buffers become the pending ones (their batch stays in flight). */
+static void promote(struct nic_queue *q)
+{
+	memcpy(q->prx_len, q->rx_len, q->nrx * sizeof(q->rx_len[0]));
+	memcpy(q->prx_buf, q->rx_buf, q->nrx * sizeof(q->rx_buf[0]));
+	q->pnrx = q->nrx;
+	q->pntx = q->ntx;
+	q->nrx = q->ntx = 0;
 }
 
 /* Before the map phase: the buffers of new sends, with their headers written. */
@@ -466,8 +546,12 @@ static void map_rx(struct wl_drv *d, struct wl_port *p, struct nic_queue *q)
 
 		if (!buf)
 			break;
-		e = dg_dma_map_single(p->dd, buf, prm->rx_buf, DG_DMA_FROM_DEVICE,
-				      DG_DMA_ATTR_SKIP_CPU_SYNC, &s->dma);
+		if (p->two_step)
+			e = wl_slots_link(&q->rx_slots, buf, prm->rx_buf, DG_DMA_FROM_DEVICE,
+					  &s->dma, &s->slot);
+		else
+			e = dg_dma_map_single(p->dd, buf, prm->rx_buf, DG_DMA_FROM_DEVICE,
+					      DG_DMA_ATTR_SKIP_CPU_SYNC, &s->dma);
 		if (e) {
 			wl_stack_push(&p->stack[CLS_RX], buf);
 			wl_drv_fail(d, e);
@@ -487,7 +571,13 @@ static void map_tx(struct wl_drv *d, struct wl_port *p, struct nic_queue *q)
 		unsigned int nr = 1;
 		int e;
 
-		if (prm->tx == NIC_TX_TSO)
+		if (p->two_step && prm->tx == NIC_TX_TSO)
+			e = wl_slots_link_sg(&q->tx_slots, s->sg, s->nents, DG_DMA_TO_DEVICE, &nr,
+					     &s->slot);
+		else if (p->two_step)
+			e = wl_slots_link(&q->tx_slots, s->buf, prm->tx_len, DG_DMA_TO_DEVICE,
+					  &s->dma, &s->slot);
+		else if (prm->tx == NIC_TX_TSO)
 			e = dg_dma_map_sg(p->dd, s->sg, s->nents, DG_DMA_TO_DEVICE, 0, &nr);
 		else
 			e = dg_dma_map_single(p->dd, s->buf, prm->tx_len, DG_DMA_TO_DEVICE, 0,
@@ -557,24 +647,24 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 {
 	struct nic_port *np = p->priv;
 	const struct nic_param *prm = np->prm;
-	bool run = d->posting, any = false, refill = false;
+	bool run = d->posting, reaped = false, refill = false, any;
 	uint64_t ios = 0, bytes = 0;
-	struct dg_dma_batch b;
+	struct dg_dma_batch *b = &np->batch[np->cur];
 	int e;
 
-	b.dev = NULL; /* no batch begun */
 	wl_drv_poll_start(d);
 	for (unsigned int i = 0; i < np->nq; i++) {
 		reap(prm, np->q[i]);
-		any |= np->q[i]->nrx || np->q[i]->ntx;
+		reaped |= np->q[i]->nrx || np->q[i]->ntx;
 	}
-	if (any) {
+	any = reaped || np->pend;
+	if (reaped) {
 		/* unmap, and start the invalidation without waiting for it */
 		wl_drv_dma_begin(d);
-		dg_dma_batch_begin(p->dd, &b);
+		dg_dma_batch_begin(p->dd, b);
 		for (unsigned int i = 0; i < np->nq; i++)
-			unmap_done(d, p, np->q[i], &b);
-		e = dg_dma_batch_submit(&b);
+			unmap_done(d, p, np->q[i], b);
+		e = dg_dma_batch_submit(b);
 		wl_drv_dma_end(d);
 		if (e)
 			wl_drv_fail(d, e);
@@ -594,15 +684,23 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 			}
 		}
 	}
-	if (b.dev) {
-		/* the wait: only now may the driver look at what the device wrote */
+	if (np->pend) {
+		/* the previous poll's batch: its wait (the device has had a poll's time to
+		   acknowledge it); only now may the driver look at what that poll unmapped */
 		wl_drv_dma_begin(d);
-		e = dg_dma_batch_end(&b);
+		e = dg_dma_batch_end(np->pend);
 		wl_drv_dma_end(d);
 		if (e)
 			wl_drv_fail(d, e);
+		np->pend = NULL;
 		for (unsigned int i = 0; i < np->nq; i++)
 			ios += work(d, p, np->q[i], run, &bytes);
+	}
+	if (reaped) { /* this poll's batch stays in flight until the next poll */
+		for (unsigned int i = 0; i < np->nq; i++)
+			promote(np->q[i]);
+		np->pend = b;
+		np->cur ^= 1;
 	}
 	if (run && prm->tx != NIC_TX_NONE) {
 		bool maps = false;

@@ -19,9 +19,11 @@
  *   sync + unmap in one batch per poll,           (release)
  *   its invalidation started (batch_submit);
  *   new reads mapped and submitted meanwhile
- *   (spare buffers: twice the queue depth);
- *   the batch's wait, then check the block's
- *   header (magic, LBA)
+ *   (spare buffers: three times the queue
+ *   depth); the PREVIOUS poll's batch ended
+ *   (its wait), then that poll's blocks
+ *   checked (header: magic, LBA); this poll's
+ *   batch stays in flight until the next poll
  *
  * The completion queue has as many entries as the submission queue (the next power of two
  * at or above the queue depth), and at most qd commands are out, so the controller never
@@ -72,6 +74,7 @@ struct nvme_cmd {
 	void *buf;
 	uint64_t dma;
 	uint32_t lba;
+	uint32_t slot; /* two-step: its IOVA slot */
 };
 
 struct nvme_job {
@@ -82,10 +85,14 @@ struct nvme_job {
 	uint64_t sq_dma, cq_dma;
 	uint32_t sq_tail; /* driver: next SQ slot (free running) */
 	uint32_t cq_head; /* driver: next CQ slot (free running) */
-	uint32_t nreaped, nnew;
-	struct nvme_cmd *cmd;	 /* by cid (= SQ slot) */
-	struct nvme_cmd *reaped; /* the commands reaped this poll (their slots are reused
-				    by the refill before the driver checks them) */
+	uint32_t nreaped, nnew, npreaped;
+	struct nvme_cmd *cmd;	  /* by cid (= SQ slot) */
+	struct nvme_cmd *reaped;  /* the commands reaped this poll (their slots are reused
+				     by the refill before the driver checks them) */
+	struct nvme_cmd *preaped; /* the previous poll's, whose batch is in flight: checked
+				     by this poll once that batch ended */
+	struct wl_slots slots;	  /* two-step drivers: the queue's IOVA range, a slot per
+				    command (commands complete in order) */
 	/* The SQ tail doorbell: release store by the driver, acquire load by the controller. */
 	_Alignas(64) _Atomic uint32_t sq_db;
 	_Alignas(64) uint32_t dev_sq_head; /* controller: next SQE */
@@ -96,6 +103,11 @@ struct nvme_port {
 	unsigned int njobs;
 	struct nvme_job *job[NVME_JOBS];
 	const uint8_t *media;
+	/* The driver's two batches: one filled by this poll, one (pend) in flight since the
+	   previous poll, ended by this one before it checks what that poll unmapped. */
+	struct dg_dma_batch batch[2];
+	unsigned int cur;
+	struct dg_dma_batch *pend;
 };
 
 static unsigned int port_jobs(unsigned int port, unsigned int nports)
@@ -115,8 +127,9 @@ static uint32_t ring_entries(unsigned int qd)
 static void nvme_classes(const struct wl_run *r, unsigned int port, struct wl_class *cls,
 			 unsigned int *ncls)
 {
-	/* twice the queue depth: a poll submits new reads before the reaped buffers come back */
-	cls[0] = (struct wl_class){.size = 4096, .count = port_jobs(port, r->nports) * r->qd * 2};
+	/* three times the queue depth: a poll submits new reads before the buffers it reaped
+	   come back, which is a poll later (their batch ends in the next poll) */
+	cls[0] = (struct wl_class){.size = 4096, .count = port_jobs(port, r->nports) * r->qd * 3};
 	*ncls = 1;
 }
 
@@ -146,11 +159,22 @@ static int nvme_port_init(struct wl_port *p)
 		j->mask = j->size - 1;
 		j->cmd = calloc(j->size, sizeof(*j->cmd));
 		j->reaped = calloc(j->size, sizeof(*j->reaped));
+		j->preaped = calloc(j->size, sizeof(*j->preaped));
 		j->sq = dg_dma_alloc_coherent(p->dd, (size_t)j->size * sizeof(*j->sq), &j->sq_dma);
 		j->cq = dg_dma_alloc_coherent(p->dd, (size_t)j->size * sizeof(*j->cq), &j->cq_dma);
-		if (!j->cmd || !j->reaped || !j->sq || !j->cq) {
+		if (!j->cmd || !j->reaped || !j->preaped || !j->sq || !j->cq) {
 			fprintf(stderr, "bench workloads: nvme queues: %s\n", strerror(ENOMEM));
 			return -ENOMEM;
+		}
+		/* qd out, and two polls' reaped whose unlinks' batches are in flight at the
+		   refill */
+		if (p->two_step) {
+			int e = wl_slots_init(&j->slots, p->dd, 3 * p->run->qd, 4096);
+
+			if (e) {
+				fprintf(stderr, "bench workloads: nvme slots: %s\n", strerror(-e));
+				return e;
+			}
 		}
 	}
 	return 0;
@@ -165,6 +189,9 @@ static void nvme_port_fini(struct wl_port *p)
 
 		if (!j)
 			continue;
+		if (wl_slots_fini(&j->slots)) /* the teardown's checks fail the run */
+			fprintf(stderr, "bench workloads: nvme job %u: slots still linked\n",
+				j->id);
 		if (j->sq)
 			dg_dma_free_coherent(p->dd, j->sq, (size_t)j->size * sizeof(*j->sq),
 					     j->sq_dma);
@@ -173,6 +200,7 @@ static void nvme_port_fini(struct wl_port *p)
 					     j->cq_dma);
 		free(j->cmd);
 		free(j->reaped);
+		free(j->preaped);
 		free(j);
 	}
 	free(np);
@@ -186,7 +214,7 @@ static bool nvme_drv_idle(const struct wl_port *p)
 	for (unsigned int i = 0; i < np->njobs; i++)
 		if (np->job[i]->sq_tail != np->job[i]->cq_head)
 			return false;
-	return true;
+	return !np->pend;
 }
 
 /* Phase the controller writes on lap (slot / size) of the completion queue. */
@@ -225,8 +253,12 @@ static bool nvme_submit(struct wl_drv *d, struct wl_port *p)
 
 				if (!buf)
 					break;
-				e = dg_dma_map_single(dd, buf, 4096, DG_DMA_FROM_DEVICE,
-						      DG_DMA_ATTR_SKIP_CPU_SYNC, &c->dma);
+				if (p->two_step)
+					e = wl_slots_link(&j->slots, buf, 4096, DG_DMA_FROM_DEVICE,
+							  &c->dma, &c->slot);
+				else
+					e = dg_dma_map_single(dd, buf, 4096, DG_DMA_FROM_DEVICE,
+							      DG_DMA_ATTR_SKIP_CPU_SYNC, &c->dma);
 				if (e) {
 					wl_stack_push(&p->stack[0], buf);
 					wl_drv_fail(d, e);
@@ -269,9 +301,9 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 {
 	struct nvme_port *np = p->priv;
 	struct dg_dma_dev *dd = p->dd;
-	struct dg_dma_batch b;
+	struct dg_dma_batch *b = &np->batch[np->cur];
 	uint64_t ios = 0;
-	bool any = false;
+	bool reaped = false, any;
 	int e;
 
 	wl_drv_poll_start(d);
@@ -292,29 +324,36 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 			j->reaped[j->nreaped++] = j->cmd[c->cid & j->mask];
 			j->cq_head++;
 		}
-		any |= j->nreaped != 0;
+		reaped |= j->nreaped != 0;
 	}
+	any = reaped || np->pend;
 	/* 2. sync + unmap in one batch, its invalidation started (no wait yet) */
-	b.dev = NULL;
-	if (any) {
+	if (reaped) {
 		wl_drv_dma_begin(d);
-		dg_dma_batch_begin(dd, &b);
+		dg_dma_batch_begin(dd, b);
 		for (unsigned int i = 0; i < np->njobs; i++) {
 			struct nvme_job *j = np->job[i];
 
 			for (uint32_t k = 0; k < j->nreaped; k++) {
 				const struct nvme_cmd *c = &j->reaped[k];
 
+				if (p->two_step) {
+					e = wl_slots_unlink(&j->slots, c->slot, 4096,
+							    DG_DMA_FROM_DEVICE, b);
+					if (e)
+						wl_drv_fail(d, e);
+					continue;
+				}
 				e = dg_dma_sync_for_cpu(dd, c->dma, 4096, DG_DMA_FROM_DEVICE);
 				if (!e)
 					e = dg_dma_unmap_single(dd, c->dma, 4096,
 								DG_DMA_FROM_DEVICE,
-								DG_DMA_ATTR_SKIP_CPU_SYNC, &b);
+								DG_DMA_ATTR_SKIP_CPU_SYNC, b);
 				if (e)
 					wl_drv_fail(d, e);
 			}
 		}
-		e = dg_dma_batch_submit(&b);
+		e = dg_dma_batch_submit(b);
 		wl_drv_dma_end(d);
 		if (e)
 			wl_drv_fail(d, e);
@@ -322,18 +361,20 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 	/* 3. meanwhile, map new reads up to the queue depth (spare buffers) and ring */
 	if (d->posting)
 		any |= nvme_submit(d, p);
-	/* 4. the wait; then the block's header says which LBA it is */
-	if (b.dev) {
+	/* 4. the previous poll's batch: its wait (the controller has had a poll's time to
+	   acknowledge it); then the block's header says which LBA it is */
+	if (np->pend) {
 		wl_drv_dma_begin(d);
-		e = dg_dma_batch_end(&b);
+		e = dg_dma_batch_end(np->pend);
 		wl_drv_dma_end(d);
 		if (e)
 			wl_drv_fail(d, e);
+		np->pend = NULL;
 		for (unsigned int i = 0; i < np->njobs; i++) {
 			struct nvme_job *j = np->job[i];
 
-			for (uint32_t k = 0; k < j->nreaped; k++) {
-				const struct nvme_cmd *c = &j->reaped[k];
+			for (uint32_t k = 0; k < j->npreaped; k++) {
+				const struct nvme_cmd *c = &j->preaped[k];
 				const struct wl_hdr *h = c->buf;
 
 				if (h->magic != WL_MAGIC || h->seq != c->lba ||
@@ -349,7 +390,22 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 				wl_stack_push(&p->stack[0], c->buf);
 				ios++;
 			}
+			j->npreaped = 0;
 		}
+	}
+	/* 5. this poll's batch stays in flight until the next poll */
+	if (reaped) {
+		for (unsigned int i = 0; i < np->njobs; i++) {
+			struct nvme_job *j = np->job[i];
+			struct nvme_cmd *t = j->preaped;
+
+			j->preaped = j->reaped;
+			j->reaped = t;
+			j->npreaped = j->nreaped;
+			j->nreaped = 0;
+		}
+		np->pend = b;
+		np->cur ^= 1;
 	}
 	wl_drv_poll_end(d, ios, ios * 4096);
 	return any;

@@ -31,6 +31,7 @@ void wl_result_derive(struct wl_result *res)
 	res->waits_io = ios > 0 ? (double)t->waits / ios : 0;
 	switch (res->cfg) {
 	case WL_IDENTITY:
+	case WL_IDENTITY_2STEP:
 	case WL_POOL:
 	case WL_WINDOW:
 		res->window_ns = -1; /* the buffers stay reachable for good */
@@ -74,6 +75,7 @@ static const char *exposure(const struct wl_result *r)
 {
 	switch (r->cfg) {
 	case WL_IDENTITY:
+	case WL_IDENTITY_2STEP:
 		return "all-memory";
 	case WL_POOL:
 		return "pool";
@@ -97,9 +99,11 @@ static void fmt_protection(char *buf, size_t n, const struct wl_result *r)
 	fmt_bytes(sz, sizeof(sz), (double)r->tot.persistent_bytes);
 	switch (r->cfg) {
 	case WL_IDENTITY:
+	case WL_IDENTITY_2STEP:
 		snprintf(buf, n, "none: the device reaches all memory");
 		break;
 	case WL_STRICT:
+	case WL_STRICT_2STEP:
 	case WL_LINUX:
 		snprintf(buf, n, "no window%s", sub);
 		break;
@@ -121,11 +125,12 @@ static void fmt_protection(char *buf, size_t n, const struct wl_result *r)
 	}
 }
 
+/* The result of @wl (any workload if NULL) under @cfg, or NULL. */
 static const struct wl_result *find(const struct wl_result *res, size_t n,
 				    const struct wl_workload *wl, enum wl_cfg cfg)
 {
 	for (size_t i = 0; i < n; i++)
-		if (res[i].wl == wl && res[i].cfg == cfg)
+		if ((!wl || res[i].wl == wl) && res[i].cfg == cfg)
 			return &res[i];
 	return NULL;
 }
@@ -153,10 +158,10 @@ void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl
 		"identity run before and after each\n\n",
 		bench_cpu_model(), bench_ncpus(), o->loadavg, o->threads, o->threads > 1 ? "s" : "",
 		o->rounds, o->rounds > 1 ? "s" : "", o->duration_s);
-	fprintf(out, "%-9s %-9s %15s %6s %6s %8s %8s %7s %7s %6s %7s  %s\n", "workload", "policy",
+	fprintf(out, "%-9s %-14s %15s %6s %6s %8s %8s %7s %7s %6s %7s  %s\n", "workload", "policy",
 		"throughput", "ratio", "spread", "drv ns", "dev ns", "miss", "walks", "inval",
 		"waits", "protection");
-	fprintf(out, "%-9s %-9s %15s %6s %6s %8s %8s %7s %7s %6s %7s\n", "", "", "(median)",
+	fprintf(out, "%-9s %-14s %15s %6s %6s %8s %8s %7s %7s %6s %7s\n", "", "", "(median)",
 		"to id", "", "/IO DMA", "/IO xlat", "/4K", "/4K", "/IO", "/IO");
 	for (size_t i = 0; i < n; i++) {
 		struct wl_result *r = &res[i];
@@ -166,18 +171,17 @@ void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl
 		fmt_thr(thr, sizeof(thr), r->wl, r->thr_s.median);
 		fmt_protection(prot, sizeof(prot), r);
 		fprintf(out,
-			"%-9s %-9s %15s %6.3f %5.0f%% %8.1f %8.1f %7.3f %7.3f %6.3f %7.4f  %s%s\n",
+			"%-9s %-14s %15s %6.3f %5.0f%% %8.1f %8.1f %7.3f %7.3f %6.3f %7.4f  %s%s\n",
 			r->wl->name, wl_cfg_name[r->cfg], thr, r->ratio_s.median,
 			100 * r->ratio_s.spread, r->dma_ns, r->xlat_ns, r->miss_4k, r->walks_4k,
 			r->inval_io, r->waits_io, prot, r->failed ? "  [FAILED]" : "");
 	}
 
-	/* the matrix of ratios */
+	/* the matrix of ratios; the two-step configurations' baseline is shown as a throughput */
 	fprintf(out, "\nratio to identity (median of %u round%s)\n%-9s %15s", o->rounds,
 		o->rounds > 1 ? "s" : "", "workload", "identity");
 	for (unsigned int c = 1; c < WL_NCFG; c++)
-		if (find(res, n, NULL, (enum wl_cfg)c) || true)
-			fprintf(out, " %9s", wl_cfg_name[c]);
+		fprintf(out, c == WL_IDENTITY_2STEP ? " %15s" : " %9s", wl_cfg_name[c]);
 	fputc('\n', out);
 	for (size_t i = 0; i < n; i++) {
 		if (res[i].cfg != WL_IDENTITY)
@@ -187,13 +191,23 @@ void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl
 		for (unsigned int c = 1; c < WL_NCFG; c++) {
 			const struct wl_result *r = find(res, n, res[i].wl, (enum wl_cfg)c);
 
-			if (r)
+			if (c == WL_IDENTITY_2STEP) {
+				if (r)
+					fmt_thr(thr, sizeof(thr), r->wl, r->thr_s.median);
+				fprintf(out, " %15s", r ? thr : "-");
+			} else if (r) {
 				fprintf(out, " %9.3f", r->ratio_s.median);
-			else
+			} else {
 				fprintf(out, " %9s", "-");
+			}
 		}
 		fputc('\n', out);
 	}
+	if (find(res, n, NULL, WL_STRICT_2STEP))
+		fprintf(out,
+			"(%s: the drivers link buffers into per-ring IOVA slots, the two-step "
+			"API; its ratio divides by %s, identity through the same drivers)\n",
+			wl_cfg_name[WL_STRICT_2STEP], wl_cfg_name[WL_IDENTITY_2STEP]);
 
 	/* the seeds next to what this machine measured */
 	fprintf(out,
@@ -255,7 +269,7 @@ static json_t *result_json(const struct wl_result *r, const struct wl_result *id
 {
 	const struct wl_totals *t = &r->tot;
 	json_t *j = json_object();
-	size_t nratio = r->cfg == WL_IDENTITY ? 0 : r->n;
+	size_t nratio = wl_cfg_is_baseline(r->cfg) ? 0 : r->n;
 
 	json_object_set_new(j, "workload", json_string(r->wl->name));
 	json_object_set_new(j, "policy", json_string(wl_cfg_name[r->cfg]));
@@ -266,6 +280,7 @@ static json_t *result_json(const struct wl_result *r, const struct wl_result *id
 		json_object_set_new(j, "qd", json_integer(r->qd));
 	json_object_set_new(j, "ok", json_boolean(!r->failed));
 	json_object_set_new(j, "throughput", json_real(r->thr_s.median));
+	json_object_set_new(j, "baseline", json_string(wl_cfg_name[wl_cfg_baseline(r->cfg)]));
 	json_object_set_new(j, "throughput_identity", json_real(id ? id->thr_s.median : 0));
 	json_object_set_new(j, "throughput_samples", array_of(r->thr, r->n));
 	json_object_set_new(j, "ratio_to_identity", json_real(r->ratio_s.median));
@@ -273,7 +288,7 @@ static json_t *result_json(const struct wl_result *r, const struct wl_result *id
 	json_object_set_new(j, "ratio_min", json_real(r->ratio_s.min));
 	json_object_set_new(j, "ratio_max", json_real(r->ratio_s.max));
 	json_object_set_new(j, "ratio_samples", array_of(r->ratio, nratio));
-	json_object_set_new(j, "rounds", json_integer(r->cfg == WL_IDENTITY ? 0 : r->n));
+	json_object_set_new(j, "rounds", json_integer(wl_cfg_is_baseline(r->cfg) ? 0 : r->n));
 	json_object_set_new(j, "driver_dma_ns_per_io", json_real(r->dma_ns));
 	json_object_set_new(j, "device_translate_ns_per_io", json_real(r->xlat_ns));
 	json_object_set_new(j, "iotlb_misses_per_4k", json_real(r->miss_4k));
@@ -319,7 +334,8 @@ int wl_report_json(const char *path, struct wl_result *res, size_t n,
 				      o->warmup_s, "threads", (int)o->threads, "qd", (int)o->qd,
 				      "quick", o->quick, "loadavg", o->loadavg));
 	for (size_t i = 0; i < n; i++)
-		bench_report_add(&rep, result_json(&res[i], find(res, n, res[i].wl, WL_IDENTITY)));
+		bench_report_add(&rep, result_json(&res[i], find(res, n, res[i].wl,
+								 wl_cfg_baseline(res[i].cfg))));
 	rc = bench_report_write(&rep, path);
 	bench_report_fini(&rep);
 	return rc;
@@ -340,7 +356,8 @@ int wl_report_csv(const char *path, struct wl_result *res, size_t n)
 		   "iotlb_misses_per_4k,walks_per_4k,invalidations_per_io,waits_per_io,window_ns,"
 		   "window_unmaps,subpage_exposed_bytes,persistent_exposed_bytes,exposure,ok\n");
 	for (size_t i = 0; i < n; i++) {
-		const struct wl_result *r = &res[i], *id = find(res, n, r->wl, WL_IDENTITY);
+		const struct wl_result *r = &res[i],
+				       *id = find(res, n, r->wl, wl_cfg_baseline(r->cfg));
 
 		fprintf(f,
 			"%s,%s,%s,%.6g,%.6g,%.5f,%.5f,%.2f,%.2f,%.5f,%.5f,%.5f,%.5f,%.0f,%llu,%.1f,"
@@ -378,7 +395,7 @@ void wl_plot_ascii(FILE *out, struct wl_result *res, size_t n, unsigned int widt
 
 		if (i && res[i - 1].wl != r->wl)
 			fputc('\n', out);
-		fprintf(out, "%-9s %-9s %6.3f ", i && res[i - 1].wl == r->wl ? "" : r->wl->name,
+		fprintf(out, "%-9s %-14s %6.3f ", i && res[i - 1].wl == r->wl ? "" : r->wl->name,
 			wl_cfg_name[r->cfg], v);
 		for (unsigned int k = 0; k <= width; k++)
 			fputc(k < bar ? '#' : k == one ? '|' : ' ', out);

@@ -215,8 +215,9 @@ static void snapshot(struct wl_run *r, struct snap *s)
 		struct dg_dma_stats st;
 
 		dg_dma_dev_stats(r->port[i].dd, &st);
-		s->maps += st.maps;
-		s->unmaps += st.unmaps;
+		/* buffers handed to the device: streaming maps and two-step links */
+		s->maps += st.maps + st.links;
+		s->unmaps += st.unmaps + st.unlinks;
 		s->subpage_bytes += st.subpage_bytes;
 		s->subpage_max = st.subpage_max > s->subpage_max ? st.subpage_max : s->subpage_max;
 		s->persistent += st.persistent_bytes;

@@ -12,10 +12,10 @@ fail=0
 "$exe" bench --quick --json "$dir/out.json" --csv "$dir/out.csv" --plot ascii \
 	>"$dir/out.txt" 2>"$dir/err.txt" || { echo "FAIL: quick run"; cat "$dir/err.txt"; fail=1; }
 "$check" "$dir/out.json" || fail=1
-[ "$(wc -l <"$dir/out.csv")" -eq 64 ] || { echo "FAIL: CSV has $(wc -l <"$dir/out.csv") lines"; fail=1; }
+[ "$(wc -l <"$dir/out.csv")" -eq 82 ] || { echo "FAIL: CSV has $(wc -l <"$dir/out.csv") lines"; fail=1; }
 head -n 1 "$dir/out.csv" | grep -q '^workload,policy,unit,throughput,' || { echo "FAIL: CSV header"; fail=1; }
 grep -q '^ *strict  *[0-9.]* #' "$dir/out.txt" || { echo "FAIL: ASCII plot"; fail=1; }
-[ "$(grep -c '^RESULT suite=workloads ' "$dir/out.txt")" -eq 63 ] || { echo "FAIL: RESULT lines"; fail=1; }
+[ "$(grep -c '^RESULT suite=workloads ' "$dir/out.txt")" -eq 81 ] || { echo "FAIL: RESULT lines"; fail=1; }
 grep -q '^seeds (DESIGN.md section 1)' "$dir/out.txt" || { echo "FAIL: seed table"; fail=1; }
 # a subset, two threads, a queue depth
 "$exe" bench workloads --quick --workload nvme4k,bond4 --policy strict,bounce --threads 2 --qd 8 \
@@ -24,6 +24,8 @@ grep -c '"policy"' "$dir/sub.json" | grep -q '^6$' || { echo "FAIL: subset has $
 grep -q '"qd": 8' "$dir/sub.json" || { echo "FAIL: qd"; fail=1; }
 "$exe" bench workloads --case tcp-x4/strict --ops 64 | grep -q 'fixed count' ||
 	{ echo "FAIL: fixed-count mode"; fail=1; }
+"$exe" bench workloads --case fwd64/strict-2step --ops 256 | grep -q 'fixed count' ||
+	{ echo "FAIL: fixed-count mode, strict-2step"; fail=1; }
 [ "$("$exe" bench workloads --list | grep -c -E '^(xdp64|xdp64-2k|xdp64-4k|fwd64|bond4|tcp-x1|tcp-x4|tcp-x8|nvme4k) ')" -eq 9 ] ||
 	{ echo "FAIL: --list"; fail=1; }
 for bad in "--workload nope" "--policy none" "--qd 0" "--plot x.gif" "--case xdp64 --ops 5" \

@@ -31,7 +31,10 @@ int main(int argc, char **argv)
 	}
 	for (size_t w = 0; w < sizeof(wls) / sizeof(wls[0]); w++)
 		for (unsigned int c = 0; c < WL_NCFG; c++) {
-			if (!all && c > WL_STRICT && c != WL_LAZY + w % (WL_NCFG - WL_LAZY))
+			/* identity, strict and strict-2step always, one of the others in turn */
+			bool always = c <= WL_STRICT || c == WL_STRICT_2STEP;
+
+			if (!all && !always && c != WL_LAZY + w % (WL_IDENTITY_2STEP + 1 - WL_LAZY))
 				continue;
 			struct wl_run_opts o = {.threads = threads,
 						.qd = 8,

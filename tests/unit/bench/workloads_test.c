@@ -3,7 +3,8 @@
  * Unit tests of what the workloads suite adds to the benchmark protocol: alternated ratios
  * (bench_alternating_ratios) against values computed by hand, the per-I/O figures derived from
  * a run's counters, the sg copies the emulated devices use (across segment boundaries, with
- * offsets), the spreading of queues over ports, and the ASCII bar chart.
+ * offsets), the spreading of queues over ports, the ASCII bar chart, and the ring slots of
+ * the two-step drivers (wl_slots.c) on a real strict and identity device.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include "wl.h"
 #include "wl_nic.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,8 +75,10 @@ static void test_derive(void **state)
 	for (enum wl_cfg c = WL_IDENTITY; c < WL_NCFG; c++) {
 		r.cfg = c;
 		wl_result_derive(&r);
-		if (c == WL_IDENTITY || c == WL_POOL || c == WL_WINDOW)
+		if (c == WL_IDENTITY || c == WL_IDENTITY_2STEP || c == WL_POOL || c == WL_WINDOW)
 			assert_true(r.window_ns == -1);
+		else if (c != WL_LAZY)
+			assert_true(r.window_ns == 0);
 	}
 	memset(&r.tot, 0, sizeof(r.tot)); /* nothing measured: zeros, never NaN */
 	wl_result_derive(&r);
@@ -155,16 +159,142 @@ static void test_plot_ascii(void **state)
 	wl_plot_ascii(f, r, 3, 20);
 	fclose(f);
 	/* identity: 10 of 20 columns, then the 1.0 mark right after */
-	assert_non_null(strstr(buf, "xdp64     identity   1.000 ##########|"));
-	assert_non_null(strstr(buf, "          strict     0.500 #####     |"));
-	assert_non_null(strstr(buf, "fwd64     pool       2.000 ####################"));
+	assert_non_null(strstr(buf, "xdp64     identity        1.000 ##########|"));
+	assert_non_null(strstr(buf, "          strict          0.500 #####     |"));
+	assert_non_null(strstr(buf, "fwd64     pool            2.000 ####################"));
 	free(buf);
+}
+
+static struct dg_dma_dev *slots_dev(struct dg_iommu **mmu, struct dg_dma **dma,
+				    struct dg_device **dev, enum dg_dma_policy policy)
+{
+	struct dg_iommu_config ic;
+	struct dg_dma_dev_config dc;
+	struct dg_dma_dev *dd;
+
+	dg_iommu_config_init(&ic);
+	ic.log = NULL;
+	*mmu = dg_iommu_create(&ic);
+	assert_non_null(*mmu);
+	*dma = dg_dma_create(*mmu, NULL);
+	assert_non_null(*dma);
+	*dev = dg_device_create(*mmu, 7);
+	assert_non_null(*dev);
+	dg_dma_dev_config_init(&dc);
+	dc.policy = policy;
+	dd = dg_dma_dev_create(*dma, *dev, &dc);
+	assert_non_null(dd);
+	return dd;
+}
+
+static void slots_dev_fini(struct dg_iommu *mmu, struct dg_dma *dma, struct dg_device *dev,
+			   struct dg_dma_dev *dd)
+{
+	assert_int_equal(dg_dma_dev_destroy(dd), 0);
+	dg_device_destroy(dev);
+	dg_dma_destroy(dma);
+	dg_iommu_destroy(mmu);
+}
+
+/* Where the device reaches through @dma (NULL: it faults). */
+static void *slots_reach(struct dg_device *dev, uint64_t dma)
+{
+	struct dg_sg sg;
+	unsigned int nr = 0;
+	int e = dg_dev_translate(dev, dma, 64, DG_ACCESS_WRITE, &sg, 1, &nr);
+
+	dg_dev_offline(dev); /* the test thread is the device: waits must not wait for it */
+	return e ? NULL : sg.addr;
+}
+
+static void test_slots(void **state)
+{
+	(void)state;
+	struct dg_iommu *mmu;
+	struct dg_dma *dma;
+	struct dg_device *dev;
+	struct dg_dma_dev *dd = slots_dev(&mmu, &dma, &dev, DG_DMA_STRICT);
+	uint8_t *mem = aligned_alloc(4096, 8 * 4096);
+	struct wl_slots s;
+	struct dg_dma_batch b;
+	uint64_t d[4], d2;
+	uint32_t k[4], k2;
+
+	assert_non_null(mem);
+	assert_int_equal(wl_slots_init(&s, dd, 4, 64), 0);
+	assert_int_equal(s.slot_bytes, 4096); /* whole granules */
+	/* consecutive slots: consecutive pages of the range, the buffer's offset kept */
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(wl_slots_link(&s, mem + i * 4096 + 128, 64, DG_DMA_FROM_DEVICE,
+					       &d[i], &k[i]),
+				 0);
+		assert_int_equal(k[i], i);
+		assert_int_equal(d[i], s.st.addr + (uint64_t)i * 4096 + 128);
+		assert_ptr_equal(slots_reach(dev, d[i]), mem + i * 4096 + 128);
+	}
+	/* wrapped onto a linked slot: refused, nothing handed out */
+	assert_int_equal(wl_slots_link(&s, mem + 4 * 4096, 64, DG_DMA_FROM_DEVICE, &d2, &k2),
+			 -EEXIST);
+	assert_int_equal(s.next, 0);
+	/* unlinked in a batch that has not ended: still refused (the old page is mapped) */
+	dg_dma_batch_begin(dd, &b);
+	assert_int_equal(wl_slots_unlink(&s, 0, 64, DG_DMA_FROM_DEVICE, &b), 0);
+	assert_int_equal(wl_slots_link(&s, mem + 4 * 4096, 64, DG_DMA_FROM_DEVICE, &d2, &k2),
+			 -EEXIST);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	assert_null(slots_reach(dev, d[0])); /* strict: gone once the batch ended */
+	assert_int_equal(wl_slots_link(&s, mem + 4 * 4096 + 128, 64, DG_DMA_FROM_DEVICE, &d2, &k2),
+			 0);
+	assert_int_equal(k2, 0);
+	assert_int_equal(d2, d[0]);
+	assert_ptr_equal(slots_reach(dev, d2), mem + 4 * 4096 + 128);
+	/* a wrong length is refused; the range cannot go while slots are linked */
+	assert_int_equal(wl_slots_unlink(&s, 1, 65, DG_DMA_FROM_DEVICE, NULL), -EINVAL);
+	assert_int_equal(wl_slots_fini(&s), -EBUSY);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(wl_slots_unlink(&s, (uint32_t)i, 64, DG_DMA_FROM_DEVICE, NULL), 0);
+	assert_int_equal(wl_slots_fini(&s), 0);
+
+	/* sg: pages apart in memory become one contiguous DMA segment under strict */
+	struct dg_dma_sg sg[3] = {{.addr = mem + 6 * 4096, .len = 4096},
+				  {.addr = mem + 2 * 4096, .len = 4096},
+				  {.addr = mem + 4 * 4096, .len = 100}};
+	unsigned int nr = 0;
+
+	assert_int_equal(wl_slots_init(&s, dd, 2, 3 * 4096), 0);
+	assert_int_equal(wl_slots_link_sg(&s, sg, 3, DG_DMA_TO_DEVICE, &nr, &k2), 0);
+	assert_int_equal(nr, 1);
+	assert_int_equal(sg[0].dma_addr, s.st.addr);
+	assert_int_equal(sg[0].dma_len, 2 * 4096 + 100);
+	assert_int_equal(s.next, 1);
+	/* a list longer than a slot: refused with nothing linked */
+	struct dg_dma_sg big[4] = {{.addr = mem, .len = 64},
+				   {.addr = mem + 4096, .len = 64},
+				   {.addr = mem + 8192, .len = 64},
+				   {.addr = mem + 12288, .len = 64}};
+
+	assert_int_equal(wl_slots_link_sg(&s, big, 4, DG_DMA_TO_DEVICE, &nr, &k2), -ERANGE);
+	assert_int_equal(wl_slots_unlink_sg(&s, 0, sg, 3, DG_DMA_TO_DEVICE, NULL), 0);
+	assert_int_equal(wl_slots_fini(&s), 0);
+	slots_dev_fini(mmu, dma, dev, dd);
+
+	/* identity: host addresses, so the same list stays three segments */
+	dd = slots_dev(&mmu, &dma, &dev, DG_DMA_IDENTITY);
+	assert_int_equal(wl_slots_init(&s, dd, 2, 3 * 4096), 0);
+	assert_int_equal(wl_slots_link_sg(&s, sg, 3, DG_DMA_TO_DEVICE, &nr, &k2), 0);
+	assert_int_equal(nr, 3);
+	assert_int_equal(sg[1].dma_addr, (uintptr_t)(mem + 2 * 4096));
+	assert_int_equal(wl_slots_unlink_sg(&s, 0, sg, 3, DG_DMA_TO_DEVICE, NULL), 0);
+	assert_int_equal(wl_slots_fini(&s), 0);
+	slots_dev_fini(mmu, dma, dev, dd);
+	free(mem);
 }
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_alternating_ratios),
+		cmocka_unit_test(test_slots),
 		cmocka_unit_test(test_derive),
 		cmocka_unit_test(test_sg_copy),
 		cmocka_unit_test(test_port_queues),
