@@ -98,6 +98,8 @@ extern _Thread_local struct dma_tls_slot dma_tls[DMA_TLS_SLOTS]
 	__attribute__((tls_model("initial-exec")));
 
 struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd);
+/* This thread's id (dma_tstats.owner), 0 until its first dma_tstats_slow() (dma_stats.c). */
+extern _Thread_local uint64_t dma_tls_tid __attribute__((tls_model("initial-exec")));
 void dma_tstats_free(struct dg_dma_dev *dd);
 
 /* ---- the record table (map_record.c) ------------------------------------------------------- */
@@ -509,7 +511,8 @@ int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_d
 		 enum dma_kind kind, uint32_t nents, uint64_t *iova, uint64_t *iova_size,
 		 uint64_t *token);
 /* Remove [iova, iova + size) from @sp and give the IOVA back (with its allocator @token, 0 if
- * none), strictly (map.c); @mem (not with a batch) is freed once no device can reach it. */
+ * none; not if !@free_iova), strictly (map.c): at @b's end when @b and @free_iova, else before
+ * returning; @mem (not with a batch) is freed once no device can reach it. */
 int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova, uint64_t size,
 		      bool free_iova, uint64_t token, struct dg_dma_batch *b, void *mem);
 /* Submit an invalidation of @cmds and wait (counts submits and waits). */
@@ -544,6 +547,49 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n);
 
 /* Defer the release of a claimed bounce slot to the batch's end (map.c). */
 void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma);
+
+/* ---- the two-step API (iova_link.c) ------------------------------------------------------- */
+
+/*
+ * A two-step range's private part (dg_dma_iova_state.links): the page-table slots kept for it
+ * and one word per granule (iova_link.c says what the words hold). DMA_LINK_PENDING marks a
+ * granule unlinked in a batch whose end has not confirmed the invalidation yet: a link there
+ * is refused (-EEXIST), the range cannot be freed (-EBUSY).
+ */
+#define DMA_LINK_PENDING (1ull << 61)
+
+struct pt_slots; /* pt/pt_fast.h */
+
+struct dma_links {
+	struct pt_slots *slots; /* NULL: the general page-table path (Linux-like reference) */
+	uint64_t addr;		/* IOVA of granule 0 (st->addr) */
+	unsigned int gshift;	/* log2 granule */
+	uint64_t tmpl[3];	/* pt_slots_tmpl() of each direction's permissions */
+	/* The counter block of the thread that counted here last (iova_link.c); checked against
+	 * dma_tls_tid on use, so a handover to another thread only costs one lookup. */
+	_Atomic(struct dma_tstats *) ts;
+	_Atomic(const struct dg_dma_fail_hook *) *fail; /* &dd->dma->fail: the link tests it */
+	_Atomic uint64_t w[];				/* one word per granule */
+};
+
+/*
+ * Batch entries of two-step unlinks (map.c): their pages are already cleared from the table,
+ * the batch invalidates [iova, iova + size) with the others and, after the wait, makes the
+ * granules linkable again (dma_links_settle()). No IOVA goes back.
+ */
+void dma_batch_add_link(struct dg_dma_batch *b, uint64_t iova, uint64_t size, struct dma_links *l);
+#define DMA_BATCH_LINK 2u /* kind of such an entry (the low bits of ent[].size, map.c) */
+
+/* The invalidation covering unlinks of [iova, iova + size) of @l completed (or timed out, as
+ * a streaming unmap's does): those granules can be linked again. */
+static inline void dma_links_settle(struct dma_links *l, uint64_t iova, uint64_t size)
+{
+	const uint64_t i = (iova - l->addr) >> l->gshift, k = size >> l->gshift;
+
+	atomic_store_explicit(&l->w[i], 0, memory_order_relaxed); /* k >= 1: a ring slot's one */
+	for (uint64_t j = 1; dg_unlikely(j < k); j++)
+		atomic_store_explicit(&l->w[i + j], 0, memory_order_relaxed);
+}
 
 /* dma_dev.c / dma_stats.c */
 uint64_t dma_dev_live(const struct dg_dma_dev *dd);

@@ -28,13 +28,13 @@
 _Thread_local struct dma_tls_slot dma_tls[DMA_TLS_SLOTS] __attribute__((tls_model("initial-exec")));
 
 static _Atomic uint64_t next_thread_id = 1;
-static _Thread_local uint64_t tls_thread_id;
+_Thread_local uint64_t dma_tls_tid __attribute__((tls_model("initial-exec")));
 
 static uint64_t dma_thread_id(void)
 {
-	if (!tls_thread_id)
-		tls_thread_id = atomic_fetch_add_explicit(&next_thread_id, 1, memory_order_relaxed);
-	return tls_thread_id;
+	if (!dma_tls_tid)
+		dma_tls_tid = atomic_fetch_add_explicit(&next_thread_id, 1, memory_order_relaxed);
+	return dma_tls_tid;
 }
 
 struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd)

@@ -44,9 +44,9 @@
 #include <string.h>
 
 /* Kinds of batch entries, in the low bits of ent[].size (sizes are multiples of 64). */
-#define BATCH_IOVA   1u /* IOVA range to free after the wait */
-#define BATCH_NOFREE 2u /* range to invalidate only (two-step unlink) */
-#define BATCH_BOUNCE 3u /* bounce slot to free (no invalidation needed) */
+#define BATCH_IOVA   1u		    /* IOVA range to unmap, free after the wait */
+#define BATCH_LINK   DMA_BATCH_LINK /* two-step unlink: invalidate, then settle (token: links) */
+#define BATCH_BOUNCE 3u		    /* bounce slot to free (no invalidation needed) */
 
 /* Separate runs a batch invalidates page-selectively at most (see the preamble). */
 #define BATCH_PSI_RUNS 8
@@ -306,62 +306,72 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 /* ---- batches ------------------------------------------------------------------------------ */
 
 /*
- * The translated ranges of ent[from..n) in address order, adjacent ones merged into runs;
- * *sum gets their bytes. Magazines hand ranges back last-in first-out, so a batch is nearly
- * always ascending (kept) or descending (reversed); anything else goes through
- * dma_order_frees()' natural merge sort (a batch holds up to 256: no quadratic sort).
+ * The ranges of ent[from..n) (streaming unmaps and two-step unlinks; bounce slots have none)
+ * in address order, adjacent ones merged into runs; *sum gets their bytes, *niova the
+ * streaming ones among them. Magazines hand ranges back last-in first-out and a ring unlinks
+ * its slots in order, so a batch is nearly always ascending: one pass merges it as it goes.
+ * Anything else (descending, scrambled) is put in order by dma_order_frees()' natural merge
+ * sort (a batch holds up to 256: no quadratic sort) and merged after.
  */
 static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
-			 uint64_t *sum)
+			 uint64_t *sum, uint32_t *niova)
 {
-	bool asc = true, desc = true;
+	struct iova_owned t[DG_DMA_BATCH_MAX];
 	size_t n = 0, m = 0;
+	uint64_t s = 0, chi = 0; /* the open run's end, in a register */
+	uint32_t ni = 0;
 
-	*sum = 0;
 	for (uint32_t i = from; i < b->n; i++) {
-		uint64_t k = b->ent[i].size & BATCH_KIND;
+		const uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr;
+		const uint64_t e = a + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
 
 		if (k == BATCH_BOUNCE)
 			continue;
-		lo[n] = b->ent[i].addr;
-		hi[n] = lo[n] + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
-		*sum += hi[n] - lo[n];
-		if (n) {
-			asc = asc && lo[n] > lo[n - 1];
-			desc = desc && lo[n] < lo[n - 1];
-		}
-		n++;
-	}
-	if (n > 1 && desc) {
-		for (size_t i = 0, j = n - 1; i < j; i++, j--) {
-			uint64_t tl = lo[i], th = hi[i];
-
-			lo[i] = lo[j];
-			hi[i] = hi[j];
-			lo[j] = tl;
-			hi[j] = th;
-		}
-	} else if (n > 1 && !asc) {
-		/* the allocator order's natural merge sort (descending), read back to front */
-		struct iova_owned t[DG_DMA_BATCH_MAX];
-
-		for (size_t i = 0; i < n; i++)
-			t[i] = (struct iova_owned){.iova = lo[i], .size = hi[i] - lo[i]};
-		dma_order_frees(t, (uint32_t)n);
-		for (size_t i = 0; i < n; i++) {
-			lo[i] = t[n - 1 - i].iova;
-			hi[i] = lo[i] + t[n - 1 - i].size;
-		}
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (m && lo[i] == hi[m - 1]) {
-			hi[m - 1] = hi[i];
+		s += e - a;
+		ni += k == BATCH_IOVA;
+		if (dg_likely(a == chi) && m) { /* the next slot of a ring: extend */
+			chi = e;
 			continue;
 		}
-		lo[m] = lo[i];
-		hi[m] = hi[i];
+		if (dg_unlikely(a < chi))
+			goto sort;
+		if (m)
+			hi[m - 1] = chi;
+		lo[m++] = a;
+		chi = e;
+	}
+	if (m)
+		hi[m - 1] = chi;
+	*sum = s;
+	*niova = ni;
+	return m;
+sort:
+	s = 0;
+	ni = 0;
+	for (uint32_t i = from; i < b->n; i++) {
+		const uint64_t k = b->ent[i].size & BATCH_KIND;
+
+		if (k == BATCH_BOUNCE)
+			continue;
+		t[n] = (struct iova_owned){.iova = b->ent[i].addr,
+					   .size = b->ent[i].size & ~(uint64_t)BATCH_KIND};
+		s += t[n].size;
+		ni += k == BATCH_IOVA;
+		n++;
+	}
+	dma_order_frees(t, (uint32_t)n); /* descending: read back to front */
+	m = 0;
+	for (size_t i = n; i-- > 0;) {
+		if (m && t[i].iova == hi[m - 1]) {
+			hi[m - 1] += t[i].size;
+			continue;
+		}
+		lo[m] = t[i].iova;
+		hi[m] = t[i].iova + t[i].size;
 		m++;
 	}
+	*sum = s;
+	*niova = ni;
 	return m;
 }
 
@@ -431,10 +441,11 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
 }
 
 /*
- * Invalidate the unmaps the batch has not submitted yet (ent[nsub..n)): remove their pages -
- * one page-table call per run of adjacent IOVAs, so a ring's consecutive slots cost one
- * walk - and submit the commands (one over the hull when it is at most four times the bytes
- * unmapped, one per run up to BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
+ * Invalidate the unmaps the batch has not submitted yet (ent[nsub..n)): remove the pages of
+ * streaming unmaps - one page-table call per run of adjacent IOVAs, so a ring's consecutive
+ * buffers cost one walk (two-step unlinks cleared theirs already) - and submit the commands
+ * (one over the hull when it is at most four times the bytes unmapped, one per run up to
+ * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
  */
 static int batch_issue(struct dg_dma_batch *b)
 {
@@ -442,35 +453,65 @@ static int batch_issue(struct dg_dma_batch *b)
 	struct dma_space *sp = dd->sp;
 	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], sum, unmapped, seq = 0;
 	struct dg_inval_cmd cmds[BATCH_PSI_RUNS];
+	struct dg_pt_gather *g = &b->gather;
+	uint64_t start, end;
 	size_t nr, nc = 1;
+	uint32_t niova, nlink;
 	int r;
 
 	if (b->nsub == b->n)
 		return 0;
-	nr = batch_runs(b, b->nsub, lo, hi, &sum);
-	b->nsub = b->n;
-	if (!nr)
+	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova);
+	if (!nr) {
+		b->nsub = b->n;
 		return 0; /* bounce slots only */
-	for (size_t i = 0; i < nr; i++) {
-		if (hi[i] - lo[i] == sp->granule)
-			pt_unmap_granule(sp->pt, lo[i], &b->gather);
-		else
-			dg_pt_unmap(sp->pt, lo[i], hi[i] - lo[i], &b->gather, &unmapped);
 	}
-	if (nr == 1 || b->gather.end - b->gather.start <= 4 * sum) {
-		gather_cmd(sp, &b->gather, &cmds[0]);
+	nlink = 0;
+	if (niova) {
+		for (uint32_t i = b->nsub; i < b->n; i++)
+			nlink += (b->ent[i].size & BATCH_KIND) == BATCH_LINK;
+	}
+	if (niova && !nlink) { /* streaming unmaps only: a page-table call per run */
+		for (size_t i = 0; i < nr; i++)
+			pt_unmap_granules(sp->pt, lo[i], (hi[i] - lo[i]) >> sp->gshift, g);
+	} else if (niova) { /* mixed: never unmap over a two-step range (its tables are kept) */
+		for (uint32_t i = b->nsub; i < b->n; i++) {
+			const uint64_t a = b->ent[i].addr;
+			const uint64_t sz = b->ent[i].size & ~(uint64_t)BATCH_KIND;
+
+			if ((b->ent[i].size & BATCH_KIND) != BATCH_IOVA)
+				continue;
+			if (sz == sp->granule)
+				pt_unmap_granule(sp->pt, a, g);
+			else
+				dg_pt_unmap(sp->pt, a, sz, g, &unmapped);
+		}
+	}
+	b->nsub = b->n;
+	/* the hull of the runs and of what the gather holds (earlier submits' included) */
+	start = lo[0];
+	end = hi[nr - 1];
+	if (g->start != g->end) {
+		start = g->start < start ? g->start : start;
+		end = g->end > end ? g->end : end;
+	}
+	if (nr == 1 || end - start <= 4 * sum) {
+		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+						.flags = g->leaf_only ? DG_INVAL_LEAF : 0,
+						.domain = sp->dom_id,
+						.iova = start,
+						.size = end - start};
 	} else if (nr > BATCH_PSI_RUNS) {
 		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN,
-						.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
+						.flags = g->leaf_only ? DG_INVAL_LEAF : 0,
 						.domain = sp->dom_id};
 	} else {
 		for (nc = 0; nc < nr; nc++)
-			cmds[nc] = (struct dg_inval_cmd){
-				.type = DG_INVAL_RANGE,
-				.flags = b->gather.leaf_only ? DG_INVAL_LEAF : 0,
-				.domain = sp->dom_id,
-				.iova = lo[nc],
-				.size = hi[nc] - lo[nc]};
+			cmds[nc] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+							 .flags = g->leaf_only ? DG_INVAL_LEAF : 0,
+							 .domain = sp->dom_id,
+							 .iova = lo[nc],
+							 .size = hi[nc] - lo[nc]};
 	}
 	r = dma_inval_submit(dd, cmds, nc, &seq);
 	if (seq > b->seq)
@@ -480,8 +521,10 @@ static int batch_issue(struct dg_dma_batch *b)
 
 /*
  * The end of a batch (or of a full ent[]): invalidate what is not yet, wait once for all of
- * it, then give back table pages, IOVAs (one allocator call, this thread's cache) and shadow slots;
- * on a failed invalidation or wait park them all in quarantine.
+ * it, then give back table pages, IOVAs (one allocator call, this thread's cache) and shadow
+ * slots, and make two-step granules linkable again; on a failed invalidation or wait park the
+ * IOVAs and tables in quarantine (two-step granules are settled either way, as a streaming
+ * unmap's caller may reuse its buffer after -ETIMEDOUT).
  */
 static int batch_flush(struct dg_dma_batch *b)
 {
@@ -498,14 +541,18 @@ static int batch_flush(struct dg_dma_batch *b)
 	if (!r && b->seq)
 		r = dma_inval_wait(dd, b->seq);
 	for (uint32_t i = 0; i < b->n; i++) {
-		uint64_t k = b->ent[i].size & BATCH_KIND;
+		const uint64_t k = b->ent[i].size & BATCH_KIND;
 
-		if (k == BATCH_IOVA)
+		if (dg_likely(k == BATCH_IOVA))
 			fr[nf++] =
 				(struct iova_owned){.iova = b->ent[i].addr,
 						    .size = b->ent[i].size & ~(uint64_t)BATCH_KIND,
 						    .token = b->ent[i].token};
-		nb += k == BATCH_BOUNCE;
+		else if (k == BATCH_LINK)
+			dma_links_settle((struct dma_links *)(uintptr_t)b->ent[i].token,
+					 b->ent[i].addr, b->ent[i].size & ~(uint64_t)BATCH_KIND);
+		else
+			nb++;
 	}
 	if (nb < b->n) {
 		if (r) {
@@ -515,7 +562,7 @@ static int batch_flush(struct dg_dma_batch *b)
 			}
 			dma_quarantine_add(dd, sp, b->seq, &b->gather, qi, qs, nf, NULL);
 			nf = 0; /* parked: given back once a completion confirms */
-		} else {
+		} else if (!gather_empty(&b->gather)) {
 			dg_pt_gather_release(sp->pt, &b->gather);
 		}
 	}
@@ -552,6 +599,15 @@ void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma)
 	b->ent[b->n].addr = dma;
 	b->ent[b->n].size = BATCH_BOUNCE;
 	b->ent[b->n].token = 0;
+	b->n++;
+}
+
+void dma_batch_add_link(struct dg_dma_batch *b, uint64_t iova, uint64_t size, struct dma_links *l)
+{
+	batch_reserve(b);
+	b->ent[b->n].addr = iova;
+	b->ent[b->n].size = size | BATCH_LINK;
+	b->ent[b->n].token = (uint64_t)(uintptr_t)l;
 	b->n++;
 }
 
@@ -907,10 +963,10 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 	uint64_t unmapped, seq = 0;
 	int r;
 
-	if (b && !dd->reference) { /* the pages go at the batch's end, with the others */
+	if (b && free_iova && !dd->reference) { /* the pages go at the batch's end */
 		batch_reserve(b);
 		b->ent[b->n].addr = iova;
-		b->ent[b->n].size = size | (free_iova ? BATCH_IOVA : BATCH_NOFREE);
+		b->ent[b->n].size = size | BATCH_IOVA;
 		b->ent[b->n].token = token;
 		b->n++;
 		return 0;

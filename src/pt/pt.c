@@ -915,6 +915,212 @@ int pt_unmap_granule(struct dg_pt *pt, uint64_t iova, struct dg_pt_gather *gathe
 	return dg_pt_unmap(pt, iova, pt->geo.granule, gather, &unmapped);
 }
 
+int pt_unmap_granules(struct dg_pt *pt, uint64_t iova, uint64_t n, struct dg_pt_gather *gather)
+{
+	const uint64_t g = pt->geo.granule, va0 = iova - pt->iova_base;
+	uint64_t i = 0, cleared = 0, unmapped = 0;
+	int r;
+
+	if (dg_likely(pt->granule_fast && gather && n && iova >= pt->iova_base &&
+		      va0 < pt->va_limit && n <= (pt->va_limit - va0) / g &&
+		      !(va0 & pt->granule_mask))) {
+		const uint64_t span = pt->leaf_index_mask + 1; /* granules per last-level table */
+
+		while (i < n) {
+			const uint64_t va = va0 + i * g;
+			const uint64_t idx = (va >> pt->leaf_shift) & pt->leaf_index_mask;
+			_Atomic uint64_t *table = pt_hint_get(pt, va);
+			uint64_t m = n - i;
+
+			if (!table && !(table = pt_granule_table(pt, va, false)))
+				break; /* a larger leaf, or nothing: the general path says */
+			if (m > span - idx)
+				m = span - idx;
+			for (uint64_t k = 0; k < m; k++) {
+				if (!atomic_load_explicit(&table[idx + k], memory_order_relaxed))
+					continue;
+				/* Relaxed: as in pt_unmap_va (a last-level entry is a leaf). */
+				atomic_store_explicit(&table[idx + k], 0, memory_order_relaxed);
+				cleared++;
+			}
+			i += m;
+		}
+		if (cleared)
+			pt_gather_range(gather, iova, iova + i * g, g);
+		if (i == n)
+			return cleared ? 0 : -ENOENT;
+	}
+	r = dg_pt_unmap(pt, iova + i * g, (n - i) * g, gather, &unmapped);
+	return cleared && r == -ENOENT ? 0 : r;
+}
+
+/* ---- slots: kept last-level tables (pt_fast.h) ------------------------------------------ */
+
+struct pt_slots *pt_slots_create(struct dg_pt *pt, uint64_t iova, uint64_t n)
+{
+	const unsigned int last = pt->depth - 1;
+	const uint64_t va = iova - pt->iova_base;
+	struct pt_slots *s;
+	uint64_t nt;
+
+	if (!n || iova < pt->iova_base || (va & pt->granule_mask)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (pt->lvl[last].size != pt->geo.granule || !pt->lvl[last].leaf_ok) {
+		errno = EOPNOTSUPP;
+		return NULL;
+	}
+	if (va >= pt->va_limit || n > (pt->va_limit - va) >> pt->leaf_shift) {
+		errno = ERANGE;
+		return NULL;
+	}
+	const unsigned int tshift = last ? (unsigned int)__builtin_ctzll(pt->leaf_index_mask + 1) :
+					   63;
+	const uint64_t first = va >> pt->leaf_shift;
+
+	nt = ((first + n - 1) >> tshift) - (first >> tshift) + 1;
+	s = calloc(1, sizeof(*s) + nt * sizeof(s->tables[0]));
+	if (!s) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	s->pt = pt;
+	s->first = first;
+	s->n = n;
+	s->tshift = tshift;
+	s->t0 = first >> tshift;
+	s->tmask = last ? pt->leaf_index_mask : UINT64_MAX;
+	s->lo = first & s->tmask;
+	s->gshift = pt->leaf_shift;
+	s->gmask = pt->granule_mask;
+	s->oa_limit = pt->oa_limit;
+	s->oa_mask = pt->oa_mask;
+	s->oa_hi_mask = pt->oa_hi_mask;
+	for (unsigned int p = 0; p <= DG_PROT_ALL; p++)
+		s->tmpl[p] = pt->leaf_tmpl[p][last];
+	for (uint64_t t = 0; t < nt; t++)
+		atomic_init(&s->tables[t], last ? NULL : pt->root); /* one level: the root */
+	return s;
+}
+
+void pt_slots_destroy(struct pt_slots *s)
+{
+	free(s);
+}
+
+int pt_slots_table(struct pt_slots *s, uint64_t t, _Atomic uint64_t **out)
+{
+	struct dg_pt *pt = s->pt;
+	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
+	const struct pt_level *l = pt->lvl, *const leaf = l + pt->depth - 1;
+	const uint64_t va = ((s->t0 + t) << s->tshift) << pt->leaf_shift;
+	_Atomic uint64_t *table = pt->root;
+	int err;
+
+	for (; l < leaf; l++) {
+		_Atomic uint64_t *ptep = table + ((va >> l->shift) & l->index_mask);
+		/* Acquire: pairs with the release CAS that linked the table (pt_install_table). */
+		uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
+
+		if (dg_likely((pte & tmask) == tval))
+			table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
+		else if (pte)
+			return -EEXIST; /* a larger leaf over the range */
+		else if (!(table = pt_install_table(pt, ptep, &err)))
+			return err;
+	}
+	/* Release: pairs with the acquire loads in pt_slot_entry() / pt_slot_unmap(). */
+	atomic_store_explicit(&s->tables[t], table, memory_order_release);
+	*out = table;
+	return 0;
+}
+
+int pt_slots_map(struct pt_slots *s, uint64_t i, uint64_t k, uint64_t phys, unsigned int prot)
+{
+	_Atomic uint64_t *ptep;
+	int err;
+
+	if ((phys & s->gmask) || !(prot & (DG_PROT_READ | DG_PROT_WRITE)) ||
+	    (prot & ~DG_PROT_ALL) || !k)
+		return -EINVAL;
+	if (i >= s->n || k > s->n - i || phys >= s->oa_limit ||
+	    k > (s->oa_limit - phys) >> s->gshift)
+		return -ERANGE;
+	for (uint64_t j = 0; j < k; j++) { /* every slot free (tables found) before any store */
+		ptep = pt_slot_entry(s, i + j, &err);
+		if (!ptep)
+			return err;
+		if (atomic_load_explicit(ptep, memory_order_relaxed))
+			return -EEXIST;
+	}
+	for (uint64_t j = 0; j < k; j++) {
+		const uint64_t pa = phys + (j << s->gshift);
+
+		ptep = pt_slot_entry(s, i + j, &err); /* kept: cannot fail now */
+		/* Release: pairs with the acquire loads of walkers (as in pt_map_va). */
+		atomic_store_explicit(
+			ptep, (pa & s->oa_mask) | ((pa >> 36) & s->oa_hi_mask) | s->tmpl[prot],
+			memory_order_release);
+	}
+	return 0;
+}
+
+uint64_t pt_slots_unmap(struct pt_slots *s, uint64_t i, uint64_t k)
+{
+	uint64_t cleared = 0;
+
+	for (uint64_t j = 0; j < k; j++) {
+		const uint64_t g = s->lo + i + j;
+		/* Acquire: as in pt_slot_entry(). */
+		_Atomic uint64_t *table =
+			atomic_load_explicit(&s->tables[g >> s->tshift], memory_order_acquire);
+
+		if (!table || !atomic_load_explicit(table + (g & s->tmask), memory_order_relaxed))
+			continue;
+		/* Relaxed: as in pt_unmap_va (the caller invalidates). */
+		atomic_store_explicit(table + (g & s->tmask), 0, memory_order_relaxed);
+		cleared++;
+	}
+	return cleared;
+}
+
+int pt_slots_check(const struct pt_slots *s, FILE *why)
+{
+	const struct dg_pt *pt = s->pt;
+	const uint64_t nt = ((s->first + s->n - 1) >> s->tshift) - s->t0 + 1;
+
+	for (uint64_t t = 0; t < nt; t++) {
+		/* Acquire: as in pt_slot_entry(). */
+		_Atomic uint64_t *kept = atomic_load_explicit(&s->tables[t], memory_order_acquire);
+		const uint64_t va = ((s->t0 + t) << s->tshift) << pt->leaf_shift;
+		_Atomic uint64_t *table = pt->root;
+
+		if (!kept)
+			continue;
+		for (unsigned int d = 0; d + 1 < pt->depth; d++) {
+			/* Acquire: pairs with the release CAS that linked a table. */
+			uint64_t pte = atomic_load_explicit(pt_entry(pt, table, d, va),
+							    memory_order_acquire);
+
+			if (!pte || !pt_is_table(pt, pte)) {
+				table = NULL;
+				break;
+			}
+			table = pt_table_ptr(pt, pte);
+		}
+		if (table != kept) {
+			if (why)
+				fprintf(why,
+					"pt: slots keep table %p for va 0x%" PRIx64
+					", the tree links %p\n",
+					(void *)kept, va + pt->iova_base, (void *)table);
+			return -EUCLEAN;
+		}
+	}
+	return 0;
+}
+
 /* ---- walk ------------------------------------------------------------------------------- */
 
 static int pt_walk_at(const struct dg_pt *pt, uint64_t va, _Atomic uint64_t *table, unsigned int d,

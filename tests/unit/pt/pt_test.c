@@ -1294,6 +1294,164 @@ static void test_hint_granule(void **state)
 	}
 }
 
+/*
+ * pt_unmap_granules (a batch's run of one-granule buffers) against the model on every format:
+ * a run across a last-level table boundary with a hole in it, the same run again (-ENOENT),
+ * a run over a larger leaf (the general path takes it), bad arguments; tables are kept.
+ */
+static void test_unmap_granules(void **state)
+{
+	(void)state;
+	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
+		struct dg_pt *pt = create(&cfgs[c]);
+		struct pt_model m;
+		struct dg_pt_gather g;
+		uint64_t base, limit, sizes[8], s, span, a, bytes, tables;
+		unsigned int last = pt->depth - 1, nsz;
+
+		nsz = sizes_of(pt, sizes);
+		s = sizes[0];
+		in_range(pt, &base, &limit);
+		pt_model_init(&m, pt);
+		span = last ? dg_pt_table_span(pt, last) : limit - base;
+		a = last ? base + 2 * span : base + 8 * s; /* a table boundary */
+		dg_pt_gather_init(&g);
+		assert_int_equal(pt_unmap_granules(pt, a + 1, 2, &g), -EINVAL);
+		assert_int_equal(pt_unmap_granules(pt, a, 0, &g), -EINVAL);
+		assert_int_equal(pt_unmap_granules(pt, a, 2, NULL), -EINVAL);
+		assert_int_equal(pt_unmap_granules(pt, a, 2, &g), -ENOENT);
+		for (int k = -3; k < 3; k++) {
+			if (k == 1)
+				continue; /* a hole */
+			assert_int_equal(do_map(pt, &m, a + k * (int64_t)s, (9 + k) * s, s, RW), 0);
+		}
+		check_ok(pt, &m);
+		tables = dg_pt_table_pages(pt);
+		assert_int_equal(pt_unmap_granules(pt, a - 3 * s, 6, &g), 0);
+		assert_int_equal(pt_model_unmap(&m, a - 3 * s, 6 * s, &bytes), 0);
+		assert_true(g.start <= a - 3 * s && g.end >= a + 3 * s);
+		assert_true(g.leaf_only);
+		check_ok(pt, &m);
+		assert_int_equal(dg_pt_table_pages(pt), tables); /* kept */
+		assert_int_equal(pt_unmap_granules(pt, a - 3 * s, 6, &g), -ENOENT);
+		/* a larger leaf in the run: the general path removes it whole */
+		if (last && nsz > 1 && a + sizes[1] + 2 * s <= limit) {
+			uint64_t l = a + sizes[1];
+
+			l -= l % sizes[1];
+			assert_int_equal(do_map(pt, &m, l, 0, sizes[1], RW), 0);
+			assert_int_equal(do_map(pt, &m, l + sizes[1], 3 * s, s, RW), 0);
+			assert_int_equal(pt_unmap_granules(pt, l, sizes[1] / s + 1, &g), 0);
+			assert_int_equal(pt_model_unmap(&m, l, sizes[1] + s, &bytes), 0);
+			check_ok(pt, &m);
+		}
+		dg_pt_gather_release(pt, &g);
+		pt_model_fini(&m);
+		drain(pt);
+		dg_pt_destroy(pt);
+	}
+}
+
+/*
+ * Slots (pt_fast.h): kept last-level tables under a range, on every format. Stores and clears
+ * through them match the reference model, refusals change nothing, a range crossing a table
+ * boundary keeps two tables, neighbours mapping and unmapping in the same tables leave the kept
+ * ones linked (pt_slots_check), and pt_slots_check catches a kept table unlinked by a covering
+ * unmap (the caller bug the slots' rule forbids).
+ */
+static void test_slots(void **state)
+{
+	(void)state;
+	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
+		struct dg_pt *pt = create(&cfgs[c]);
+		struct pt_model m;
+		struct pt_slots *sl;
+		struct dg_pt_gather g;
+		uint64_t base, limit, sizes[8], s, span, a, bytes;
+		unsigned int last = pt->depth - 1;
+
+		sizes_of(pt, sizes);
+		s = sizes[0];
+		in_range(pt, &base, &limit);
+		pt_model_init(&m, pt);
+		span = last ? dg_pt_table_span(pt, last) : limit - base;
+		/* 4 slots, two on each side of a last-level table boundary (one-level: the start) */
+		a = last ? base + 2 * span - 2 * s : base + 8 * s;
+
+		errno = 0;
+		assert_null(pt_slots_create(pt, a, 0));
+		assert_int_equal(errno, EINVAL);
+		assert_null(pt_slots_create(pt, a + 1, 4));
+		assert_int_equal(errno, EINVAL);
+		assert_null(pt_slots_create(pt, limit - s, 2));
+		assert_int_equal(errno, ERANGE);
+		sl = pt_slots_create(pt, a, 4);
+		assert_non_null(sl);
+
+		/* refusals, nothing changed */
+		assert_int_equal(pt_slot_map(sl, 0, s + 1, RW), -EINVAL);
+		assert_int_equal(pt_slot_map(sl, 0, s, 0), -EINVAL);
+		assert_int_equal(pt_slot_map(sl, 0, 1ull << pt->geo.oas, RW), -ERANGE);
+		assert_int_equal(pt_slots_map(sl, 2, 3, s, RW), -ERANGE);
+		assert_int_equal(pt_slots_map(sl, 0, 0, s, RW), -EINVAL);
+		check_ok(pt, &m);
+
+		/* one by one, the short way once the table is kept */
+		assert_int_equal(pt_slot_map(sl, 0, 5 * s, DG_PROT_READ), 0);
+		assert_int_equal(pt_model_map(&m, a, 5 * s, s, DG_PROT_READ), 0);
+		assert_true(pt_slot_try_map(sl, 1, 9 * s, pt_slots_tmpl(sl, RW)));
+		assert_int_equal(pt_model_map(&m, a + s, 9 * s, s, RW), 0);
+		assert_false(pt_slot_try_map(sl, 1, 3 * s, pt_slots_tmpl(sl, RW))); /* present */
+		assert_int_equal(pt_slot_map(sl, 1, 3 * s, RW), -EEXIST);
+		/* across the boundary: slot 3 present makes the run of 2..3 refused whole */
+		assert_int_equal(pt_slot_map(sl, 3, 11 * s, DG_PROT_WRITE), 0);
+		assert_int_equal(pt_model_map(&m, a + 3 * s, 11 * s, s, DG_PROT_WRITE), 0);
+		assert_int_equal(pt_slots_map(sl, 2, 2, 20 * s, RW), -EEXIST);
+		check_ok(pt, &m);
+		assert_int_equal(pt_slots_check(sl, stderr), 0);
+
+		/* a neighbour maps and unmaps in the same tables: the kept ones stay linked */
+		dg_pt_gather_init(&g);
+		if (a >= base + 4 * s) {
+			assert_int_equal(dg_pt_map(pt, a - 4 * s, 40 * s, 2 * s, RW, &g), 0);
+			assert_int_equal(dg_pt_unmap(pt, a - 4 * s, 2 * s, &g, &bytes), 0);
+		}
+		assert_int_equal(dg_pt_map(pt, a + 4 * s, 44 * s, s, RW, &g), 0);
+		assert_int_equal(dg_pt_unmap(pt, a + 4 * s, s, &g, &bytes), 0);
+		dg_pt_gather_release(pt, &g);
+		assert_int_equal(pt_slots_check(sl, stderr), 0);
+
+		/* clears */
+		pt_slot_unmap(sl, 0);
+		assert_int_equal(pt_model_unmap(&m, a, s, &bytes), 0);
+		assert_int_equal(pt_slots_unmap(sl, 0, 4), 2);
+		assert_int_equal(pt_model_unmap(&m, a + s, s, &bytes), 0);
+		assert_int_equal(pt_model_unmap(&m, a + 3 * s, s, &bytes), 0);
+		check_ok(pt, &m);
+		/* a run of four across the boundary, then cleared whole */
+		assert_int_equal(pt_slots_map(sl, 0, 4, 64 * s, RW), 0);
+		assert_int_equal(pt_model_map_pages(&m, a, 64 * s, s, 4, RW), 0);
+		check_ok(pt, &m);
+		assert_int_equal(pt_slots_unmap(sl, 0, 4), 4);
+		assert_int_equal(pt_model_unmap(&m, a, 4 * s, &bytes), 0);
+		check_ok(pt, &m);
+		assert_int_equal(pt_slots_check(sl, stderr), 0);
+
+		/* the forbidden covering unmap is caught */
+		if (last) {
+			assert_int_equal(pt_slot_map(sl, 3, 7 * s, RW), 0);
+			dg_pt_gather_init(&g);
+			assert_int_equal(dg_pt_unmap(pt, base + 2 * span, span, &g, &bytes), 0);
+			assert_int_equal(pt_slots_check(sl, NULL), -EUCLEAN);
+			dg_pt_gather_release(pt, &g);
+		}
+		pt_slots_destroy(sl);
+		pt_model_fini(&m);
+		drain(pt);
+		dg_pt_destroy(pt);
+	}
+}
+
 /* check() finds what is wrong, dump() prints what is there. */
 static void test_check_catches(void **state)
 {
@@ -1494,6 +1652,8 @@ int main(void)
 		cmocka_unit_test(test_gather_and_stale_walk),
 		cmocka_unit_test(test_hint_granule),
 		cmocka_unit_test(test_map_granules),
+		cmocka_unit_test(test_slots),
+		cmocka_unit_test(test_unmap_granules),
 		cmocka_unit_test(test_check_catches),
 		cmocka_unit_test(test_restricted_sizes),
 		cmocka_unit_test(test_lpae_sweep),
