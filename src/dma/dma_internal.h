@@ -88,11 +88,13 @@ enum dma_err_kind {
 	ERR_NR
 };
 
+/* A thread's cache of its blocks: slot gen & (DMA_TLS_SLOTS - 1). The key is the device's
+ * generation alone: generations are unique, never reused and never 0, so a slot never names
+ * a block of another (or a freed and reallocated) device, and an empty slot never matches. */
 #define DMA_TLS_SLOTS 8
 struct dma_tls_slot {
-	const struct dg_dma_dev *dd; /* device the block belongs to ... */
-	uint64_t gen;		     /* ... identified by its generation (pointers get reused) */
-	struct dma_tstats *t;
+	uint64_t gen;	      /* generation of the device the block belongs to; 0: empty */
+	struct dma_tstats *t; /* its block for this thread */
 };
 extern _Thread_local struct dma_tls_slot dma_tls[DMA_TLS_SLOTS]
 	__attribute__((tls_model("initial-exec")));
@@ -148,28 +150,41 @@ int dma_rec_init(struct dma_rec_table *t, uint64_t base, unsigned int gshift);
 void dma_rec_fini(struct dma_rec_table *t);
 struct dma_rec *dma_rec_get_slow(struct dma_rec_table *t, uint64_t iova, bool create);
 
-/* The record of the granule holding @iova, creating nodes when @create (else NULL if absent):
- * three dependent acquire loads when the nodes exist. */
-static inline struct dma_rec *dma_rec_get(struct dma_rec_table *t, uint64_t iova, bool create)
+/*
+ * The record of granule @g (= (iova - t->base) >> t->gshift) of @iova, which the caller knows
+ * is inside the table (an IOVA of the space: dma_space_create() keeps [first, last] within
+ * REC_MAX_GRANULES granules), so no range check; creating nodes when @create (else NULL if
+ * absent). Two dependent acquire loads below the table's top when the nodes exist.
+ */
+static inline struct dma_rec *dma_rec_in(struct dma_rec_table *t, uint64_t iova, uint64_t g,
+					 bool create)
 {
-	uint64_t g = (iova - t->base) >> t->gshift;
 	_Atomic(void *) *mid;
 	struct dma_rec *leaf;
 
-	if (dg_likely(iova >= t->base && g < REC_MAX_GRANULES)) {
-		/* Acquire pairs with the release CAS publishing a node (map_record.c). */
-		mid = atomic_load_explicit(&t->top[g >> (2 * REC_LEVEL_BITS)],
-					   memory_order_acquire);
-		if (dg_likely(mid != NULL)) {
-			/* Acquire as above. */
-			leaf = atomic_load_explicit(&mid[(g >> REC_LEVEL_BITS) & (REC_NODE - 1)],
-						    memory_order_acquire);
-			if (dg_likely(leaf != NULL))
-				return &leaf[g & (REC_NODE - 1)];
-		}
+	/* Acquire pairs with the release CAS publishing a node (map_record.c). */
+	mid = atomic_load_explicit(&t->top[g >> (2 * REC_LEVEL_BITS)], memory_order_acquire);
+	if (dg_likely(mid != NULL)) {
+		/* Acquire as above. */
+		leaf = atomic_load_explicit(&mid[(g >> REC_LEVEL_BITS) & (REC_NODE - 1)],
+					    memory_order_acquire);
+		if (dg_likely(leaf != NULL))
+			return &leaf[g & (REC_NODE - 1)];
 	}
 	return dma_rec_get_slow(t, iova, create);
 }
+
+/* The record of the granule holding @iova, creating nodes when @create (else NULL if absent
+ * or outside the table). */
+static inline struct dma_rec *dma_rec_get(struct dma_rec_table *t, uint64_t iova, bool create)
+{
+	uint64_t g = (iova - t->base) >> t->gshift;
+
+	if (dg_likely(iova >= t->base && g < REC_MAX_GRANULES))
+		return dma_rec_in(t, iova, g, create);
+	return NULL;
+}
+
 /* Call @fn for every valid record; stops at a non-zero return, which it returns. */
 int dma_rec_for_each(const struct dma_rec_table *t,
 		     int (*fn)(void *arg, uint64_t iova, uint64_t w0, uint64_t w1, uint64_t w2),
@@ -436,13 +451,20 @@ static inline int dma_fail(struct dg_dma_dev *dd, enum dg_dma_fail_point point)
 /* Count a failure by kind and return it. */
 int dma_err(struct dg_dma_dev *dd, int err);
 
+/* The cache slot of this thread that holds its counter block of @dd when slot->gen is
+ * dd->gen (else dma_tstats_slow() finds or makes the block): a hot path that calls nothing
+ * else keeps that call out of line and stays a leaf. */
+static inline const struct dma_tls_slot *dma_tls_slot(const struct dg_dma_dev *dd)
+{
+	return &dma_tls[dd->gen & (DMA_TLS_SLOTS - 1)];
+}
+
+/* This thread's counter block of @dd. */
 static inline struct dma_tstats *dma_tstats(struct dg_dma_dev *dd)
 {
-	struct dma_tls_slot *s = &dma_tls[dd->gen & (DMA_TLS_SLOTS - 1)];
+	const struct dma_tls_slot *s = dma_tls_slot(dd);
 
-	if (dg_likely(s->dd == dd && s->gen == dd->gen))
-		return s->t;
-	return dma_tstats_slow(dd);
+	return dg_likely(s->gen == dd->gen) ? s->t : dma_tstats_slow(dd);
 }
 
 /* Single-writer increment (the block belongs to this thread). */

@@ -5,8 +5,9 @@
  * Counting every map and unmap with an atomic add on a shared line would cost more than the
  * identity policy's whole map (and would be measured as part of every policy). Instead each
  * thread owns one counter block per device: the hot path finds it through an 8-entry
- * thread-local cache keyed by the device's generation (one TLS load and two compares) and
- * bumps it with a relaxed load and store. Blocks are pushed on the device's list with a
+ * thread-local cache keyed by the device's generation (one TLS load and one compare;
+ * generations are never reused, dma_internal.h) and bumps it with a relaxed load and store;
+ * map and unmap look it up once per call. Blocks are pushed on the device's list with a
  * release CAS and summed by dg_dma_dev_stats(): exact whenever no call on the device runs,
  * which is when tests and the idle check (dma_dev_live()) read them.
  *
@@ -63,7 +64,6 @@ struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd)
 	} while (!atomic_compare_exchange_weak_explicit(&dd->tstats, &head, t, memory_order_release,
 							memory_order_relaxed));
 found:
-	s->dd = dd;
 	s->gen = dd->gen;
 	s->t = t;
 	return t;
