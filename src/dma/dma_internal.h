@@ -31,6 +31,7 @@
 #include "base/spinlock.h"
 #include "iova/iova_owned.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -171,7 +172,8 @@ static inline struct dma_rec *dma_rec_in(struct dma_rec_table *t, uint64_t iova,
 		if (dg_likely(leaf != NULL))
 			return &leaf[g & (REC_NODE - 1)];
 	}
-	return dma_rec_get_slow(t, iova, create);
+	/* no node on the way: no record there (a lookup), or make the nodes (a map) */
+	return create ? dma_rec_get_slow(t, iova, true) : NULL;
 }
 
 /* The record of the granule holding @iova, creating nodes when @create (else NULL if absent
@@ -496,9 +498,10 @@ static inline unsigned int dma_cpu(unsigned int n)
 /* Permission bits for a direction. */
 static inline unsigned int dma_dir_prot(enum dg_dma_dir dir)
 {
-	return dir == DG_DMA_TO_DEVICE	 ? DG_PROT_READ :
-	       dir == DG_DMA_FROM_DEVICE ? DG_PROT_WRITE :
-					   DG_PROT_READ | DG_PROT_WRITE;
+	/* TO_DEVICE -> READ and FROM_DEVICE -> WRITE share their values: a test and a move */
+	static_assert(DG_DMA_TO_DEVICE == DG_PROT_READ && DG_DMA_FROM_DEVICE == DG_PROT_WRITE,
+		      "dma_dir_prot");
+	return dir != DG_DMA_BIDIRECTIONAL ? (unsigned int)dir : DG_PROT_READ | DG_PROT_WRITE;
 }
 
 static inline bool dma_dir_ok(unsigned int dir)

@@ -879,7 +879,7 @@ static dg_always_inline int xl_map_one(struct dg_dma_dev *dd, struct dma_space *
 
 /* Why a claim failed, from the record's w0 as it was read: never mapped (or not at this
  * offset) is -ENOENT, mapped with another length, direction, kind or list is -EINVAL. */
-static dg_noinline int xl_claim_err(uint64_t w0, uint64_t off)
+static inline int xl_claim_err(uint64_t w0, uint64_t off)
 {
 	return !(w0 & REC_VALID) || (w0 & 0xffffffffu) != off ? -ENOENT : -EINVAL;
 }
@@ -1183,9 +1183,10 @@ static dg_always_inline int count_unmap(struct dg_dma_dev *dd)
 	return 0;
 }
 
-/* The map of strict and lazy, counted (this thread's counter block looked up once). */
-static dg_noinline int xl_map_counted(struct dg_dma_dev *dd, void *buf, size_t len,
-				      enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
+/* The map of strict and lazy, counted (this thread's counter block looked up once); one
+ * function per kind below, so the record word is mostly a constant. */
+static dg_always_inline int xl_map_counted(struct dg_dma_dev *dd, void *buf, size_t len,
+					   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
 {
 	struct dma_tstats *t = dma_tstats(dd);
 	int r = xl_map_one(dd, dd->sp, buf, len, dir, kind, dma, t);
@@ -1195,6 +1196,18 @@ static dg_noinline int xl_map_counted(struct dg_dma_dev *dd, void *buf, size_t l
 	ctr_add(t, CTR_MAPS, 1);
 	ctr_add(t, CTR_MAP_BYTES, len);
 	return 0;
+}
+
+static dg_noinline int xl_map_single(struct dg_dma_dev *dd, void *buf, size_t len,
+				     enum dg_dma_dir dir, uint64_t *dma)
+{
+	return xl_map_counted(dd, buf, len, dir, KIND_SINGLE, dma);
+}
+
+static dg_noinline int xl_map_page(struct dg_dma_dev *dd, void *buf, size_t len,
+				   enum dg_dma_dir dir, uint64_t *dma)
+{
+	return xl_map_counted(dd, buf, len, dir, KIND_PAGE, dma);
 }
 
 /* The map of the other policies through the ops table, counted (one function per kind: six
@@ -1248,7 +1261,8 @@ static dg_always_inline int map_common(struct dg_dma_dev *dd, void *buf, size_t 
 		return count_map(dd, len);
 	}
 	if (dg_likely(ops == &dma_strict_ops))
-		return xl_map_counted(dd, buf, len, dir, kind, dma);
+		return kind == KIND_SINGLE ? xl_map_single(dd, buf, len, dir, dma) :
+					     xl_map_page(dd, buf, len, dir, dma);
 	return kind == KIND_SINGLE ? map_ops_single(dd, buf, len, dir, attrs, dma) :
 				     map_ops_page(dd, buf, len, dir, attrs, dma);
 }
@@ -1285,9 +1299,9 @@ static dg_noinline int xl_unmap_retire(struct dg_dma_dev *dd, uint64_t iova, uin
  * with room is appended to it - a leaf (no call, no register saved) - and the rest goes out
  * of line to xl_unmap_retire().
  */
-static dg_noinline int xl_unmap_counted(struct dg_dma_dev *dd, uint64_t dma, size_t len,
-					enum dg_dma_dir dir, enum dma_kind kind,
-					struct dg_dma_batch *b)
+static dg_always_inline int xl_unmap_counted(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+					     enum dg_dma_dir dir, enum dma_kind kind,
+					     struct dg_dma_batch *b)
 {
 	uint64_t iova = 0, size = 0, token = 0; /* set when the claim succeeds */
 	int r = xl_claim(dd->sp, dma, len, dir, kind, 0, &iova, &size, &token);
@@ -1299,6 +1313,18 @@ static dg_noinline int xl_unmap_counted(struct dg_dma_dev *dd, uint64_t dma, siz
 		return count_unmap(dd);
 	}
 	return xl_unmap_retire(dd, iova, size, token, b);
+}
+
+static dg_noinline int xl_unmap_single(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+				       enum dg_dma_dir dir, struct dg_dma_batch *b)
+{
+	return xl_unmap_counted(dd, dma, len, dir, KIND_SINGLE, b);
+}
+
+static dg_noinline int xl_unmap_page(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+				     enum dg_dma_dir dir, struct dg_dma_batch *b)
+{
+	return xl_unmap_counted(dd, dma, len, dir, KIND_PAGE, b);
 }
 
 /* The unmap of the other policies through the ops table, counted (as map_ops()). */
@@ -1348,7 +1374,8 @@ static dg_always_inline int unmap_common(struct dg_dma_dev *dd, uint64_t dma, si
 		return count_unmap(dd);
 	}
 	if (dg_likely(ops == &dma_strict_ops))
-		return xl_unmap_counted(dd, dma, len, dir, kind, b);
+		return kind == KIND_SINGLE ? xl_unmap_single(dd, dma, len, dir, b) :
+					     xl_unmap_page(dd, dma, len, dir, b);
 	return kind == KIND_SINGLE ? unmap_ops_single(dd, dma, len, dir, attrs, b) :
 				     unmap_ops_page(dd, dma, len, dir, attrs, b);
 }
