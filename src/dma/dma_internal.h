@@ -89,9 +89,12 @@ enum dma_err_kind {
 	ERR_NR
 };
 
-/* A thread's cache of its blocks: slot gen & (DMA_TLS_SLOTS - 1). The key is the device's
+/*
+ * A thread's cache of its blocks: the one it used last (dma_tls_last: one compare on the hot
+ * paths), then slot gen & (DMA_TLS_SLOTS - 1) (dma_tstats_slow). The key is the device's
  * generation alone: generations are unique, never reused and never 0, so a slot never names
- * a block of another (or a freed and reallocated) device, and an empty slot never matches. */
+ * a block of another (or a freed and reallocated) device, and an empty slot never matches.
+ */
 #define DMA_TLS_SLOTS 8
 struct dma_tls_slot {
 	uint64_t gen;	      /* generation of the device the block belongs to; 0: empty */
@@ -99,6 +102,7 @@ struct dma_tls_slot {
 };
 extern _Thread_local struct dma_tls_slot dma_tls[DMA_TLS_SLOTS]
 	__attribute__((tls_model("initial-exec")));
+extern _Thread_local struct dma_tls_slot dma_tls_last __attribute__((tls_model("initial-exec")));
 
 struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd);
 void dma_tstats_free(struct dg_dma_dev *dd);
@@ -453,20 +457,11 @@ static inline int dma_fail(struct dg_dma_dev *dd, enum dg_dma_fail_point point)
 /* Count a failure by kind and return it. */
 int dma_err(struct dg_dma_dev *dd, int err);
 
-/* The cache slot of this thread that holds its counter block of @dd when slot->gen is
- * dd->gen (else dma_tstats_slow() finds or makes the block): a hot path that calls nothing
- * else keeps that call out of line and stays a leaf. */
-static inline const struct dma_tls_slot *dma_tls_slot(const struct dg_dma_dev *dd)
-{
-	return &dma_tls[dd->gen & (DMA_TLS_SLOTS - 1)];
-}
-
-/* This thread's counter block of @dd. */
+/* This thread's counter block of @dd. A hot path that calls nothing else compares
+ * dma_tls_last.gen itself and tail-calls its slow way, so it stays a leaf (map.c). */
 static inline struct dma_tstats *dma_tstats(struct dg_dma_dev *dd)
 {
-	const struct dma_tls_slot *s = dma_tls_slot(dd);
-
-	return dg_likely(s->gen == dd->gen) ? s->t : dma_tstats_slow(dd);
+	return dg_likely(dma_tls_last.gen == dd->gen) ? dma_tls_last.t : dma_tstats_slow(dd);
 }
 
 /* Single-writer increment (the block belongs to this thread). */

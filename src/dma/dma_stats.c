@@ -27,6 +27,7 @@
 #include <string.h>
 
 _Thread_local struct dma_tls_slot dma_tls[DMA_TLS_SLOTS] __attribute__((tls_model("initial-exec")));
+_Thread_local struct dma_tls_slot dma_tls_last __attribute__((tls_model("initial-exec")));
 
 static _Atomic uint64_t next_thread_id = 1;
 static _Thread_local uint64_t tls_thread_id;
@@ -46,6 +47,10 @@ struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd)
 	struct dma_tstats *t = atomic_load_explicit(&dd->tstats, memory_order_acquire);
 	struct dma_tstats *head;
 
+	if (s->gen == dd->gen) { /* in the cache, not the last one used */
+		t = s->t;
+		goto last;
+	}
 	for (; t; t = t->next)
 		if (t->owner == me)
 			goto found;
@@ -66,6 +71,8 @@ struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd)
 found:
 	s->gen = dd->gen;
 	s->t = t;
+last:
+	dma_tls_last = *s;
 	return t;
 }
 

@@ -1155,12 +1155,11 @@ static dg_noinline int count_map_slow(struct dg_dma_dev *dd, size_t len)
 /* Count a map of @len bytes and return 0; a path that calls nothing else stays a leaf. */
 static dg_always_inline int count_map(struct dg_dma_dev *dd, size_t len)
 {
-	const struct dma_tls_slot *s = dma_tls_slot(dd);
 	struct dma_tstats *t;
 
-	if (dg_unlikely(s->gen != dd->gen))
+	if (dg_unlikely(dma_tls_last.gen != dd->gen))
 		return count_map_slow(dd, len);
-	t = s->t;
+	t = dma_tls_last.t;
 	ctr_add(t, CTR_MAPS, 1);
 	ctr_add(t, CTR_MAP_BYTES, len);
 	return 0;
@@ -1175,11 +1174,9 @@ static dg_noinline int count_unmap_slow(struct dg_dma_dev *dd)
 /* Count an unmap and return 0 (as count_map()). */
 static dg_always_inline int count_unmap(struct dg_dma_dev *dd)
 {
-	const struct dma_tls_slot *s = dma_tls_slot(dd);
-
-	if (dg_unlikely(s->gen != dd->gen))
+	if (dg_unlikely(dma_tls_last.gen != dd->gen))
 		return count_unmap_slow(dd);
-	ctr_add(s->t, CTR_UNMAPS, 1);
+	ctr_add(dma_tls_last.t, CTR_UNMAPS, 1);
 	return 0;
 }
 

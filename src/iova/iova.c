@@ -456,8 +456,10 @@ static inline __attribute__((always_inline)) int alloc_fast(struct dg_iova_space
 {
 	struct iova_node *n;
 
-	if (dg_unlikely(!iova || flags) || dg_unlikely(!iova_alloc_hit(s, size, limit, iova, &n)))
+	if (dg_unlikely(!iova || flags))
 		return alloc_miss(s, size, limit, flags, iova, token);
+	if (dg_unlikely(!iova_alloc_hit(s, size, limit, iova, &n)))
+		return alloc_miss(s, size, limit, 0, iova, token); /* flags are 0: not kept */
 	if (token)
 		*token = (uint64_t)(uintptr_t)n;
 	return 0;
