@@ -725,7 +725,6 @@ static dg_noinline void free_owned_slow(struct dg_iova_space *s, struct iova_tca
  */
 void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsigned int n)
 {
-	const unsigned int shift = s->shift;
 	struct iova_tcache *tc = NULL;
 
 	for (unsigned int i = 0; i < n; i++) {
@@ -739,13 +738,10 @@ void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsign
 		 * a token of another range or another size takes the validated path.
 		 * Relaxed: the owner's claim ordered the allocator's LIVE store before us.
 		 */
-		if (dg_unlikely(!x || x->lo != r[i].iova >> shift))
+		if (dg_unlikely(!x || x->lo != r[i].iova >> s->shift))
 			goto slow;
 		st = atomic_load_explicit(&x->state, memory_order_relaxed);
-		/* IOVA_LIVE_SIZE(s, r[i].size) with the shift kept in a register */
-		if (dg_unlikely((st & IOVA_ST_LOW) !=
-				iova_rotl2((r[i].size - 1) >> shift) +
-					((1u << IOVA_ST_SHIFT) | IOVA_ST_LIVE)))
+		if (dg_unlikely((st & IOVA_ST_LOW) != IOVA_LIVE_SIZE(s, r[i].size)))
 			goto slow;
 		if (dg_unlikely(!tc) && !iova_tc_enter(s, &tc) && !(tc = iova_tc_lock(s))) {
 			free_owned_slow(s, NULL, &r[i]); /* no memory for a cache */
