@@ -1130,7 +1130,7 @@ const struct dma_policy_ops dma_strict_ops = {
 static inline bool dir_attrs_ok(enum dg_dma_dir dir, unsigned int attrs)
 {
 	static_assert(ATTRS_KNOWN == 1 && DG_DMA_FROM_DEVICE == 2, "dir_attrs_ok");
-	return ((uint64_t)(attrs & ~ATTRS_KNOWN) << 2 | (unsigned int)dir) <= DG_DMA_FROM_DEVICE;
+	return ((uint64_t)(attrs >> 1) << 3 | (unsigned int)dir) <= DG_DMA_FROM_DEVICE;
 }
 
 /* The error of map arguments the fast check in map_common() refused (kept out of line). */
