@@ -4,10 +4,10 @@
  *
  * Counting every map and unmap with an atomic add on a shared line would cost more than the
  * identity policy's whole map (and would be measured as part of every policy). Instead each
- * thread owns one counter block per device: the hot path finds it through an 8-entry
- * thread-local cache keyed by the device's generation (one TLS load and one compare;
- * generations are never reused, dma_internal.h) and bumps it with a relaxed load and store;
- * map and unmap look it up once per call. Blocks are pushed on the device's list with a
+ * thread owns one counter block per device: the hot path finds it as the thread's last used
+ * block (one TLS compare of the device's generation; generations are never reused,
+ * dma_internal.h), else through an 8-entry thread-local cache keyed the same way, and bumps
+ * it with a relaxed load and store; map and unmap look it up once per call. Blocks are pushed on the device's list with a
  * release CAS and summed by dg_dma_dev_stats(): exact whenever no call on the device runs,
  * which is when tests and the idle check (dma_dev_live()) read them.
  *
