@@ -31,6 +31,7 @@
 #include "base/spinlock.h"
 #include "iova/iova_owned.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -88,14 +89,20 @@ enum dma_err_kind {
 	ERR_NR
 };
 
+/*
+ * A thread's cache of its blocks: the one it used last (dma_tls_last: one compare on the hot
+ * paths), then slot gen & (DMA_TLS_SLOTS - 1) (dma_tstats_slow). The key is the device's
+ * generation alone: generations are unique, never reused and never 0, so a slot never names
+ * a block of another (or a freed and reallocated) device, and an empty slot never matches.
+ */
 #define DMA_TLS_SLOTS 8
 struct dma_tls_slot {
-	const struct dg_dma_dev *dd; /* device the block belongs to ... */
-	uint64_t gen;		     /* ... identified by its generation (pointers get reused) */
-	struct dma_tstats *t;
+	uint64_t gen;	      /* generation of the device the block belongs to; 0: empty */
+	struct dma_tstats *t; /* its block for this thread */
 };
 extern _Thread_local struct dma_tls_slot dma_tls[DMA_TLS_SLOTS]
 	__attribute__((tls_model("initial-exec")));
+extern _Thread_local struct dma_tls_slot dma_tls_last __attribute__((tls_model("initial-exec")));
 
 struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd);
 /* This thread's id (dma_tstats.owner), 0 until its first dma_tstats_slow() (dma_stats.c). */
@@ -150,28 +157,42 @@ int dma_rec_init(struct dma_rec_table *t, uint64_t base, unsigned int gshift);
 void dma_rec_fini(struct dma_rec_table *t);
 struct dma_rec *dma_rec_get_slow(struct dma_rec_table *t, uint64_t iova, bool create);
 
-/* The record of the granule holding @iova, creating nodes when @create (else NULL if absent):
- * three dependent acquire loads when the nodes exist. */
-static inline struct dma_rec *dma_rec_get(struct dma_rec_table *t, uint64_t iova, bool create)
+/*
+ * The record of granule @g (= (iova - t->base) >> t->gshift) of @iova, which the caller knows
+ * is inside the table (an IOVA of the space: dma_space_create() keeps [first, last] within
+ * REC_MAX_GRANULES granules), so no range check; creating nodes when @create (else NULL if
+ * absent). Two dependent acquire loads below the table's top when the nodes exist.
+ */
+static inline struct dma_rec *dma_rec_in(struct dma_rec_table *t, uint64_t iova, uint64_t g,
+					 bool create)
 {
-	uint64_t g = (iova - t->base) >> t->gshift;
 	_Atomic(void *) *mid;
 	struct dma_rec *leaf;
 
-	if (dg_likely(iova >= t->base && g < REC_MAX_GRANULES)) {
-		/* Acquire pairs with the release CAS publishing a node (map_record.c). */
-		mid = atomic_load_explicit(&t->top[g >> (2 * REC_LEVEL_BITS)],
-					   memory_order_acquire);
-		if (dg_likely(mid != NULL)) {
-			/* Acquire as above. */
-			leaf = atomic_load_explicit(&mid[(g >> REC_LEVEL_BITS) & (REC_NODE - 1)],
-						    memory_order_acquire);
-			if (dg_likely(leaf != NULL))
-				return &leaf[g & (REC_NODE - 1)];
-		}
+	/* Acquire pairs with the release CAS publishing a node (map_record.c). */
+	mid = atomic_load_explicit(&t->top[g >> (2 * REC_LEVEL_BITS)], memory_order_acquire);
+	if (dg_likely(mid != NULL)) {
+		/* Acquire as above. */
+		leaf = atomic_load_explicit(&mid[(g >> REC_LEVEL_BITS) & (REC_NODE - 1)],
+					    memory_order_acquire);
+		if (dg_likely(leaf != NULL))
+			return &leaf[g & (REC_NODE - 1)];
 	}
-	return dma_rec_get_slow(t, iova, create);
+	/* no node on the way: no record there (a lookup), or make the nodes (a map) */
+	return create ? dma_rec_get_slow(t, iova, true) : NULL;
 }
+
+/* The record of the granule holding @iova, creating nodes when @create (else NULL if absent
+ * or outside the table). */
+static inline struct dma_rec *dma_rec_get(struct dma_rec_table *t, uint64_t iova, bool create)
+{
+	uint64_t g = (iova - t->base) >> t->gshift;
+
+	if (dg_likely(iova >= t->base && g < REC_MAX_GRANULES))
+		return dma_rec_in(t, iova, g, create);
+	return NULL;
+}
+
 /* Call @fn for every valid record; stops at a non-zero return, which it returns. */
 int dma_rec_for_each(const struct dma_rec_table *t,
 		     int (*fn)(void *arg, uint64_t iova, uint64_t w0, uint64_t w1, uint64_t w2),
@@ -438,13 +459,11 @@ static inline int dma_fail(struct dg_dma_dev *dd, enum dg_dma_fail_point point)
 /* Count a failure by kind and return it. */
 int dma_err(struct dg_dma_dev *dd, int err);
 
+/* This thread's counter block of @dd. A hot path that calls nothing else compares
+ * dma_tls_last.gen itself and tail-calls its slow way, so it stays a leaf (map.c). */
 static inline struct dma_tstats *dma_tstats(struct dg_dma_dev *dd)
 {
-	struct dma_tls_slot *s = &dma_tls[dd->gen & (DMA_TLS_SLOTS - 1)];
-
-	if (dg_likely(s->dd == dd && s->gen == dd->gen))
-		return s->t;
-	return dma_tstats_slow(dd);
+	return dg_likely(dma_tls_last.gen == dd->gen) ? dma_tls_last.t : dma_tstats_slow(dd);
 }
 
 /* Single-writer increment (the block belongs to this thread). */
@@ -476,9 +495,10 @@ static inline unsigned int dma_cpu(unsigned int n)
 /* Permission bits for a direction. */
 static inline unsigned int dma_dir_prot(enum dg_dma_dir dir)
 {
-	return dir == DG_DMA_TO_DEVICE	 ? DG_PROT_READ :
-	       dir == DG_DMA_FROM_DEVICE ? DG_PROT_WRITE :
-					   DG_PROT_READ | DG_PROT_WRITE;
+	/* TO_DEVICE -> READ and FROM_DEVICE -> WRITE share their values: a test and a move */
+	static_assert(DG_DMA_TO_DEVICE == DG_PROT_READ && DG_DMA_FROM_DEVICE == DG_PROT_WRITE,
+		      "dma_dir_prot");
+	return dir != DG_DMA_BIDIRECTIONAL ? (unsigned int)dir : DG_PROT_READ | DG_PROT_WRITE;
 }
 
 static inline bool dma_dir_ok(unsigned int dir)

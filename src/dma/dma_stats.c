@@ -4,9 +4,10 @@
  *
  * Counting every map and unmap with an atomic add on a shared line would cost more than the
  * identity policy's whole map (and would be measured as part of every policy). Instead each
- * thread owns one counter block per device: the hot path finds it through an 8-entry
- * thread-local cache keyed by the device's generation (one TLS load and two compares) and
- * bumps it with a relaxed load and store. Blocks are pushed on the device's list with a
+ * thread owns one counter block per device: the hot path finds it as the thread's last used
+ * block (one TLS compare of the device's generation; generations are never reused,
+ * dma_internal.h), else through an 8-entry thread-local cache keyed the same way, and bumps
+ * it with a relaxed load and store; map and unmap look it up once per call. Blocks are pushed on the device's list with a
  * release CAS and summed by dg_dma_dev_stats(): exact whenever no call on the device runs,
  * which is when tests and the idle check (dma_dev_live()) read them.
  *
@@ -26,6 +27,7 @@
 #include <string.h>
 
 _Thread_local struct dma_tls_slot dma_tls[DMA_TLS_SLOTS] __attribute__((tls_model("initial-exec")));
+_Thread_local struct dma_tls_slot dma_tls_last __attribute__((tls_model("initial-exec")));
 
 static _Atomic uint64_t next_thread_id = 1;
 _Thread_local uint64_t dma_tls_tid __attribute__((tls_model("initial-exec")));
@@ -45,6 +47,10 @@ struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd)
 	struct dma_tstats *t = atomic_load_explicit(&dd->tstats, memory_order_acquire);
 	struct dma_tstats *head;
 
+	if (s->gen == dd->gen) { /* in the cache, not the last one used */
+		t = s->t;
+		goto last;
+	}
 	for (; t; t = t->next)
 		if (t->owner == me)
 			goto found;
@@ -63,9 +69,10 @@ struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd)
 	} while (!atomic_compare_exchange_weak_explicit(&dd->tstats, &head, t, memory_order_release,
 							memory_order_relaxed));
 found:
-	s->dd = dd;
 	s->gen = dd->gen;
 	s->t = t;
+last:
+	dma_tls_last = *s;
 	return t;
 }
 

@@ -57,6 +57,13 @@ static inline bool gather_empty(const struct dg_pt_gather *g)
 	return g->start == g->end && !g->nr_tables;
 }
 
+/* dg_pt_gather_init() inline (a few stores instead of a call on the map paths): the gather's
+ * fields are public (dmaguard/pt.h) and an empty gather is all zero but leaf_only. */
+static dg_always_inline void gather_init(struct dg_pt_gather *g)
+{
+	*g = (struct dg_pt_gather){.leaf_only = true};
+}
+
 /* ---- address spaces ----------------------------------------------------------------------- */
 
 int dma_space_create(struct dg_dma_dev *dd, const struct dg_pt_geometry *geo, uint64_t first,
@@ -772,20 +779,17 @@ static dg_noinline int xl_map_undo(struct dg_dma_dev *dd, struct dma_space *sp, 
 }
 
 /*
- * Publish a mapping's record (the claim of its unmap reads it) and count its sub-page bytes:
- * the last step of dma_xl_map() and xl_map_one().
+ * Publish a mapping's record (the claim of its unmap reads it) and count its sub-page bytes
+ * in @t (this thread's block of the device): the last step of dma_xl_map() and xl_map_one().
  */
-static dg_always_inline void rec_publish(struct dg_dma_dev *dd, struct dma_rec *rec, uint64_t len,
+static dg_always_inline void rec_publish(struct dma_tstats *t, struct dma_rec *rec, uint64_t len,
 					 uint64_t total, uint64_t token, uint64_t w0, uint64_t sub)
 {
-	struct dma_tstats *t;
-
 	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
 	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
 	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
-	/* Release pairs with the acquire load in dma_xl_claim(): w1..w3 are visible. */
+	/* Release pairs with the acquire load in xl_claim(): w1..w3 are visible. */
 	atomic_store_explicit(&rec->w0, w0, memory_order_release);
-	t = dma_tstats(dd);
 	ctr_add(t, CTR_SUBPAGE, sub);
 	ctr_max(&t->subpage_max, sub);
 }
@@ -822,7 +826,7 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 		r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
 	if (dg_unlikely(r))
 		return r;
-	rec = dma_rec_get(&sp->rec, iova, true);
+	rec = dma_rec_in(&sp->rec, iova, (iova - sp->first) >> sp->gshift, true);
 	if (dg_unlikely(!rec)) {
 		r = -ENOMEM;
 		goto fail_iova;
@@ -830,7 +834,7 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	r = dma_fail(dd, DG_DMA_FAIL_PT_MAP);
 	if (dg_unlikely(r))
 		goto fail_iova;
-	dg_pt_gather_init(&gth);
+	gather_init(&gth);
 	if (pages) {
 		/* a page list: one hint lookup per last-level table, one store per page */
 		uint64_t phys[DMA_PAGE_LIST_MAX];
@@ -867,7 +871,7 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	}
 	if (dg_unlikely(!gather_empty(&gth)))
 		dma_flush_gather(dd, sp, &gth); /* tables replaced by larger leaves */
-	rec_publish(dd, rec, len, total, token,
+	rec_publish(dma_tstats(dd), rec, len, total, token,
 		    rec_w0(kind, dir, kind == KIND_SG ? nents : 0, (uintptr_t)sg[0].addr & gm),
 		    sub);
 	*iova_out = iova;
@@ -886,17 +890,16 @@ fail_iova:
 
 /*
  * dma_xl_map() of one buffer, the streaming single and page maps of strict and lazy: the same
- * steps without the list layout, one granule through the page table's hint. An installed
+ * steps without the list layout, one granule through the page table's hint; @t is this
+ * thread's counter block of the device (map_common looks it up once per call). An installed
  * failure hook or a failed allocation takes dma_xl_map(), which handles them.
  */
-static inline __attribute__((always_inline)) int xl_map_one(struct dg_dma_dev *dd,
-							    struct dma_space *sp, void *buf,
-							    size_t len, enum dg_dma_dir dir,
-							    enum dma_kind kind, uint64_t *dma_out)
+static dg_always_inline int xl_map_one(struct dg_dma_dev *dd, struct dma_space *sp, void *buf,
+				       size_t len, enum dg_dma_dir dir, enum dma_kind kind,
+				       uint64_t *dma_out, struct dma_tstats *t)
 {
 	const uint64_t gm = sp->gmask, off = (uintptr_t)buf & gm;
 	const uint64_t total = (off + len + gm) & ~gm, pa = (uintptr_t)buf - off;
-	struct dg_dma_sg s = {.addr = buf, .len = len};
 	uint64_t iova, token;
 	struct dg_pt_gather gth;
 	struct dma_rec *rec;
@@ -904,14 +907,18 @@ static inline __attribute__((always_inline)) int xl_map_one(struct dg_dma_dev *d
 
 	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
 	if (dg_unlikely(atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL) ||
-	    dg_unlikely(iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token)))
+	    dg_unlikely(iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token))) {
+		struct dg_dma_sg s = {.addr = buf, .len = len};
+
 		return dma_xl_map(dd, sp, &s, 1, dir, kind, &iova, dma_out);
-	rec = dma_rec_get(&sp->rec, iova, true);
+	}
+	/* the allocator hands out IOVAs of [first, last] only: no range check */
+	rec = dma_rec_in(&sp->rec, iova, (iova - sp->first) >> sp->gshift, true);
 	if (dg_unlikely(!rec)) {
 		dg_iova_free(sp->iova, iova, total);
 		return -ENOMEM;
 	}
-	dg_pt_gather_init(&gth);
+	gather_init(&gth);
 	/* The Linux-like reference keeps the generic page-table path it models. */
 	if (total == sp->granule && !dd->reference)
 		r = pt_map_granule(sp->pt, iova, pa, dma_dir_prot(dir), &gth);
@@ -921,8 +928,51 @@ static inline __attribute__((always_inline)) int xl_map_one(struct dg_dma_dev *d
 		return xl_map_undo(dd, sp, iova, total, &gth, r);
 	if (dg_unlikely(!gather_empty(&gth)))
 		dma_flush_gather(dd, sp, &gth); /* tables replaced by larger leaves */
-	rec_publish(dd, rec, len, total, token, rec_w0(kind, dir, 0, off), total - len);
+	rec_publish(t, rec, len, total, token, rec_w0(kind, dir, 0, off), total - len);
 	*dma_out = iova + off;
+	return 0;
+}
+
+/* Why a claim failed, from the record's w0 as it was read: never mapped (or not at this
+ * offset) is -ENOENT, mapped with another length, direction, kind or list is -EINVAL. */
+static inline int xl_claim_err(uint64_t w0, uint64_t off)
+{
+	return !(w0 & REC_VALID) || (w0 & 0xffffffffu) != off ? -ENOENT : -EINVAL;
+}
+
+/*
+ * Claim the record of the mapping at @dma: check it was mapped at this offset with this
+ * length, direction, kind and list length (@nents, SG only), then take it with one CAS of w0,
+ * so of two racing unmaps exactly one wins; nothing changes on a failure. The fast way is one
+ * compare of w0 against the word the map wrote (rec_w0() of the arguments) and one of w1;
+ * xl_claim_err() sorts out a failure.
+ */
+static dg_always_inline int xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len,
+				     enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents,
+				     uint64_t *iova, uint64_t *iova_size, uint64_t *token)
+{
+	const uint64_t d = dma - sp->first, off = dma & sp->gmask;
+	const uint64_t want = rec_w0(kind, dir, kind == KIND_SG ? nents : 0, off);
+	struct dma_rec *rec;
+	uint64_t w0;
+
+	if (dg_unlikely(d > sp->last - sp->first))
+		return -ENOENT;
+	rec = dma_rec_in(&sp->rec, dma, d >> sp->gshift, false);
+	if (dg_unlikely(!rec))
+		return -ENOENT;
+	/* Acquire pairs with the release store of w0 in rec_publish(): w1..w3 are visible. */
+	w0 = atomic_load_explicit(&rec->w0, memory_order_acquire);
+	if (dg_unlikely(w0 != want || atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
+		return xl_claim_err(w0, off);
+	/* Of two racing unmaps one wins. Acquire: the reads of w2 and w3 below stay after it
+	 * (they are the claimed mapping's: nobody writes them again before its IOVA is freed). */
+	if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
+		    &rec->w0, &w0, 0, memory_order_acquire, memory_order_relaxed)))
+		return -ENOENT;
+	*iova = dma - off;
+	*iova_size = atomic_load_explicit(&rec->w2, memory_order_relaxed);
+	*token = atomic_load_explicit(&rec->w3, memory_order_relaxed);
 	return 0;
 }
 
@@ -930,29 +980,7 @@ int dma_xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len, enum dg_dma_d
 		 enum dma_kind kind, uint32_t nents, uint64_t *iova, uint64_t *iova_size,
 		 uint64_t *token)
 {
-	struct dma_rec *rec;
-	uint64_t w0;
-
-	if (dg_unlikely(dma < sp->first || dma > sp->last))
-		return -ENOENT;
-	rec = dma_rec_get(&sp->rec, dma, false);
-	if (dg_unlikely(!rec))
-		return -ENOENT;
-	/* Acquire pairs with the release store of w0 in dma_xl_map(). */
-	w0 = atomic_load_explicit(&rec->w0, memory_order_acquire);
-	if (dg_unlikely(!(w0 & REC_VALID) || (w0 & 0xffffffffu) != (dma & sp->gmask)))
-		return -ENOENT;
-	if (dg_unlikely(w0 != rec_w0(kind, dir, kind == KIND_SG ? nents : 0, dma & sp->gmask) ||
-			atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
-		return -EINVAL;
-	*iova = dma & ~sp->gmask;
-	*iova_size = atomic_load_explicit(&rec->w2, memory_order_relaxed);
-	*token = atomic_load_explicit(&rec->w3, memory_order_relaxed);
-	/* Of two racing unmaps one wins; acquire keeps our reads of w1..w3 before it. */
-	if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
-		    &rec->w0, &w0, 0, memory_order_acquire, memory_order_relaxed)))
-		return -ENOENT;
-	return 0;
+	return xl_claim(sp, dma, len, dir, kind, nents, iova, iova_size, token);
 }
 
 int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova, uint64_t size,
@@ -998,25 +1026,38 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 	return 0;
 }
 
-int dma_xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma, size_t len,
-		 enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents, struct dg_dma_batch *b)
+/* dma_strict_retire()'s batch case, inline (the common one): the batch has room. */
+static dg_always_inline void xl_batch_add(struct dg_dma_batch *b, uint64_t iova, uint64_t size,
+					  uint64_t token)
 {
-	uint64_t iova, size, token;
-	int r = dma_xl_claim(sp, dma, len, dir, kind, nents, &iova, &size, &token);
+	b->ent[b->n].addr = iova;
+	b->ent[b->n].size = size | BATCH_IOVA;
+	b->ent[b->n].token = token;
+	b->n++;
+}
+
+static dg_always_inline int xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma,
+				     size_t len, enum dg_dma_dir dir, enum dma_kind kind,
+				     uint32_t nents, struct dg_dma_batch *b)
+{
+	uint64_t iova = 0, size = 0, token = 0; /* set when the claim succeeds */
+	int r = xl_claim(sp, dma, len, dir, kind, nents, &iova, &size, &token);
 
 	if (dg_unlikely(r))
 		return r;
 	if (dd->lazy && kind != KIND_COHERENT)
 		return dma_lazy_retire(dd, iova, size, token);
 	if (b && !dd->reference && dg_likely(b->n < DG_DMA_BATCH_MAX)) {
-		/* dma_strict_retire()'s batch case, inline: the common one */
-		b->ent[b->n].addr = iova;
-		b->ent[b->n].size = size | BATCH_IOVA;
-		b->ent[b->n].token = token;
-		b->n++;
+		xl_batch_add(b, iova, size, token);
 		return 0;
 	}
 	return dma_strict_retire(dd, sp, iova, size, true, token, b, NULL);
+}
+
+int dma_xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma, size_t len,
+		 enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents, struct dg_dma_batch *b)
+{
+	return xl_unmap(dd, sp, dma, len, dir, kind, nents, b);
 }
 
 /* ---- identity ------------------------------------------------------------------------------ */
@@ -1089,14 +1130,14 @@ static int strict_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_
 		      unsigned int attrs, enum dma_kind kind, uint64_t *dma)
 {
 	(void)attrs;
-	return xl_map_one(dd, dd->sp, buf, len, dir, kind, dma);
+	return xl_map_one(dd, dd->sp, buf, len, dir, kind, dma, dma_tstats(dd));
 }
 
 static int strict_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 			unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b)
 {
 	(void)attrs;
-	return dma_xl_unmap(dd, dd->sp, dma, len, dir, kind, 0, b);
+	return xl_unmap(dd, dd->sp, dma, len, dir, kind, 0, b);
 }
 
 static int strict_map_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
@@ -1140,43 +1181,256 @@ const struct dma_policy_ops dma_strict_ops = {
 
 #define ATTRS_KNOWN DG_DMA_ATTR_SKIP_CPU_SYNC
 
-static int map_common(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
-		      unsigned int attrs, enum dma_kind kind, uint64_t *dma)
+/* A known direction and no unknown attribute, in one compare: an unknown attribute bit
+ * (bit 1 and up) makes the value at least 8, a direction above DG_DMA_FROM_DEVICE 3 or more. */
+static inline bool dir_attrs_ok(enum dg_dma_dir dir, unsigned int attrs)
 {
-	struct dma_tstats *t;
-	int r;
+	static_assert(ATTRS_KNOWN == 1 && DG_DMA_FROM_DEVICE == 2, "dir_attrs_ok");
+	return ((uint64_t)(attrs >> 1) << 3 | (unsigned int)dir) <= DG_DMA_FROM_DEVICE;
+}
 
-	if (dg_unlikely(!dd))
-		return -EINVAL;
-	if (dg_unlikely(!buf || !len || !dma || !dma_dir_ok(dir) || (attrs & ~ATTRS_KNOWN)))
+/* The error of map arguments the fast check in map_common() refused (kept out of line). */
+static dg_noinline int map_args_err(struct dg_dma_dev *dd, void *buf, size_t len,
+				    enum dg_dma_dir dir, unsigned int attrs, const uint64_t *dma)
+{
+	if (!buf || !len || !dma || !dma_dir_ok(dir) || (attrs & ~ATTRS_KNOWN))
 		return dma_err(dd, -EINVAL);
-	if (dg_unlikely((uintptr_t)buf + (len - 1) < (uintptr_t)buf))
-		return dma_err(dd, -ERANGE);
-	r = dd->ops->map(dd, buf, len, dir, attrs, kind, dma);
-	if (dg_unlikely(r))
-		return dma_err(dd, r);
-	t = dma_tstats(dd);
+	return dma_err(dd, -ERANGE); /* the buffer wraps */
+}
+
+/* Count a map of @len bytes; the counter block not in this thread's cache (rare). */
+static dg_noinline int count_map_slow(struct dg_dma_dev *dd, size_t len)
+{
+	struct dma_tstats *t = dma_tstats_slow(dd);
+
 	ctr_add(t, CTR_MAPS, 1);
 	ctr_add(t, CTR_MAP_BYTES, len);
 	return 0;
 }
 
-static int unmap_common(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
-			unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b)
+/* Count a map of @len bytes and return 0; a path that calls nothing else stays a leaf. */
+static dg_always_inline int count_map(struct dg_dma_dev *dd, size_t len)
 {
-	int r;
+	struct dma_tstats *t;
+
+	if (dg_unlikely(dma_tls_last.gen != dd->gen))
+		return count_map_slow(dd, len);
+	t = dma_tls_last.t;
+	ctr_add(t, CTR_MAPS, 1);
+	ctr_add(t, CTR_MAP_BYTES, len);
+	return 0;
+}
+
+static dg_noinline int count_unmap_slow(struct dg_dma_dev *dd)
+{
+	ctr_add(dma_tstats_slow(dd), CTR_UNMAPS, 1);
+	return 0;
+}
+
+/* Count an unmap and return 0 (as count_map()). */
+static dg_always_inline int count_unmap(struct dg_dma_dev *dd)
+{
+	if (dg_unlikely(dma_tls_last.gen != dd->gen))
+		return count_unmap_slow(dd);
+	ctr_add(dma_tls_last.t, CTR_UNMAPS, 1);
+	return 0;
+}
+
+/* The map of strict and lazy, counted (this thread's counter block looked up once); one
+ * function per kind below, so the record word is mostly a constant. */
+static dg_always_inline int xl_map_counted(struct dg_dma_dev *dd, void *buf, size_t len,
+					   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
+{
+	struct dma_tstats *t = dma_tstats(dd);
+	int r = xl_map_one(dd, dd->sp, buf, len, dir, kind, dma, t);
+
+	if (dg_unlikely(r))
+		return dma_err(dd, r);
+	ctr_add(t, CTR_MAPS, 1);
+	ctr_add(t, CTR_MAP_BYTES, len);
+	return 0;
+}
+
+static dg_noinline int xl_map_single(struct dg_dma_dev *dd, void *buf, size_t len,
+				     enum dg_dma_dir dir, uint64_t *dma)
+{
+	return xl_map_counted(dd, buf, len, dir, KIND_SINGLE, dma);
+}
+
+static dg_noinline int xl_map_page(struct dg_dma_dev *dd, void *buf, size_t len,
+				   enum dg_dma_dir dir, uint64_t *dma)
+{
+	return xl_map_counted(dd, buf, len, dir, KIND_PAGE, dma);
+}
+
+/* The map of the other policies through the ops table, counted (one function per kind: six
+ * arguments, so the callers' calls are tail calls). */
+static dg_always_inline int map_ops(struct dg_dma_dev *dd, void *buf, size_t len,
+				    enum dg_dma_dir dir, unsigned int attrs, enum dma_kind kind,
+				    uint64_t *dma)
+{
+	int r = dd->ops->map(dd, buf, len, dir, attrs, kind, dma);
+
+	return dg_unlikely(r) ? dma_err(dd, r) : count_map(dd, len);
+}
+
+static dg_noinline int map_ops_single(struct dg_dma_dev *dd, void *buf, size_t len,
+				      enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
+{
+	return map_ops(dd, buf, len, dir, attrs, KIND_SINGLE, dma);
+}
+
+static dg_noinline int map_ops_page(struct dg_dma_dev *dd, void *buf, size_t len,
+				    enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
+{
+	return map_ops(dd, buf, len, dir, attrs, KIND_PAGE, dma);
+}
+
+/*
+ * The streaming map of every policy. The hot path: one branch per argument check (a failure
+ * goes out of line to map_args_err(), which says which); identity inline and a leaf (no call,
+ * no register saved); strict and lazy a tail call of xl_map_counted(), without the ops
+ * table's indirect call; the others a tail call of map_ops_*().
+ */
+static dg_always_inline int map_common(struct dg_dma_dev *dd, void *buf, size_t len,
+				       enum dg_dma_dir dir, unsigned int attrs, enum dma_kind kind,
+				       uint64_t *dma)
+{
+	const uintptr_t a = (uintptr_t)buf;
+	const struct dma_policy_ops *ops;
+	uintptr_t last;
 
 	if (dg_unlikely(!dd))
 		return -EINVAL;
-	if (dg_unlikely(!len || !dma_dir_ok(dir) || (attrs & ~ATTRS_KNOWN) || (b && b->dev != dd)))
+	/* a + (len - 1) overflows: the buffer wraps, or len is 0 (and a is not) */
+	if (dg_unlikely(!a) || dg_unlikely(__builtin_add_overflow(a, len - 1, &last)) ||
+	    dg_unlikely(!dma) || dg_unlikely(!dir_attrs_ok(dir, attrs)))
+		return map_args_err(dd, buf, len, dir, attrs, dma);
+	ops = dd->ops;
+	if (ops == &dma_identity_ops) {
+		if (dg_unlikely(last > dd->mask)) /* id_map() inline */
+			return dma_err(dd, -ERANGE);
+		*dma = a;
+		return count_map(dd, len);
+	}
+	if (dg_likely(ops == &dma_strict_ops))
+		return kind == KIND_SINGLE ? xl_map_single(dd, buf, len, dir, dma) :
+					     xl_map_page(dd, buf, len, dir, dma);
+	return kind == KIND_SINGLE ? map_ops_single(dd, buf, len, dir, attrs, dma) :
+				     map_ops_page(dd, buf, len, dir, attrs, dma);
+}
+
+/* The error of unmap arguments the fast check in unmap_common() refused. */
+static dg_noinline int unmap_args_err(struct dg_dma_dev *dd, size_t len, enum dg_dma_dir dir,
+				      unsigned int attrs, const struct dg_dma_batch *b)
+{
+	if (!len || !dma_dir_ok(dir) || (attrs & ~ATTRS_KNOWN) || (b && b->dev != dd))
 		return dma_err(dd, -EINVAL);
-	if (dg_unlikely(dma + (len - 1) < dma))
-		return dma_err(dd, -ERANGE);
-	r = dd->ops->unmap(dd, dma, len, dir, attrs, kind, b);
-	if (dg_unlikely(r) && r != -ETIMEDOUT)
+	return dma_err(dd, -ERANGE); /* the range wraps */
+}
+
+/* A policy's unmap failed: a timed-out wait still unmapped (counted as an unmap). */
+static dg_noinline int unmap_failed(struct dg_dma_dev *dd, int r)
+{
+	if (r == -ETIMEDOUT)
+		ctr_add(dma_tstats(dd), CTR_UNMAPS, 1);
+	return dma_err(dd, r);
+}
+
+/* A claimed strict or lazy streaming unmap that is not a batch append: retire and count. */
+static dg_noinline int xl_unmap_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size,
+				       uint64_t token, struct dg_dma_batch *b)
+{
+	int r = dd->lazy ? dma_lazy_retire(dd, iova, size, token) :
+			   dma_strict_retire(dd, dd->sp, iova, size, true, token, b, NULL);
+
+	return dg_unlikely(r) ? unmap_failed(dd, r) : count_unmap(dd);
+}
+
+/*
+ * The unmap of strict and lazy, counted: the claim inline, then a strict unmap inside a batch
+ * with room is appended to it - a leaf (no call, no register saved) - and the rest goes out
+ * of line to xl_unmap_retire().
+ */
+static dg_always_inline int xl_unmap_counted(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+					     enum dg_dma_dir dir, enum dma_kind kind,
+					     struct dg_dma_batch *b)
+{
+	uint64_t iova = 0, size = 0, token = 0; /* set when the claim succeeds */
+	int r = xl_claim(dd->sp, dma, len, dir, kind, 0, &iova, &size, &token);
+
+	if (dg_unlikely(r))
 		return dma_err(dd, r);
-	ctr_add(dma_tstats(dd), CTR_UNMAPS, 1);
-	return r ? dma_err(dd, r) : 0;
+	if (dg_likely(b && !dd->lazy && !dd->reference && b->n < DG_DMA_BATCH_MAX)) {
+		xl_batch_add(b, iova, size, token);
+		return count_unmap(dd);
+	}
+	return xl_unmap_retire(dd, iova, size, token, b);
+}
+
+static dg_noinline int xl_unmap_single(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+				       enum dg_dma_dir dir, struct dg_dma_batch *b)
+{
+	return xl_unmap_counted(dd, dma, len, dir, KIND_SINGLE, b);
+}
+
+static dg_noinline int xl_unmap_page(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+				     enum dg_dma_dir dir, struct dg_dma_batch *b)
+{
+	return xl_unmap_counted(dd, dma, len, dir, KIND_PAGE, b);
+}
+
+/* The unmap of the other policies through the ops table, counted (as map_ops()). */
+static dg_always_inline int unmap_ops(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+				      enum dg_dma_dir dir, unsigned int attrs, enum dma_kind kind,
+				      struct dg_dma_batch *b)
+{
+	int r = dd->ops->unmap(dd, dma, len, dir, attrs, kind, b);
+
+	return dg_unlikely(r) ? unmap_failed(dd, r) : count_unmap(dd);
+}
+
+static dg_noinline int unmap_ops_single(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+					enum dg_dma_dir dir, unsigned int attrs,
+					struct dg_dma_batch *b)
+{
+	return unmap_ops(dd, dma, len, dir, attrs, KIND_SINGLE, b);
+}
+
+static dg_noinline int unmap_ops_page(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+				      enum dg_dma_dir dir, unsigned int attrs,
+				      struct dg_dma_batch *b)
+{
+	return unmap_ops(dd, dma, len, dir, attrs, KIND_PAGE, b);
+}
+
+/* The streaming unmap of every policy, built as map_common(). */
+static dg_always_inline int unmap_common(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+					 enum dg_dma_dir dir, unsigned int attrs,
+					 enum dma_kind kind, struct dg_dma_batch *b)
+{
+	const struct dma_policy_ops *ops;
+	uint64_t last;
+
+	if (dg_unlikely(!dd))
+		return -EINVAL;
+	if (dg_unlikely(!len) || dg_unlikely(__builtin_add_overflow(dma, len - 1, &last)) ||
+	    dg_unlikely(!dir_attrs_ok(dir, attrs)) || dg_unlikely(b && b->dev != dd))
+		return unmap_args_err(dd, len, dir, attrs, b);
+	ops = dd->ops;
+	if (ops == &dma_identity_ops) {
+		/* id_unmap() inline: nothing to check but the device's reach; 0 is never mapped */
+		if (dg_unlikely(last > dd->mask))
+			return dma_err(dd, -ERANGE);
+		if (dg_unlikely(!dma))
+			return dma_err(dd, -ENOENT);
+		return count_unmap(dd);
+	}
+	if (dg_likely(ops == &dma_strict_ops))
+		return kind == KIND_SINGLE ? xl_unmap_single(dd, dma, len, dir, b) :
+					     xl_unmap_page(dd, dma, len, dir, b);
+	return kind == KIND_SINGLE ? unmap_ops_single(dd, dma, len, dir, attrs, b) :
+				     unmap_ops_page(dd, dma, len, dir, attrs, b);
 }
 
 int dg_dma_map_single(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,

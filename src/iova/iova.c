@@ -444,51 +444,25 @@ static dg_noinline int alloc_miss(struct dg_iova_space *s, uint64_t size, uint64
 }
 
 /*
- * The magazine hit path (most allocations), kept short: no flags, a size of at most the largest
- * class, a limit that maps to a zone, this thread's cache the last one used, a hit. Anything
- * else is a tail call to alloc_miss(), having changed nothing, which checks everything and
- * takes the slow ways (page-aligned requests of a power-of-two size still hit the magazines
- * there); with no call on the hit path the compiler needs no registers saved. The node becomes
- * LIVE inside the thread cache (iova_node_set_live). @token (iova_owned.h) may be NULL.
+ * The magazine hit path (most allocations), kept short: no flags, then iova_alloc_hit()
+ * (iova_priv.h; iova_owned.h inlines it into the DMA layer). Anything else is a tail call to
+ * alloc_miss(), having changed nothing, which checks everything and takes the slow ways
+ * (page-aligned requests of a power-of-two size still hit the magazines there); with no call
+ * on the hit path the compiler needs no registers saved. @token (iova_owned.h) may be NULL.
  */
 static inline __attribute__((always_inline)) int alloc_fast(struct dg_iova_space *s, uint64_t size,
 							    uint64_t limit, unsigned int flags,
 							    uint64_t *iova, uint64_t *token)
 {
-	struct iova_tcache *tc;
 	struct iova_node *n;
-	struct iova_mag *m;
-	uint64_t x;
-	unsigned int idx;
 
-	/* mag_max_bytes is 0 without magazines, so size - 1 < 0 never holds (size 0 wraps) */
-	if (dg_unlikely(!iova || size - 1 >= s->mag_max_bytes || flags))
-		goto miss;
-	x = (size - 1) >> s->shift;			     /* granules - 1 */
-	idx = 63 ^ (unsigned int)__builtin_clzll(2 * x + 1); /* the class: ceil(log2 granules) */
-	if (dg_unlikely(limit < s->full_limit)) {
-		if (limit < s->dma32_limit)
-			goto miss;
-		idx += IOVA_ORDERS; /* ZONE_DMA32 */
-	}
-	if (dg_unlikely(!iova_tc_enter(s, &tc)))
-		goto miss;
-	m = tc->cc[idx].loaded; /* never NULL (tc_get) */
-	if (dg_unlikely(!m->n)) {
-		iova_tc_exit(tc);
-		goto miss;
-	}
-	n = m->e[--m->n];
-	iova_node_set_live(n, 4 * x + IOVA_LIVE(1)); /* IOVA_LIVE(x + 1) in one instruction */
-	tc->hits++;
-	iova_tc_exit(tc);
-	/* the key is the first byte; relaxed: the node is ours (LIVE, set by us) */
-	*iova = atomic_load_explicit(&n->hkey, memory_order_relaxed);
+	if (dg_unlikely(!iova || flags))
+		return alloc_miss(s, size, limit, flags, iova, token);
+	if (dg_unlikely(!iova_alloc_hit(s, size, limit, iova, &n)))
+		return alloc_miss(s, size, limit, 0, iova, token); /* flags are 0: not kept */
 	if (token)
 		*token = (uint64_t)(uintptr_t)n;
 	return 0;
-miss:
-	return alloc_miss(s, size, limit, flags, iova, token);
 }
 
 int dg_iova_alloc(struct dg_iova_space *s, uint64_t size, uint64_t limit, unsigned int flags,
@@ -729,10 +703,10 @@ int dg_iova_free(struct dg_iova_space *s, uint64_t iova, uint64_t size)
 
 /* ---- owned ranges (iova_owned.h) ---- */
 
-int iova_alloc_owned(struct dg_iova_space *s, uint64_t size, uint64_t limit, uint64_t *iova,
-		     uint64_t *token)
+int iova_alloc_owned_miss(struct dg_iova_space *s, uint64_t size, uint64_t limit, uint64_t *iova,
+			  uint64_t *token)
 {
-	return alloc_fast(s, size, limit, 0, iova, token);
+	return alloc_miss(s, size, limit, 0, iova, token);
 }
 
 /* An owned free that cannot take the short way: the validated public path. */
@@ -744,6 +718,11 @@ static dg_noinline void free_owned_slow(struct dg_iova_space *s, struct iova_tca
 	dg_iova_free(s, r->iova, r->size);
 }
 
+/*
+ * The short way: this thread's cache entered once for the whole batch (again after a slow
+ * step, which leaves it), each range checked on its face with one load of its node's state,
+ * then pushed into its magazine.
+ */
 void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsigned int n)
 {
 	struct iova_tcache *tc = NULL;
@@ -751,6 +730,7 @@ void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsign
 	for (unsigned int i = 0; i < n; i++) {
 		struct iova_node *x = (struct iova_node *)(uintptr_t)r[i].token;
 		struct iova_mag *m;
+		uint64_t st;
 
 		/*
 		 * The token is the node alloc_hit() popped; the owner's proof (a claimed map
@@ -758,25 +738,20 @@ void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsign
 		 * a token of another range or another size takes the validated path.
 		 * Relaxed: the owner's claim ordered the allocator's LIVE store before us.
 		 */
-		if (dg_unlikely(!x || x->lo != r[i].iova >> s->shift ||
-				(atomic_load_explicit(&x->state, memory_order_relaxed) &
-				 IOVA_ST_LOW) != IOVA_LIVE_SIZE(s, r[i].size))) {
-			free_owned_slow(s, tc, &r[i]);
-			tc = NULL;
-			continue;
-		}
-		if (!tc && !iova_tc_enter(s, &tc) && !(tc = iova_tc_lock(s))) {
+		if (dg_unlikely(!x || x->lo != r[i].iova >> s->shift))
+			goto slow;
+		st = atomic_load_explicit(&x->state, memory_order_relaxed);
+		if (dg_unlikely((st & IOVA_ST_LOW) != IOVA_LIVE_SIZE(s, r[i].size)))
+			goto slow;
+		if (dg_unlikely(!tc) && !iova_tc_enter(s, &tc) && !(tc = iova_tc_lock(s))) {
 			free_owned_slow(s, NULL, &r[i]); /* no memory for a cache */
 			continue;
 		}
 		/* Relaxed: only this thread pops it from its cache (a stealer releases it to the
 		 * tree after its handshake with us, iova_mag.c); stored inside the cache so that
 		 * dg_iova_check(), which steals every cache, sees CACHED exactly for the nodes in
-		 * a magazine. */
-		atomic_store_explicit(&x->state,
-				      (atomic_load_explicit(&x->state, memory_order_relaxed) &
-				       ~IOVA_ST_LOW) |
-					      IOVA_ST_CACHED,
+		 * a magazine. A stealer never changes the state of a LIVE node: @st is current. */
+		atomic_store_explicit(&x->state, (st & ~IOVA_ST_LOW) | IOVA_ST_CACHED,
 				      memory_order_relaxed);
 		m = tc->cc[x->cc_idx].loaded;
 		if (dg_likely(m->n < DG_IOVA_MAG_SIZE)) {
@@ -784,6 +759,10 @@ void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsign
 			continue;
 		}
 		iova_mag_free_slow(s, tc, x); /* leaves */
+		tc = NULL;
+		continue;
+slow:
+		free_owned_slow(s, tc, &r[i]);
 		tc = NULL;
 	}
 	if (tc)

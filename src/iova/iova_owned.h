@@ -22,6 +22,8 @@
 
 #include <dmaguard/iova.h>
 
+#include "iova/iova_priv.h"
+
 #include <stdint.h>
 
 struct iova_owned {
@@ -30,10 +32,23 @@ struct iova_owned {
 	uint64_t token; /* ... with this token (0: none) */
 };
 
+/* iova_alloc_owned() past a magazine hit (iova.c). */
+int iova_alloc_owned_miss(struct dg_iova_space *s, uint64_t size, uint64_t limit, uint64_t *iova,
+			  uint64_t *token);
+
 /* dg_iova_alloc(s, size, limit, 0, iova) that also returns the range's token (0 when the
- * range did not come from a magazine). Same errors. Any thread. */
-int iova_alloc_owned(struct dg_iova_space *s, uint64_t size, uint64_t limit, uint64_t *iova,
-		     uint64_t *token);
+ * range did not come from a magazine). Same errors. Any thread. The magazine hit is inline
+ * (iova_alloc_hit): the DMA layer's map calls nothing here. */
+static inline int iova_alloc_owned(struct dg_iova_space *s, uint64_t size, uint64_t limit,
+				   uint64_t *iova, uint64_t *token)
+{
+	struct iova_node *n;
+
+	if (dg_unlikely(!iova_alloc_hit(s, size, limit, iova, &n)))
+		return iova_alloc_owned_miss(s, size, limit, iova, token);
+	*token = (uint64_t)(uintptr_t)n;
+	return 0;
+}
 
 /* Give back @n owned ranges (see above). Ranges whose token does not check out go through
  * dg_iova_free() (counted as bad frees there if they are bad). Any thread. */

@@ -397,6 +397,52 @@ static inline struct iova_node *iova_mag_alloc(struct dg_iova_space *s, unsigned
 	return iova_mag_alloc_slow(s, tc, idx, live); /* exits */
 }
 
+/*
+ * The magazine hit of an allocation without flags (alloc_fast in iova.c, and inlined into
+ * the DMA layer by iova_owned.h): a size of at most the largest class, a limit that maps to
+ * a zone, this thread's cache the last one used, a hit. True with *iova and *node set (the
+ * node became LIVE inside the thread cache, iova_node_set_live), else false with nothing
+ * changed and nothing held (the caller takes the slow way). No call, no lock, no atomic
+ * read-modify-write.
+ */
+static inline __attribute__((always_inline)) bool iova_alloc_hit(struct dg_iova_space *s,
+								 uint64_t size, uint64_t limit,
+								 uint64_t *iova,
+								 struct iova_node **node)
+{
+	struct iova_tcache *tc;
+	struct iova_node *n;
+	struct iova_mag *m;
+	uint64_t x;
+	unsigned int idx;
+
+	/* mag_max_bytes is 0 without magazines, so size - 1 < 0 never holds (size 0 wraps) */
+	if (dg_unlikely(size - 1 >= s->mag_max_bytes))
+		return false;
+	x = (size - 1) >> s->shift;			     /* granules - 1 */
+	idx = 63 ^ (unsigned int)__builtin_clzll(2 * x + 1); /* the class: ceil(log2 granules) */
+	if (dg_unlikely(limit < s->full_limit)) {
+		if (limit < s->dma32_limit)
+			return false;
+		idx += IOVA_ORDERS; /* ZONE_DMA32 */
+	}
+	if (dg_unlikely(!iova_tc_enter(s, &tc)))
+		return false;
+	m = tc->cc[idx].loaded; /* never NULL (tc_get) */
+	if (dg_unlikely(!m->n)) {
+		iova_tc_exit(tc);
+		return false;
+	}
+	n = m->e[--m->n];
+	iova_node_set_live(n, 4 * x + IOVA_LIVE(1)); /* IOVA_LIVE(x + 1) in one instruction */
+	tc->hits++;
+	iova_tc_exit(tc);
+	/* the key is the first byte; relaxed: the node is ours (LIVE, set by us) */
+	*iova = atomic_load_explicit(&n->hkey, memory_order_relaxed);
+	*node = n;
+	return true;
+}
+
 /* Process-wide setup (membarrier registration, the thread-exit key); 0 or -errno. */
 int iova_mag_global_init(void);
 /* Membarrier is registered for the process (after iova_mag_global_init()). */

@@ -210,6 +210,72 @@ static void test_map_each_policy(void **state)
 	}
 }
 
+/*
+ * Per-thread counter blocks: one thread alternates between more devices than its cache has
+ * slots (generations collide in a slot, the last-used block changes every call), destroys one
+ * and creates another (perhaps at the same address: the cache is keyed by generation), and
+ * every device's counts stay exact.
+ */
+static void test_stats_many_devices(void **state)
+{
+	enum { NDEV = DMA_TLS_SLOTS + 3, ROUNDS = 5 };
+	static uint8_t buf[4096] __attribute__((aligned(4096)));
+	struct dg_dma_dev *dd[NDEV];
+	struct dma_fixture f;
+	uint64_t dma[NDEV];
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	for (unsigned int i = 0; i < NDEV; i++) {
+		dd[i] = fixture_dev(&f, 10 + i, i & 1 ? DG_DMA_STRICT : DG_DMA_IDENTITY, NULL,
+				    NULL);
+		assert_non_null(dd[i]);
+	}
+	for (unsigned int r = 0; r < ROUNDS; r++) {
+		for (unsigned int i = 0; i < NDEV; i++) /* i + 1 maps of 64 + i bytes */
+			for (unsigned int k = 0; k <= i; k++) {
+				assert_int_equal(dg_dma_map_single(dd[i], buf + 64, 64 + i,
+								   DG_DMA_TO_DEVICE, 0, &dma[i]),
+						 0);
+				assert_int_equal(dg_dma_unmap_single(dd[i], dma[i], 64 + i,
+								     DG_DMA_TO_DEVICE, 0, NULL),
+						 0);
+			}
+		for (unsigned int i = NDEV; i-- > 0;) /* and one refused unmap each */
+			assert_int_equal(dg_dma_unmap_single(dd[i], 0, 64, DG_DMA_TO_DEVICE, 0,
+							     NULL),
+					 -ENOENT);
+	}
+	for (unsigned int i = 0; i < NDEV; i++) {
+		struct dg_dma_stats st = stats(dd[i]);
+
+		assert_int_equal(st.maps, ROUNDS * (i + 1));
+		assert_int_equal(st.unmaps, ROUNDS * (i + 1));
+		assert_int_equal(st.map_bytes, (uint64_t)ROUNDS * (i + 1) * (64 + i));
+		assert_int_equal(st.err_not_mapped, ROUNDS);
+		assert_int_equal(st.subpage_bytes,
+				 i & 1 ? (uint64_t)ROUNDS * (i + 1) * (4096 - 64 - i) : 0);
+		assert_int_equal(st.live, 0);
+	}
+	/* a new device in the place of the last one used starts from zero */
+	fixture_dev_destroy(dd[0]);
+	dd[0] = fixture_dev(&f, 10, DG_DMA_STRICT, NULL, NULL);
+	assert_non_null(dd[0]);
+	assert_int_equal(stats(dd[0]).maps, 0);
+	assert_int_equal(dg_dma_map_single(dd[0], buf, 64, DG_DMA_FROM_DEVICE, 0, &dma[0]), 0);
+	assert_int_equal(dg_dma_map_single(dd[1], buf, 64, DG_DMA_FROM_DEVICE, 0, &dma[1]), 0);
+	assert_int_equal(dg_dma_unmap_single(dd[0], dma[0], 64, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_unmap_single(dd[1], dma[1], 64, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+	assert_int_equal(stats(dd[0]).maps, 1);
+	assert_int_equal(stats(dd[0]).unmaps, 1);
+	assert_int_equal(stats(dd[1]).maps, ROUNDS * 2 + 1);
+	for (unsigned int i = 0; i < NDEV; i++) {
+		assert_int_equal(dg_dma_dev_check(dd[i], stderr), 0);
+		fixture_dev_destroy(dd[i]);
+	}
+	fixture_fini(&f);
+}
+
 static void test_bad_unmaps(void **state)
 {
 	(void)state;
@@ -1515,6 +1581,7 @@ int main(void)
 		cmocka_unit_test(test_policy_names),
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_map_each_policy),
+		cmocka_unit_test(test_stats_many_devices),
 		cmocka_unit_test(test_bad_unmaps),
 		cmocka_unit_test(test_bad_maps),
 		cmocka_unit_test(test_identity_checks),

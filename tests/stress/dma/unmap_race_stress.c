@@ -1,0 +1,220 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Stress test of the unmap claim (src/dma/map.c, xl_claim): racing unmaps of one mapping.
+ *
+ *   stress_dma_unmap_race RACERS ROUNDS
+ *
+ * Every round the main thread maps one 64-byte buffer (strict, then lazy) and the racers,
+ * released together by a barrier, try to unmap it:
+ *  - phase A: every racer with something wrong - the length, the direction, the kind
+ *    (dg_dma_unmap_page of a single mapping) or the address (one byte off). Each must be
+ *    refused (-EINVAL, or -ENOENT for the address) with nothing changed;
+ *  - phase B: every racer with the right arguments, half of the rounds inside its own batch.
+ *    Exactly one must win (0), the others get -ENOENT: the claim is one compare-and-swap of
+ *    the record, so of racing unmaps one wins, and phase A left the record intact.
+ * At the end the statistics must be exact: one map and one unmap per round, every refusal
+ * counted by kind, the sub-page bytes of every map, nothing live, dg_dma_dev_check() clean.
+ * Runs under ThreadSanitizer too (the record's release/acquire pairs and the claim's CAS).
+ */
+#include <dmaguard/dma.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_RACERS 8
+#define BUF_LEN	   64u
+
+struct race {
+	struct dg_dma_dev *dd;
+	unsigned int nracers;
+	unsigned long rounds;
+	pthread_barrier_t go, done;
+	/* per round, written by the main thread before the barrier */
+	uint64_t dma;
+	unsigned long round;
+	/* results, written by the racers before the second barrier */
+	int res_a[MAX_RACERS];
+	int res_b[MAX_RACERS];
+};
+
+/* A wrong unmap of the mapping at @dma: four kinds of mistakes, by @v. */
+static int wrong_unmap(struct dg_dma_dev *dd, uint64_t dma, unsigned int v)
+{
+	switch (v % 4) {
+	case 0:
+		return dg_dma_unmap_single(dd, dma, BUF_LEN + 1, DG_DMA_TO_DEVICE, 0, NULL);
+	case 1:
+		return dg_dma_unmap_single(dd, dma, BUF_LEN, DG_DMA_FROM_DEVICE, 0, NULL);
+	case 2:
+		return dg_dma_unmap_page(dd, dma, BUF_LEN, DG_DMA_TO_DEVICE, 0, NULL);
+	default:
+		return dg_dma_unmap_single(dd, dma + 1, BUF_LEN, DG_DMA_TO_DEVICE, 0, NULL);
+	}
+}
+
+struct racer_arg {
+	struct race *r;
+	unsigned int id;
+};
+
+static void *racer(void *arg)
+{
+	struct racer_arg *a = arg;
+	struct race *r = a->r;
+
+	for (;;) {
+		struct dg_dma_batch b;
+		bool batched;
+		uint64_t dma;
+
+		pthread_barrier_wait(&r->go);
+		if (r->round == r->rounds)
+			return NULL;
+		dma = r->dma;
+		batched = r->round & 1;
+		r->res_a[a->id] = wrong_unmap(r->dd, dma, a->id + (unsigned int)r->round);
+		pthread_barrier_wait(&r->go); /* phase B starts together */
+		if (batched) {
+			int e;
+
+			dg_dma_batch_begin(r->dd, &b);
+			r->res_b[a->id] =
+				dg_dma_unmap_single(r->dd, dma, BUF_LEN, DG_DMA_TO_DEVICE, 0, &b);
+			e = dg_dma_batch_end(&b);
+			if (e && !r->res_b[a->id])
+				r->res_b[a->id] = e;
+		} else {
+			r->res_b[a->id] =
+				dg_dma_unmap_single(r->dd, dma, BUF_LEN, DG_DMA_TO_DEVICE, 0, NULL);
+		}
+		pthread_barrier_wait(&r->done);
+	}
+}
+
+static int run(enum dg_dma_policy p, unsigned int nracers, unsigned long rounds)
+{
+	uint64_t want_inval = 0, want_noent = 0;
+	struct racer_arg args[MAX_RACERS];
+	pthread_t thr[MAX_RACERS];
+	struct dg_iommu_config ic;
+	struct dg_dma_dev_config c;
+	struct dg_dma_stats st;
+	struct dg_device *dev;
+	struct dg_iommu *mmu;
+	struct dg_dma *dma;
+	struct race *r = calloc(1, sizeof(*r));
+	uint8_t *buf = aligned_alloc(4096, 4096);
+	int bad = 0;
+
+	dg_iommu_config_init(&ic);
+	ic.log = NULL;
+	mmu = dg_iommu_create(&ic);
+	dma = dg_dma_create(mmu, NULL);
+	dev = dg_device_create(mmu, 1);
+	dg_dma_dev_config_init(&c);
+	c.policy = p;
+	r->dd = dg_dma_dev_create(dma, dev, &c);
+	if (!r || !buf || !mmu || !dma || !dev || !r->dd) {
+		fprintf(stderr, "stress_dma_unmap_race: set-up failed: %s\n", strerror(errno));
+		return 1;
+	}
+	r->nracers = nracers;
+	r->rounds = rounds;
+	pthread_barrier_init(&r->go, NULL, nracers + 1);
+	pthread_barrier_init(&r->done, NULL, nracers + 1);
+	for (unsigned int i = 0; i < nracers; i++) {
+		args[i] = (struct racer_arg){r, i};
+		pthread_create(&thr[i], NULL, racer, &args[i]);
+	}
+	for (r->round = 0; r->round < rounds; r->round++) {
+		unsigned int won = 0;
+		int e = dg_dma_map_single(r->dd, buf + 64 * (r->round % 64), BUF_LEN,
+					  DG_DMA_TO_DEVICE, 0, &r->dma);
+
+		if (e) {
+			fprintf(stderr, "round %lu: map: %d\n", r->round, e);
+			bad++;
+			break;
+		}
+		pthread_barrier_wait(&r->go); /* phase A */
+		pthread_barrier_wait(&r->go); /* phase B */
+		pthread_barrier_wait(&r->done);
+		for (unsigned int i = 0; i < nracers; i++) {
+			int a = r->res_a[i], want = (i + r->round) % 4 == 3 ? -ENOENT : -EINVAL;
+
+			if (a != want) {
+				fprintf(stderr, "round %lu racer %u: wrong unmap gave %d, not %d\n",
+					r->round, i, a, want);
+				bad++;
+			}
+			want_inval += want == -EINVAL;
+			want_noent += want == -ENOENT;
+			if (r->res_b[i] == 0) {
+				won++;
+			} else if (r->res_b[i] == -ENOENT) {
+				want_noent++;
+			} else {
+				fprintf(stderr, "round %lu racer %u: unmap gave %d\n", r->round, i,
+					r->res_b[i]);
+				bad++;
+			}
+		}
+		if (won != 1) {
+			fprintf(stderr, "round %lu: %u racing unmaps won, not 1\n", r->round, won);
+			bad++;
+		}
+	}
+	r->round = rounds;
+	pthread_barrier_wait(&r->go); /* round == rounds: the racers leave */
+	for (unsigned int i = 0; i < nracers; i++)
+		pthread_join(thr[i], NULL);
+
+	dg_dma_dev_stats(r->dd, &st);
+	if (st.maps != rounds || st.unmaps != rounds || st.live || st.err_invalid != want_inval ||
+	    st.err_not_mapped != want_noent ||
+	    st.subpage_bytes != rounds * (uint64_t)(4096 - BUF_LEN)) {
+		fprintf(stderr,
+			"%s: stats maps %llu unmaps %llu live %llu invalid %llu (want %llu) "
+			"not mapped %llu (want %llu) subpage %llu\n",
+			dg_dma_policy_name(p), (unsigned long long)st.maps,
+			(unsigned long long)st.unmaps, (unsigned long long)st.live,
+			(unsigned long long)st.err_invalid, (unsigned long long)want_inval,
+			(unsigned long long)st.err_not_mapped, (unsigned long long)want_noent,
+			(unsigned long long)st.subpage_bytes);
+		bad++;
+	}
+	if (dg_dma_dev_check(r->dd, stderr))
+		bad++;
+	printf("stress_dma_unmap_race %-6s racers %u rounds %lu: %s\n", dg_dma_policy_name(p),
+	       nracers, rounds, bad ? "FAILED" : "one winner every round, refusals exact");
+	if (dg_dma_dev_destroy(r->dd))
+		bad++;
+	dg_device_destroy(dev);
+	if (dg_dma_destroy(dma))
+		bad++;
+	dg_iommu_destroy(mmu);
+	pthread_barrier_destroy(&r->go);
+	pthread_barrier_destroy(&r->done);
+	free(buf);
+	free(r);
+	return bad;
+}
+
+int main(int argc, char **argv)
+{
+	unsigned int nracers = argc > 1 ? (unsigned int)atoi(argv[1]) : 3;
+	unsigned long rounds = argc > 2 ? strtoul(argv[2], NULL, 0) : 1000;
+	int bad = 0;
+
+	if (nracers < 2 || nracers > MAX_RACERS) {
+		fprintf(stderr, "usage: stress_dma_unmap_race RACERS(2..%d) ROUNDS\n", MAX_RACERS);
+		return 2;
+	}
+	bad += run(DG_DMA_STRICT, nracers, rounds);
+	bad += run(DG_DMA_LAZY, nracers, rounds);
+	return bad ? 1 : 0;
+}
