@@ -57,13 +57,6 @@ static inline bool gather_empty(const struct dg_pt_gather *g)
 	return g->start == g->end && !g->nr_tables;
 }
 
-/* dg_pt_gather_init() inline (a few stores instead of a call on the map paths): the gather's
- * fields are public (dmaguard/pt.h) and an empty gather is all zero but leaf_only. */
-static dg_always_inline void gather_init(struct dg_pt_gather *g)
-{
-	*g = (struct dg_pt_gather){.leaf_only = true};
-}
-
 /* ---- address spaces ----------------------------------------------------------------------- */
 
 int dma_space_create(struct dg_dma_dev *dd, const struct dg_pt_geometry *geo, uint64_t first,
@@ -834,7 +827,7 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	r = dma_fail(dd, DG_DMA_FAIL_PT_MAP);
 	if (dg_unlikely(r))
 		goto fail_iova;
-	gather_init(&gth);
+	pt_gather_init(&gth); /* dg_pt_gather_init() inline */
 	if (pages) {
 		/* a page list: one hint lookup per last-level table, one store per page */
 		uint64_t phys[DMA_PAGE_LIST_MAX];
@@ -918,7 +911,7 @@ static dg_always_inline int xl_map_one(struct dg_dma_dev *dd, struct dma_space *
 		dg_iova_free(sp->iova, iova, total);
 		return -ENOMEM;
 	}
-	gather_init(&gth);
+	pt_gather_init(&gth); /* dg_pt_gather_init() inline */
 	/* The Linux-like reference keeps the generic page-table path it models. */
 	if (total == sp->granule && !dd->reference)
 		r = pt_map_granule(sp->pt, iova, pa, dma_dir_prot(dir), &gth);

@@ -220,8 +220,7 @@ static _Atomic uint64_t *pt_install_table(struct dg_pt *pt, _Atomic uint64_t *pt
 
 void dg_pt_gather_init(struct dg_pt_gather *gather)
 {
-	memset(gather, 0, sizeof(*gather));
-	gather->leaf_only = true;
+	pt_gather_init(gather);
 }
 
 static inline void pt_gather_range(struct dg_pt_gather *g, uint64_t start, uint64_t end,

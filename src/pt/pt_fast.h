@@ -22,6 +22,13 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* An empty gather (what dg_pt_gather_init() makes), inline for the DMA layer's map paths: the
+   one definition of "empty" - all zero but leaf_only. */
+static inline void pt_gather_init(struct dg_pt_gather *g)
+{
+	*g = (struct dg_pt_gather){.leaf_only = true};
+}
+
 /* dg_pt_map(pt, iova, phys, granule, prot, gather). Any thread, as dg_pt_map. */
 int pt_map_granule(struct dg_pt *pt, uint64_t iova, uint64_t phys, unsigned int prot,
 		   struct dg_pt_gather *gather);
