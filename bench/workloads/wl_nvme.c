@@ -481,7 +481,9 @@ static bool nvme_dev_poll(struct wl_dev *d, struct wl_port *p)
 	return units != 0;
 }
 
-static void nvme_dump(const struct wl_port *p, FILE *out)
+/* A best-effort snapshot for the stuck-run report (not instrumented by ThreadSanitizer: see
+   nic_dump). */
+__attribute__((no_sanitize("thread"))) static void nvme_dump(const struct wl_port *p, FILE *out)
 {
 	const struct nvme_port *np = p->priv;
 
