@@ -167,7 +167,8 @@ struct wl_ctr {
 	_Atomic uint64_t timeouts;   /* -ETIMEDOUT of an invalidation wait (not fatal) */
 	_Atomic uint64_t polls;	     /* polls (driver) or bursts (device) with work */
 	_Atomic uint64_t loops;	     /* passes of the thread's loop (the stuck-run report) */
-	char pad[32];
+	_Atomic uint64_t idle_ns;    /* time in runs of empty polls (two clock reads a run) */
+	char pad[24];
 };
 
 static inline void wl_ctr_add(_Atomic uint64_t *c, uint64_t v)
@@ -387,6 +388,7 @@ struct wl_totals {
 	uint64_t ios, bytes, dma_ns, dma_ios, units, xlat_ns, xlat_units, dev_bytes, errors,
 		timeouts;
 	uint64_t maps, unmaps, subpage_bytes, iotlb_misses, walks, faults, inval_cmds, waits;
+	uint64_t drv_idle_ns, dev_idle_ns; /* summed over the thread pairs */
 	/* over whole runs (set-up to teardown) or maxima */
 	uint64_t run_maps, run_unmaps, run_faults, run_errors;
 	uint64_t subpage_max, persistent_bytes, lazy_window_ns, lazy_window_unmaps;
@@ -409,8 +411,9 @@ struct wl_result {
 	bool failed; /* a run could not be set up, or saw an error, a fault or a leak */
 	/* derived per I/O (wl_result_derive) */
 	double dma_ns, xlat_ns, miss_4k, walks_4k, inval_io, waits_io;
-	double window_ns; /* -1: reachable for good (identity, pool, window direct) */
-	double subpage;	  /* bytes of other data exposed per mapped buffer (average) */
+	double drv_busy, dev_busy; /* fraction of the driver / device threads' time not idle */
+	double window_ns;	   /* -1: reachable for good (identity, pool, window direct) */
+	double subpage;		   /* bytes of other data exposed per mapped buffer (average) */
 };
 
 void wl_result_derive(struct wl_result *res);

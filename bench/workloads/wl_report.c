@@ -29,6 +29,14 @@ void wl_result_derive(struct wl_result *res)
 	res->walks_4k = pages > 0 ? (double)t->walks / pages : 0;
 	res->inval_io = ios > 0 ? (double)t->inval_cmds / ios : 0;
 	res->waits_io = ios > 0 ? (double)t->waits / ios : 0;
+	/* busy = 1 - idle / thread time; an idle run still open at an end of the interval is
+	   counted when it closes, so clamp */
+	double thr_ns = t->seconds * 1e9 * (res->threads ? res->threads : 1);
+
+	res->drv_busy = thr_ns > 0 ? 1 - (double)t->drv_idle_ns / thr_ns : 0;
+	res->dev_busy = thr_ns > 0 ? 1 - (double)t->dev_idle_ns / thr_ns : 0;
+	res->drv_busy = res->drv_busy < 0 ? 0 : res->drv_busy > 1 ? 1 : res->drv_busy;
+	res->dev_busy = res->dev_busy < 0 ? 0 : res->dev_busy > 1 ? 1 : res->dev_busy;
 	switch (res->cfg) {
 	case WL_IDENTITY:
 	case WL_IDENTITY_2STEP:
@@ -158,11 +166,11 @@ void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl
 		"identity run before and after each\n\n",
 		bench_cpu_model(), bench_ncpus(), o->loadavg, o->threads, o->threads > 1 ? "s" : "",
 		o->rounds, o->rounds > 1 ? "s" : "", o->duration_s);
-	fprintf(out, "%-9s %-14s %15s %6s %6s %8s %8s %7s %7s %6s %7s  %s\n", "workload", "policy",
-		"throughput", "ratio", "spread", "drv ns", "dev ns", "miss", "walks", "inval",
-		"waits", "protection");
-	fprintf(out, "%-9s %-14s %15s %6s %6s %8s %8s %7s %7s %6s %7s\n", "", "", "(median)",
-		"to id", "", "/IO DMA", "/IO xlat", "/4K", "/4K", "/IO", "/IO");
+	fprintf(out, "%-9s %-14s %15s %6s %6s %8s %8s %7s %7s %6s %7s %7s  %s\n", "workload",
+		"policy", "throughput", "ratio", "spread", "drv ns", "dev ns", "miss", "walks",
+		"inval", "waits", "busy %", "protection");
+	fprintf(out, "%-9s %-14s %15s %6s %6s %8s %8s %7s %7s %6s %7s %7s\n", "", "", "(median)",
+		"to id", "", "/IO DMA", "/IO xlat", "/4K", "/4K", "/IO", "/IO", "drv/dev");
 	for (size_t i = 0; i < n; i++) {
 		struct wl_result *r = &res[i];
 
@@ -171,10 +179,12 @@ void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl
 		fmt_thr(thr, sizeof(thr), r->wl, r->thr_s.median);
 		fmt_protection(prot, sizeof(prot), r);
 		fprintf(out,
-			"%-9s %-14s %15s %6.3f %5.0f%% %8.1f %8.1f %7.3f %7.3f %6.3f %7.4f  %s%s\n",
+			"%-9s %-14s %15s %6.3f %5.0f%% %8.1f %8.1f %7.3f %7.3f %6.3f %7.4f %3.0f/%3.0f  "
+			"%s%s\n",
 			r->wl->name, wl_cfg_name[r->cfg], thr, r->ratio_s.median,
 			100 * r->ratio_s.spread, r->dma_ns, r->xlat_ns, r->miss_4k, r->walks_4k,
-			r->inval_io, r->waits_io, prot, r->failed ? "  [FAILED]" : "");
+			r->inval_io, r->waits_io, 100 * r->drv_busy, 100 * r->dev_busy, prot,
+			r->failed ? "  [FAILED]" : "");
 	}
 
 	/* the matrix of ratios; the two-step configurations' baseline is shown as a throughput */
@@ -295,6 +305,8 @@ static json_t *result_json(const struct wl_result *r, const struct wl_result *id
 	json_object_set_new(j, "walks_per_4k", json_real(r->walks_4k));
 	json_object_set_new(j, "invalidations_per_io", json_real(r->inval_io));
 	json_object_set_new(j, "waits_per_io", json_real(r->waits_io));
+	json_object_set_new(j, "driver_busy", json_real(r->drv_busy));
+	json_object_set_new(j, "device_busy", json_real(r->dev_busy));
 	json_object_set_new(j, "window_ns", json_real(r->window_ns));
 	json_object_set_new(j, "window_unmaps", json_integer((json_int_t)t->lazy_window_unmaps));
 	json_object_set_new(j, "subpage_exposed_bytes", json_real(r->subpage));

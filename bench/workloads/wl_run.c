@@ -74,6 +74,21 @@ struct thr_arg {
 	unsigned int id;
 };
 
+/*
+ * Idle time of a thread: a run of empty polls starts a clock (*since) and the next poll that
+ * did something adds the run's length to @c, so busy polls read no clock (the busy fraction
+ * of the report: which side of a pair limits it).
+ */
+static void idle_account(_Atomic uint64_t *c, uint64_t *since, bool work)
+{
+	if (!work && !*since) {
+		*since = bench_now_ns();
+	} else if (work && *since) {
+		wl_ctr_add(c, bench_now_ns() - *since);
+		*since = 0;
+	}
+}
+
 /* One empty poll. @dev: a device thread, whose devices go offline before it yields. */
 static void idle(unsigned int *spins, struct wl_dev *dev)
 {
@@ -108,6 +123,7 @@ static void *driver_main(void *arg)
 	struct wl_run *r = a->run;
 	struct wl_drv d = {.run = r, .id = a->id, .ctr = &r->drv[a->id]};
 	unsigned int spins = 0;
+	uint64_t idle_since = 0;
 
 	bench_pin_cpu(2 * a->id);
 	d.rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)a->id + 1) * 0x2545f4914f6cdd1dull;
@@ -126,6 +142,7 @@ static void *driver_main(void *arg)
 				work |= r->wl->drv_poll(&d, &r->port[i]);
 		if ((!d.posting && my_ports_idle(r, a->id)) || ph == WL_STOP)
 			break;
+		idle_account(&d.ctr->idle_ns, &idle_since, work);
 		if (work)
 			spins = 0;
 		else
@@ -142,6 +159,7 @@ static void *device_main(void *arg)
 	struct wl_run *r = a->run;
 	struct wl_dev d = {.run = r, .id = a->id, .ctr = &r->dev[a->id]};
 	unsigned int spins = 0;
+	uint64_t idle_since = 0;
 
 	bench_pin_cpu(2 * a->id + 1);
 	d.scratch = malloc(65536);
@@ -162,6 +180,7 @@ static void *device_main(void *arg)
 			work |= r->wl->dev_poll(&d, p);
 		}
 		wl_dev_quiesce(&d); /* idle or not, every device acknowledges */
+		idle_account(&d.ctr->idle_ns, &idle_since, work);
 		if (work)
 			spins = 0;
 		else
@@ -184,6 +203,7 @@ struct snap {
 		timeouts;
 	uint64_t maps, unmaps, subpage_bytes, subpage_max, persistent, win_ns, win_unmaps;
 	uint64_t misses, walks, faults, cmds, waits;
+	uint64_t drv_idle_ns, dev_idle_ns;
 	bool all;
 };
 
@@ -210,6 +230,8 @@ static void snapshot(struct wl_run *r, struct snap *s)
 		s->dev_bytes += ld(&v->dev_bytes);
 		s->errors += ld(&c->errors) + ld(&v->errors);
 		s->timeouts += ld(&c->timeouts);
+		s->drv_idle_ns += ld(&c->idle_ns);
+		s->dev_idle_ns += ld(&v->idle_ns);
 	}
 	for (unsigned int i = 0; i < r->nports; i++) {
 		struct dg_dma_stats st;
@@ -310,6 +332,8 @@ static void add_interval(struct wl_totals *t, const struct snap *a, const struct
 	t->faults += b->faults - a->faults;
 	t->inval_cmds += b->cmds - a->cmds;
 	t->waits += b->waits - a->waits;
+	t->drv_idle_ns += b->drv_idle_ns - a->drv_idle_ns;
+	t->dev_idle_ns += b->dev_idle_ns - a->dev_idle_ns;
 }
 
 static void add_run(struct wl_totals *t, const struct snap *z)

@@ -50,6 +50,8 @@ static const char *const number_fields[] = {"throughput",
 					    "walks_per_4k",
 					    "invalidations_per_io",
 					    "waits_per_io",
+					    "driver_busy",
+					    "device_busy",
 					    "window_ns",
 					    "subpage_exposed_bytes"};
 static const char *const integer_fields[] = {"threads", "rounds", "window_unmaps",
@@ -130,6 +132,10 @@ static void check_result(json_t *r, const char *wl, const char *cfg, int w)
 	       "%s/%s: more walks than misses", wl, cfg);
 	EXPECT(num(r, "driver_dma_ns_per_io") >= 0 && num(r, "device_translate_ns_per_io") >= 0,
 	       "%s/%s: negative time", wl, cfg);
+	EXPECT(num(r, "driver_busy") >= 0 && num(r, "driver_busy") <= 1 &&
+		       num(r, "device_busy") >= 0 && num(r, "device_busy") <= 1,
+	       "%s/%s: busy fractions %g %g", wl, cfg, num(r, "driver_busy"),
+	       num(r, "device_busy"));
 
 	/* what each configuration does and protects */
 	double win = num(r, "window_ns"), sub = num(r, "subpage_exposed_bytes");

@@ -66,6 +66,14 @@ static void test_derive(void **state)
 	assert_true(fabs(r.xlat_ns - 20) < 1e-9); /* 10 ns per unit, 2 units per I/O */
 	assert_true(r.miss_4k == 250 && r.walks_4k == 125);
 	assert_true(r.inval_io == 0.1 && r.waits_io == 0.02);
+	assert_true(r.drv_busy == 0 && r.dev_busy == 0); /* no measured time: zeros */
+	/* two thread pairs for 0.5 s: 1 s of thread time per side */
+	r.threads = 2;
+	r.tot.seconds = 0.5;
+	r.tot.drv_idle_ns = 250000000;
+	r.tot.dev_idle_ns = 1200000000; /* a run closed after the interval: clamped */
+	wl_result_derive(&r);
+	assert_true(fabs(r.drv_busy - 0.75) < 1e-12 && r.dev_busy == 0);
 	assert_true(r.window_ns == 0 && r.subpage == 4032);
 
 	r.cfg = WL_LAZY;
