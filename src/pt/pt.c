@@ -732,19 +732,15 @@ int dg_pt_unmap(struct dg_pt *pt, uint64_t iova, uint64_t size, struct dg_pt_gat
 /* ---- one granule, through the hint (pt_fast.h) ------------------------------------------ */
 
 /*
- * The hint missed: descend to the last-level table holding @va (linking missing tables when
- * @create) and make it the hint. NULL when the descent meets anything but a table above the
- * last level (a larger leaf, an empty slot without @create) or cannot link one: the caller
- * then takes the validated general path, which decides. @va is granule aligned and inside
- * the input range.
+ * Descend to the last-level table holding @va, linking missing tables when @create: 0 and
+ * *out, or -EEXIST (a larger leaf above the last level), -ENOENT (an empty slot and no
+ * @create), or pt_install_table()'s error. @va is granule aligned and inside the input range.
+ * Shared by the hint's slow path and the slots.
  */
-static dg_noinline _Atomic uint64_t *pt_granule_table(struct dg_pt *pt, uint64_t va, bool create)
+static int pt_leaf_table(struct dg_pt *pt, uint64_t va, bool create, _Atomic uint64_t **out)
 {
 	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
 	const struct pt_level *l = pt->lvl, *const leaf = l + pt->depth - 1;
-	/* Relaxed: see pt_hint_get(); read before the descent, so an unlink during it makes the
-	 * new hint stale rather than wrong. */
-	const uint64_t gen = atomic_load_explicit(&pt->unlink_gen, memory_order_relaxed);
 	_Atomic uint64_t *table = pt->root;
 	int err;
 
@@ -755,11 +751,32 @@ static dg_noinline _Atomic uint64_t *pt_granule_table(struct dg_pt *pt, uint64_t
 
 		if (dg_likely((pte & tmask) == tval))
 			table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
-		else if (!pte && create && (table = pt_install_table(pt, ptep, &err)))
-			continue;
-		else
-			return NULL;
+		else if (pte)
+			return -EEXIST;
+		else if (!create)
+			return -ENOENT;
+		else if (!(table = pt_install_table(pt, ptep, &err)))
+			return err;
 	}
+	*out = table;
+	return 0;
+}
+
+/*
+ * The hint missed: descend to the last-level table holding @va (linking missing tables when
+ * @create) and make it the hint. NULL when the descent meets anything but a table above the
+ * last level (a larger leaf, an empty slot without @create) or cannot link one: the caller
+ * then takes the validated general path, which decides.
+ */
+static dg_noinline _Atomic uint64_t *pt_granule_table(struct dg_pt *pt, uint64_t va, bool create)
+{
+	/* Relaxed: see pt_hint_get(); read before the descent, so an unlink during it makes the
+	 * new hint stale rather than wrong. */
+	const uint64_t gen = atomic_load_explicit(&pt->unlink_gen, memory_order_relaxed);
+	_Atomic uint64_t *table;
+
+	if (pt_leaf_table(pt, va, create, &table))
+		return NULL;
 	pt_hint_set(pt, va, gen, table);
 	return table;
 }
@@ -1011,24 +1028,12 @@ void pt_slots_destroy(struct pt_slots *s)
 int pt_slots_table(struct pt_slots *s, uint64_t t, _Atomic uint64_t **out)
 {
 	struct dg_pt *pt = s->pt;
-	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
-	const struct pt_level *l = pt->lvl, *const leaf = l + pt->depth - 1;
 	const uint64_t va = ((s->t0 + t) << s->tshift) << pt->leaf_shift;
-	_Atomic uint64_t *table = pt->root;
-	int err;
+	_Atomic uint64_t *table;
+	int err = pt_leaf_table(pt, va, true, &table);
 
-	for (; l < leaf; l++) {
-		_Atomic uint64_t *ptep = table + ((va >> l->shift) & l->index_mask);
-		/* Acquire: pairs with the release CAS that linked the table (pt_install_table). */
-		uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
-
-		if (dg_likely((pte & tmask) == tval))
-			table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
-		else if (pte)
-			return -EEXIST; /* a larger leaf over the range */
-		else if (!(table = pt_install_table(pt, ptep, &err)))
-			return err;
-	}
+	if (err)
+		return err; /* -EEXIST: a larger leaf over the range */
 	/* Release: pairs with the acquire loads in pt_slot_entry() / pt_slot_unmap(). */
 	atomic_store_explicit(&s->tables[t], table, memory_order_release);
 	*out = table;
