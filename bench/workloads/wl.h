@@ -329,6 +329,35 @@ void wl_drv_dma_end(struct wl_drv *d);
 /* Driver: a DMA API call failed: count it (and -ETIMEDOUT apart). */
 void wl_drv_fail(struct wl_drv *d, int err);
 
+/*
+ * Driver: one unmap batch in flight. A poll fills the current batch (dg_dma_batch_begin on
+ * wl_batch_cur(), its unmaps, dg_dma_batch_submit), then ends the previous poll's batch
+ * (wl_batch_end_pending: the device has had a poll's time to acknowledge it) before it works
+ * on what that poll unmapped, and keeps its own in flight (wl_batch_keep). Nothing a batch
+ * unmapped is read, reused or freed before its end returned: strict's guarantee holds.
+ */
+struct wl_batches {
+	struct dg_dma_batch b[2];
+	unsigned int cur;	   /* the batch this poll fills */
+	struct dg_dma_batch *pend; /* in flight since the previous poll, or NULL */
+};
+
+static inline struct dg_dma_batch *wl_batch_cur(struct wl_batches *w)
+{
+	return &w->b[w->cur];
+}
+
+/* End the batch in flight, if any (timed as DMA API time, a failure counted): true if one
+   was, and the caller may now look at what it unmapped. */
+bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w);
+
+/* The current batch (begun and submitted) stays in flight until the next poll. */
+static inline void wl_batch_keep(struct wl_batches *w)
+{
+	w->pend = &w->b[w->cur];
+	w->cur ^= 1;
+}
+
 /* Driver: start and end one poll of a port; end adds its I/Os and bytes. */
 void wl_drv_poll_start(struct wl_drv *d);
 void wl_drv_poll_end(struct wl_drv *d, uint64_t ios, uint64_t bytes);

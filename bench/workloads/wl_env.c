@@ -373,6 +373,21 @@ void wl_drv_fail(struct wl_drv *d, int err)
 	wl_ctr_add(&d->ctr->errors, 1);
 }
 
+bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w)
+{
+	int e;
+
+	if (!w->pend)
+		return false;
+	wl_drv_dma_begin(d);
+	e = dg_dma_batch_end(w->pend);
+	wl_drv_dma_end(d);
+	if (e)
+		wl_drv_fail(d, e);
+	w->pend = NULL;
+	return true;
+}
+
 /* ---- the device's translations -------------------------------------------------------------------- */
 
 unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p, uint64_t iova, size_t len,

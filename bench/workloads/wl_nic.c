@@ -138,11 +138,7 @@ struct nic_port {
 	const struct nic_param *prm;
 	unsigned int nq;
 	struct nic_queue *q[NIC_MAX_Q];
-	/* The driver's two batches: one filled by this poll, one (pend) in flight since the
-	   previous poll, ended by this one before it works on what it unmapped. */
-	struct dg_dma_batch batch[2];
-	unsigned int cur;	   /* the batch this poll fills */
-	struct dg_dma_batch *pend; /* in flight, or NULL */
+	struct wl_batches batches; /* the driver's unmap batches: one in flight */
 	uint8_t tmpl[65536];	   /* frame template the device copies from */
 };
 
@@ -318,7 +314,7 @@ bool nic_drv_idle(const struct wl_port *p)
 		if (q->rx.ntu != q->rx.ntc || q->send_head != q->send_tail)
 			return false;
 	}
-	return !np->pend;
+	return !np->batches.pend;
 }
 
 /* ---- driver ------------------------------------------------------------------------------------- */
@@ -649,7 +645,7 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 	const struct nic_param *prm = np->prm;
 	bool run = d->posting, reaped = false, refill = false, any;
 	uint64_t ios = 0, bytes = 0;
-	struct dg_dma_batch *b = &np->batch[np->cur];
+	struct dg_dma_batch *b = wl_batch_cur(&np->batches);
 	int e;
 
 	wl_drv_poll_start(d);
@@ -657,7 +653,7 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 		reap(prm, np->q[i]);
 		reaped |= np->q[i]->nrx || np->q[i]->ntx;
 	}
-	any = reaped || np->pend;
+	any = reaped || np->batches.pend;
 	if (reaped) {
 		/* unmap, and start the invalidation without waiting for it */
 		wl_drv_dma_begin(d);
@@ -684,23 +680,15 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 			}
 		}
 	}
-	if (np->pend) {
-		/* the previous poll's batch: its wait (the device has had a poll's time to
-		   acknowledge it); only now may the driver look at what that poll unmapped */
-		wl_drv_dma_begin(d);
-		e = dg_dma_batch_end(np->pend);
-		wl_drv_dma_end(d);
-		if (e)
-			wl_drv_fail(d, e);
-		np->pend = NULL;
+	/* the previous poll's batch: only after its end may the driver look at what it unmapped */
+	if (wl_batch_end_pending(d, &np->batches)) {
 		for (unsigned int i = 0; i < np->nq; i++)
 			ios += work(d, p, np->q[i], run, &bytes);
 	}
 	if (reaped) { /* this poll's batch stays in flight until the next poll */
 		for (unsigned int i = 0; i < np->nq; i++)
 			promote(np->q[i]);
-		np->pend = b;
-		np->cur ^= 1;
+		wl_batch_keep(&np->batches);
 	}
 	if (run && prm->tx != NIC_TX_NONE) {
 		bool maps = false;

@@ -103,11 +103,7 @@ struct nvme_port {
 	unsigned int njobs;
 	struct nvme_job *job[NVME_JOBS];
 	const uint8_t *media;
-	/* The driver's two batches: one filled by this poll, one (pend) in flight since the
-	   previous poll, ended by this one before it checks what that poll unmapped. */
-	struct dg_dma_batch batch[2];
-	unsigned int cur;
-	struct dg_dma_batch *pend;
+	struct wl_batches batches; /* the driver's unmap batches: one in flight */
 };
 
 static unsigned int port_jobs(unsigned int port, unsigned int nports)
@@ -214,7 +210,7 @@ static bool nvme_drv_idle(const struct wl_port *p)
 	for (unsigned int i = 0; i < np->njobs; i++)
 		if (np->job[i]->sq_tail != np->job[i]->cq_head)
 			return false;
-	return !np->pend;
+	return !np->batches.pend;
 }
 
 /* Phase the controller writes on lap (slot / size) of the completion queue. */
@@ -301,7 +297,7 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 {
 	struct nvme_port *np = p->priv;
 	struct dg_dma_dev *dd = p->dd;
-	struct dg_dma_batch *b = &np->batch[np->cur];
+	struct dg_dma_batch *b = wl_batch_cur(&np->batches);
 	uint64_t ios = 0;
 	bool reaped = false, any;
 	int e;
@@ -326,7 +322,7 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 		}
 		reaped |= j->nreaped != 0;
 	}
-	any = reaped || np->pend;
+	any = reaped || np->batches.pend;
 	/* 2. sync + unmap in one batch, its invalidation started (no wait yet) */
 	if (reaped) {
 		wl_drv_dma_begin(d);
@@ -363,13 +359,7 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 		any |= nvme_submit(d, p);
 	/* 4. the previous poll's batch: its wait (the controller has had a poll's time to
 	   acknowledge it); then the block's header says which LBA it is */
-	if (np->pend) {
-		wl_drv_dma_begin(d);
-		e = dg_dma_batch_end(np->pend);
-		wl_drv_dma_end(d);
-		if (e)
-			wl_drv_fail(d, e);
-		np->pend = NULL;
+	if (wl_batch_end_pending(d, &np->batches)) {
 		for (unsigned int i = 0; i < np->njobs; i++) {
 			struct nvme_job *j = np->job[i];
 
@@ -404,8 +394,7 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 			j->npreaped = j->nreaped;
 			j->nreaped = 0;
 		}
-		np->pend = b;
-		np->cur ^= 1;
+		wl_batch_keep(&np->batches);
 	}
 	wl_drv_poll_end(d, ios, ios * 4096);
 	return any;

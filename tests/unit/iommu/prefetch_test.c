@@ -57,11 +57,7 @@
 #define ARENA_SIZE (16ull << 20)
 #include "test_arena.h"
 
-struct env {
-	struct dg_iommu *mmu;
-	struct dg_domain *dom;
-	struct dg_device *dev;
-};
+#include "test_env.h"
 
 struct opts {
 	bool no_fill;	     /* cfg.no_iotlb_prefetch */
@@ -88,30 +84,9 @@ static void env_init(struct env *e, const struct dg_pt_geometry *g, struct opts 
 		cfg.iotlb_entries = o.iotlb_sets;
 	if (o.inval_len)
 		cfg.inval_queue_len = o.inval_len;
-	e->mmu = dg_iommu_create(&cfg);
-	assert_non_null(e->mmu);
+	env_open(e, &cfg, g, o.auto_offline);
 	dg_iommu_config(e->mmu, &got);
 	assert_int_equal(got.no_iotlb_prefetch, o.no_fill);
-	e->dom = dg_domain_create(e->mmu, g, NULL, NULL);
-	assert_non_null(e->dom);
-	e->dev = dg_device_create(e->mmu, 1);
-	assert_non_null(e->dev);
-	if (o.auto_offline)
-		dg_dev_set_auto_offline(e->dev, true);
-	assert_int_equal(dg_device_attach(e->dev, e->dom), 0);
-}
-
-static void env_fini(struct env *e)
-{
-	struct dg_fault f;
-
-	dg_dev_offline(e->dev);
-	assert_int_equal(dg_iommu_fault_pop(e->mmu, &f), -EAGAIN); /* every fault expected */
-	assert_int_equal(iotlb_check(&e->dev->iotlb, stderr), 0);
-	assert_int_equal(dg_device_block(e->dev), 0);
-	dg_device_destroy(e->dev);
-	assert_int_equal(dg_domain_destroy(e->dom), 0);
-	dg_iommu_destroy(e->mmu);
 }
 
 static void map(struct env *e, uint64_t iova, uint64_t off, uint64_t size, unsigned int prot)

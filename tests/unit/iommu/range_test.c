@@ -44,11 +44,7 @@
 #define ARENA_SIZE (8ull << 20)
 #include "test_arena.h"
 
-struct env {
-	struct dg_iommu *mmu;
-	struct dg_domain *dom;
-	struct dg_device *dev;
-};
+#include "test_env.h"
 
 static void env_init(struct env *e, uint32_t iotlb_sets, bool auto_offline)
 {
@@ -60,28 +56,7 @@ static void env_init(struct env *e, uint32_t iotlb_sets, bool auto_offline)
 	cfg.fault_queue_len = 1024;
 	if (iotlb_sets)
 		cfg.iotlb_entries = iotlb_sets;
-	e->mmu = dg_iommu_create(&cfg);
-	assert_non_null(e->mmu);
-	e->dom = dg_domain_create(e->mmu, &g, NULL, NULL);
-	assert_non_null(e->dom);
-	e->dev = dg_device_create(e->mmu, 1);
-	assert_non_null(e->dev);
-	if (auto_offline)
-		dg_dev_set_auto_offline(e->dev, true);
-	assert_int_equal(dg_device_attach(e->dev, e->dom), 0);
-}
-
-static void env_fini(struct env *e)
-{
-	struct dg_fault f;
-
-	dg_dev_offline(e->dev);
-	assert_int_equal(dg_iommu_fault_pop(e->mmu, &f), -EAGAIN); /* every fault expected */
-	assert_int_equal(iotlb_check(&e->dev->iotlb, stderr), 0);
-	assert_int_equal(dg_device_block(e->dev), 0);
-	dg_device_destroy(e->dev);
-	assert_int_equal(dg_domain_destroy(e->dom), 0);
-	dg_iommu_destroy(e->mmu);
+	env_open(e, &cfg, &g, auto_offline);
 }
 
 /* Unmap and invalidate (strict): after it the device cannot reach the page. */
