@@ -60,7 +60,8 @@ struct invq_case {
 	bool device;	    /* a device thread does DMA meanwhile (waits wait for it) */
 };
 
-static uint64_t op_submit_wait(struct qenv *q, unsigned int tid, uint64_t n)
+/* n one-page invalidations, each waited for (@wait) or only submitted. */
+static uint64_t submit_pages(struct qenv *q, unsigned int tid, uint64_t n, bool wait)
 {
 	struct dg_inval_cmd c = {.type = DG_INVAL_PAGE,
 				 .flags = DG_INVAL_LEAF,
@@ -70,26 +71,20 @@ static uint64_t op_submit_wait(struct qenv *q, unsigned int tid, uint64_t n)
 
 	for (uint64_t i = 0; i < n; i++) {
 		c.iova = UNMAP_VA + (uint64_t)tid * (1ull << 30) + (i % 512) * K4;
-		if (dg_inval_submit(q->mmu, &c, 1, &seq) || dg_inval_wait(q->mmu, seq))
+		if (dg_inval_submit(q->mmu, &c, 1, &seq) || (wait && dg_inval_wait(q->mmu, seq)))
 			abort();
 	}
 	return seq;
 }
 
+static uint64_t op_submit_wait(struct qenv *q, unsigned int tid, uint64_t n)
+{
+	return submit_pages(q, tid, n, true);
+}
+
 static uint64_t op_submit(struct qenv *q, unsigned int tid, uint64_t n)
 {
-	struct dg_inval_cmd c = {.type = DG_INVAL_PAGE,
-				 .flags = DG_INVAL_LEAF,
-				 .domain = dg_domain_id(q->dom),
-				 .size = K4};
-	uint64_t seq = 0;
-
-	for (uint64_t i = 0; i < n; i++) {
-		c.iova = UNMAP_VA + (uint64_t)tid * (1ull << 30) + (i % 512) * K4;
-		if (dg_inval_submit(q->mmu, &c, 1, &seq))
-			abort();
-	}
-	return seq;
+	return submit_pages(q, tid, n, false);
 }
 
 /* Map and unmap 64 pages; flush with one range + one wait, or one wait per page. */

@@ -335,10 +335,12 @@ bool vhost_vq_kicks_on(struct vhost_vq *vq)
 	return vhost_vq_avail(vq) != 0;
 }
 
-uint64_t vhost_segs_read(const struct vhost_seg *seg, unsigned int n, uint64_t off, void *dst,
-			 uint64_t len)
+/* Copy between a flat buffer and a segment list from byte @off on: out of the segments into
+ * @out, or (@out NULL) from @in into the segments. Returns the bytes copied (short if the
+ * segments end first). */
+static uint64_t segs_copy(const struct vhost_seg *seg, unsigned int n, uint64_t off, uint8_t *out,
+			  const uint8_t *in, uint64_t len)
 {
-	uint8_t *out = dst;
 	uint64_t done = 0;
 
 	for (unsigned int i = 0; i < n && done < len; i++) {
@@ -349,30 +351,24 @@ uint64_t vhost_segs_read(const struct vhost_seg *seg, unsigned int n, uint64_t o
 		uint64_t c = seg[i].len - off;
 		if (c > len - done)
 			c = len - done;
-		memcpy(out + done, seg[i].host + off, c);
+		if (out)
+			memcpy(out + done, seg[i].host + off, c);
+		else
+			memcpy(seg[i].host + off, in + done, c);
 		done += c;
 		off = 0;
 	}
 	return done;
 }
 
+uint64_t vhost_segs_read(const struct vhost_seg *seg, unsigned int n, uint64_t off, void *dst,
+			 uint64_t len)
+{
+	return segs_copy(seg, n, off, dst, NULL, len);
+}
+
 uint64_t vhost_segs_write(const struct vhost_seg *seg, unsigned int n, uint64_t off,
 			  const void *src, uint64_t len)
 {
-	const uint8_t *in = src;
-	uint64_t done = 0;
-
-	for (unsigned int i = 0; i < n && done < len; i++) {
-		if (off >= seg[i].len) {
-			off -= seg[i].len;
-			continue;
-		}
-		uint64_t c = seg[i].len - off;
-		if (c > len - done)
-			c = len - done;
-		memcpy(seg[i].host + off, in + done, c);
-		done += c;
-		off = 0;
-	}
-	return done;
+	return segs_copy(seg, n, off, NULL, src, len);
 }
