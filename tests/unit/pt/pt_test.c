@@ -142,6 +142,14 @@ static void drain(struct dg_pt *pt)
 	check_ok(pt, NULL);
 }
 
+/* A test's table ends: everything unmapped (only the root left), the model and table freed. */
+static void finish(struct dg_pt *pt, struct pt_model *m)
+{
+	drain(pt);
+	pt_model_fini(m);
+	dg_pt_destroy(pt);
+}
+
 static int do_map(struct dg_pt *pt, struct pt_model *m, uint64_t iova, uint64_t pa, uint64_t size,
 		  unsigned int prot)
 {
@@ -429,9 +437,7 @@ static void test_one_entry_per_size(void **state)
 			assert_int_equal(bytes, s);
 			check_ok(pt, &m);
 		}
-		drain(pt);
-		pt_model_fini(&m);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -511,9 +517,7 @@ static void test_small_then_large(void **state)
 			dg_pt_gather_release(pt, &g);
 			check_ok(pt, &m);
 		}
-		drain(pt);
-		pt_model_fini(&m);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -553,9 +557,7 @@ static void test_unmap_split(void **state)
 			assert_int_equal(do_unmap(pt, &m, a, 2 * s, &bytes), -ENOENT);
 			check_ok(pt, &m);
 		}
-		drain(pt);
-		pt_model_fini(&m);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -644,9 +646,7 @@ static void random_steps(const struct cfg *c, unsigned int steps, uint64_t seed)
 	/* Every path was taken. */
 	assert_true(maps > steps / 3 && unmaps > steps / 5);
 	assert_true(eexist > 0 && enoent > 0 && eexist < maps);
-	drain(pt);
-	pt_model_fini(&m);
-	dg_pt_destroy(pt);
+	finish(pt, &m);
 }
 
 /*
@@ -683,9 +683,7 @@ static void test_mixed_20(void **state)
 		assert_int_equal(dg_pt_iova_to_phys(pt, start + 0x12345000), start + 0x12345000);
 		assert_int_equal(do_unmap(pt, &m, start, end - start, &bytes), 0);
 		assert_int_equal(bytes, end - start);
-		drain(pt);
-		pt_model_fini(&m);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -718,9 +716,7 @@ static void test_fef80000(void **state)
 		assert_int_equal(dg_pt_iova_to_phys(pt, iova - 1), 0);
 		assert_int_equal(do_unmap(pt, &m, iova, size, &bytes), 0);
 		assert_int_equal(bytes, size);
-		drain(pt);
-		pt_model_fini(&m);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -754,9 +750,7 @@ static void test_last_page(void **state)
 					DG_PROT_READ),
 				 0);
 		check_ok(pt, &m);
-		drain(pt);
-		pt_model_fini(&m);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -838,9 +832,7 @@ static void test_map_errors(void **state)
 				check_ok(pt, &m);
 			}
 		}
-		drain(pt);
-		pt_model_fini(&m);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -979,10 +971,8 @@ static void test_enomem(void **state)
 			}
 			dg_pt_gather_release(pt, &g);
 			f.countdown = -1;
-			drain(pt);
-			dg_pt_destroy(pt);
+			finish(pt, &m);
 			assert_int_equal(f.outstanding, 0);
-			pt_model_fini(&m);
 		}
 	}
 }
@@ -1065,9 +1055,7 @@ static void test_gather_and_stale_walk(void **state)
 		dg_pt_gather_release(pt, &g);
 		pt_model_unmap(&m, a, limit - a, &bytes);
 		check_ok(pt, &m);
-		drain(pt);
-		pt_model_fini(&m);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -1142,9 +1130,7 @@ static void test_map_granules(void **state)
 		assert_int_equal(pt_model_unmap(&m, a, 3 * s, &bytes), 0);
 		dg_pt_gather_release(pt, &g);
 		check_ok(pt, &m);
-		drain(pt);
-		pt_model_fini(&m);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -1226,9 +1212,7 @@ static void test_hint_granule(void **state)
 		}
 		dg_pt_gather_release(pt, &g);
 		if (!last) {
-			drain(pt);
-			pt_model_fini(&m);
-			dg_pt_destroy(pt);
+			finish(pt, &m);
 			continue;
 		}
 
@@ -1288,9 +1272,7 @@ static void test_hint_granule(void **state)
 		dg_pt_gather_release(pt, &g);
 		check_ok(pt, &m);
 
-		drain(pt);
-		pt_model_fini(&m);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -1346,9 +1328,7 @@ static void test_unmap_granules(void **state)
 			check_ok(pt, &m);
 		}
 		dg_pt_gather_release(pt, &g);
-		pt_model_fini(&m);
-		drain(pt);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -1446,9 +1426,7 @@ static void test_slots(void **state)
 			dg_pt_gather_release(pt, &g);
 		}
 		pt_slots_destroy(sl);
-		pt_model_fini(&m);
-		drain(pt);
-		dg_pt_destroy(pt);
+		finish(pt, &m);
 	}
 }
 
@@ -1547,9 +1525,7 @@ static void test_restricted_sizes(void **state)
 	check_ok(pt, &m);
 	assert_int_equal(do_unmap(pt, &m, 0, 4 * SZ_1G, &bytes), 0);
 	assert_int_equal(bytes, SZ_1G + 2 * SZ_2M);
-	drain(pt);
-	pt_model_fini(&m);
-	dg_pt_destroy(pt);
+	finish(pt, &m);
 }
 
 /* The io-pgtable-arm selftest sequence for one configuration (Linux 6.13+ unmap semantics). */
@@ -1596,9 +1572,7 @@ static void lpae_selftest(const struct dg_pt_geometry *geo)
 		assert_int_equal(dg_pt_iova_to_phys(pt, iova + 42), iova + 42);
 	}
 	check_ok(pt, &m);
-	drain(pt);
-	pt_model_fini(&m);
-	dg_pt_destroy(pt);
+	finish(pt, &m);
 }
 
 /*
