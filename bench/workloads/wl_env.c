@@ -219,6 +219,9 @@ static int port_setup(struct wl_run *r, struct wl_port *p)
 	p->dd = dg_dma_dev_create(r->dma, p->dev, &dc);
 	if (!p->dd)
 		return fail("dg_dma_dev_create", errno);
+	p->bulk = !p->two_step && r->cfg != WL_LINUX &&
+		  (dc.policy == DG_DMA_IDENTITY || dc.policy == DG_DMA_STRICT ||
+		   dc.policy == DG_DMA_LAZY);
 	if (port_buffers(r, p))
 		return -ENOMEM;
 	return r->wl->port_init(p);
