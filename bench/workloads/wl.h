@@ -361,8 +361,10 @@ static inline struct dg_dma_batch *wl_batch_cur(struct wl_batches *w)
 }
 
 /* End the batch in flight, if any (timed as DMA API time, a failure counted): true if one
-   was, and the caller may now look at what it unmapped. */
-bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w);
+   was, and the caller may now look at what it unmapped. Without @wait a batch the devices have
+   not acknowledged yet stays in flight (false): a poll with no new batch to keep polls its
+   rings again rather than blocking in the end (dg_dma_batch_done). */
+bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w, bool wait);
 
 /* The current batch (begun and submitted) stays in flight until the next poll. */
 static inline void wl_batch_keep(struct wl_batches *w)

@@ -376,13 +376,17 @@ void wl_drv_fail(struct wl_drv *d, int err)
 	wl_ctr_add(&d->ctr->errors, 1);
 }
 
-bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w)
+bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w, bool wait)
 {
 	int e;
 
 	if (!w->pend)
 		return false;
 	wl_drv_dma_begin(d);
+	if (!wait && !dg_dma_batch_done(w->pend)) {
+		wl_drv_dma_end(d);
+		return false;
+	}
 	e = dg_dma_batch_end(w->pend);
 	wl_drv_dma_end(d);
 	if (e)

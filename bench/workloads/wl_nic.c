@@ -34,7 +34,9 @@
  *      This poll's batch stays in flight until the next poll (two batches per port,
  *      alternating): strict's guarantee is unchanged - no buffer is read, reused or given
  *      back before the invalidation covering its unmap completed - but the driver does not
- *      stop for the device's acknowledgement, it works on the poll before;
+ *      stop for the device's acknowledgement, it works on the poll before; a poll that
+ *      reaped nothing leaves a batch the device has not acknowledged yet in flight and polls
+ *      again (dg_dma_batch_done) rather than waiting;
  *   5. work on the previous poll's buffers: every received frame's header is read and
  *      checked (magic, checksum, queue, sequence number); fwd swaps the MAC addresses and
  *      sends the packet back out; sent buffers go back; bond and tcp write the header of
@@ -788,8 +790,9 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 			}
 		}
 	}
-	/* the previous poll's batch: only after its end may the driver look at what it unmapped */
-	if (wl_batch_end_pending(d, &np->batches)) {
+	/* the previous poll's batch: only after its end may the driver look at what it unmapped;
+	   a poll that reaped nothing does not wait for it (it polls again) */
+	if (wl_batch_end_pending(d, &np->batches, reaped)) {
 		for (unsigned int i = 0; i < np->nq; i++)
 			ios += work(d, p, np->q[i], run, &bytes);
 	}

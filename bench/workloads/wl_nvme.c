@@ -430,7 +430,7 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 		any |= nvme_submit(d, p);
 	/* 4. the previous poll's batch: its wait (the controller has had a poll's time to
 	   acknowledge it); then the block's header says which LBA it is */
-	if (wl_batch_end_pending(d, &np->batches)) {
+	if (wl_batch_end_pending(d, &np->batches, reaped)) { /* no new batch: no wait */
 		for (unsigned int i = 0; i < np->njobs; i++) {
 			struct nvme_job *j = np->job[i];
 

@@ -278,6 +278,16 @@ DG_EXPORT void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 DG_EXPORT int dg_dma_batch_submit(struct dg_dma_batch *b);
 
 /*
+ * True when dg_dma_batch_end() of @b would not wait: every unmap it holds was submitted
+ * (dg_dma_batch_submit) and every device has acknowledged the invalidation covering them, or
+ * it holds none. False when it has unsubmitted unmaps, while a device has not acknowledged,
+ * and for a batch not begun (or NULL). Checks the acknowledgements without waiting (a driver
+ * with nothing else to do polls its rings again instead of blocking in the end). Called by
+ * the thread using the batch; the buffers stay the device's until the end returns.
+ */
+DG_EXPORT bool dg_dma_batch_done(struct dg_dma_batch *b);
+
+/*
  * Finish the batch: one invalidation (one command, or one per cluster of IOVAs far apart)
  * and one wait cover every strict unmap in it; then IOVAs and shadow slots are given back.
  * When this returns, the device can reach none of the batch's buffers. Unmaps in a batch of a

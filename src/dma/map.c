@@ -648,6 +648,13 @@ int dg_dma_batch_submit(struct dg_dma_batch *b)
 	return r ? dma_err(b->dev, r) : 0;
 }
 
+bool dg_dma_batch_done(struct dg_dma_batch *b)
+{
+	if (!b || !b->dev || b->nsub != b->n)
+		return false;
+	return !b->seq || dg_inval_done(b->dev->dma->mmu, b->seq);
+}
+
 int dg_dma_batch_end(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd;
@@ -1776,8 +1783,9 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 		      enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
 {
 	struct dma_rec *rec[DG_DMA_BULK_MAX];
-	uint64_t w0[DG_DMA_BULK_MAX];
+	uint64_t w0[DG_DMA_BULK_MAX], size[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX];
 	struct dg_dma_batch local;
+	bool into;
 	struct dma_space *sp;
 	struct dma_tstats *t;
 	unsigned int i;
@@ -1818,7 +1826,14 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 				atomic_load_explicit(&rec[i]->w1, memory_order_relaxed) != len))
 			return dma_err(dd, bulk_claim_err(sp, dma[i]));
 	}
-	/* 2. claim them; a lost claim gives back this call's claims (they were live throughout) */
+	/* 2. claim them - strict: straight into the batch's free entries, counted in only once
+	 * all are claimed (room made for all first); a lost claim gives back this call's
+	 * claims (the mappings were live throughout) and leaves the batch as it was */
+	into = !dd->lazy && !dd->reference;
+	if (into && !b)
+		dg_dma_batch_begin(dd, b = &local);
+	if (into)
+		dma_batch_room(b, n);
 	for (i = 0; i < n; i++) {
 		uint64_t w = w0[i];
 
@@ -1828,30 +1843,29 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 			while (i--)
 				/* Release pairs with the acquire load in xl_claim(), as the map's. */
 				atomic_store_explicit(&rec[i]->w0, w0[i], memory_order_release);
+			if (b == &local)
+				dg_dma_batch_end(&local); /* empty */
 			return dma_err(dd, -ENOENT);
 		}
+		size[i] = atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
+		token[i] = atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
+		if (into) {
+			b->ent[b->n + i].addr = dma[i] & ~sp->gmask;
+			b->ent[b->n + i].size = size[i] | BATCH_IOVA;
+			b->ent[b->n + i].token = token[i];
+		}
 	}
-	/* 3. retire: into the batch together (room for all first), else one by one */
-	if (!b && !dd->lazy && !dd->reference)
-		dg_dma_batch_begin(dd, b = &local);
-	if (b && !dd->lazy && !dd->reference) {
-		dma_batch_room(b, n);
-		for (i = 0; i < n; i++)
-			xl_batch_add(b, dma[i] & ~sp->gmask,
-				     atomic_load_explicit(&rec[i]->w2, memory_order_relaxed),
-				     atomic_load_explicit(&rec[i]->w3, memory_order_relaxed));
+	/* 3. retire: the batch's entries taken, or one by one (lazy, the reference) */
+	if (into) {
+		b->n += n;
 		if (b == &local)
 			r = dg_dma_batch_end(&local);
 	} else {
 		for (i = 0; i < n; i++) {
 			const uint64_t iova = dma[i] & ~sp->gmask;
-			const uint64_t size =
-				atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
-			const uint64_t token =
-				atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
-			int e = dd->lazy ?
-					dma_lazy_retire(dd, iova, size, token) :
-					dma_strict_retire(dd, sp, iova, size, true, token, b, NULL);
+			int e = dd->lazy ? dma_lazy_retire(dd, iova, size[i], token[i]) :
+					   dma_strict_retire(dd, sp, iova, size[i], true, token[i],
+							     b, NULL);
 
 			if (e && !r)
 				r = e;

@@ -13,7 +13,8 @@
  *  - bad arguments and unsupported policies are refused with nothing mapped;
  *  - an injected page-table failure part-way refuses the map with nothing left mapped;
  *  - randomized sequences against the single calls as the reference: the same addresses in
- *    use, the same counters, the same answers.
+ *    use, the same counters, the same answers;
+ *  - dg_dma_batch_done() says false until the batch is submitted and acknowledged.
  */
 #include "dma/dma_internal.h" /* before cmocka.h: it defines fail() */
 #include "dma_test_util.h"
@@ -510,6 +511,42 @@ static void test_random(void **state)
 	run_random(DG_DMA_IDENTITY, 0x2545f4914f6cdd1dull);
 }
 
+/* dg_dma_batch_done(): false while unmaps are unsubmitted or a device has not acknowledged,
+ * true once it has (the end then does not wait), and for an empty batch. */
+static void test_batch_done(void **state)
+{
+	void *bufs[8];
+	uint64_t dma[8];
+	struct dg_dma_batch b;
+	struct t t;
+
+	(void)state;
+	setup(&t, DG_DMA_STRICT, false);
+	dg_dev_set_auto_offline(t.dev, false);
+	for (unsigned int i = 0; i < 8; i++)
+		bufs[i] = t.mem + i * PG;
+	assert_false(dg_dma_batch_done(NULL));
+	memset(&b, 0, sizeof(b));
+	assert_false(dg_dma_batch_done(&b)); /* not begun */
+	dg_dma_batch_begin(t.dd, &b);
+	assert_true(dg_dma_batch_done(&b)); /* empty */
+	assert_int_equal(dg_dma_map_bulk(t.dd, bufs, 8, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+	reaches(&t, dma[0], bufs[0], 64, DG_DMA_TO_DEVICE); /* the device is online now */
+	assert_int_equal(dg_dma_unmap_bulk(t.dd, dma, 8, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_false(dg_dma_batch_done(&b)); /* not submitted */
+	assert_int_equal(dg_dma_batch_submit(&b), 0);
+	assert_false(dg_dma_batch_done(&b)); /* the device has not acknowledged */
+	assert_false(dg_dma_batch_done(&b));
+	dg_dev_quiesce(t.dev);
+	assert_true(dg_dma_batch_done(&b));
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	for (unsigned int i = 0; i < 8; i++)
+		faults(&t, dma[i], DG_DMA_TO_DEVICE);
+	assert_false(dg_dma_batch_done(&b)); /* ended */
+	dg_dev_offline(t.dev);
+	teardown(&t);
+}
+
 /* ---- two-step --------------------------------------------------------------------------------- */
 
 static void run_link(enum dg_dma_policy p, bool reference, uint64_t stride, size_t len)
@@ -758,10 +795,11 @@ static void test_link_random(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_map_unmap), cmocka_unit_test(test_refuse),
-		cmocka_unit_test(test_args),	  cmocka_unit_test(test_fail_partway),
-		cmocka_unit_test(test_random),	  cmocka_unit_test(test_link),
-		cmocka_unit_test(test_link_fail), cmocka_unit_test(test_link_random),
+		cmocka_unit_test(test_map_unmap),  cmocka_unit_test(test_refuse),
+		cmocka_unit_test(test_args),	   cmocka_unit_test(test_fail_partway),
+		cmocka_unit_test(test_random),	   cmocka_unit_test(test_link),
+		cmocka_unit_test(test_link_fail),  cmocka_unit_test(test_link_random),
+		cmocka_unit_test(test_batch_done),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
