@@ -16,7 +16,10 @@
  *                 whose queue has one lock, one synchronous invalidation per unmapped page
  * Sizes: 64, 1500, 4096 and 65536 bytes (one buffer, DG_DMA_TO_DEVICE), and sg16: a list of
  * 16 segments of 4 KiB (a 64 KiB TSO send). Modes: single (every unmap waits for its own
- * invalidation) and batched (unmaps in batches of 32, one wait each, the NAPI pattern).
+ * invalidation), batched (unmaps in batches of 32, one wait each, the NAPI pattern) and bulk
+ * (the 32 maps in one dg_dma_map_bulk() / dg_dma_iova_link_bulk() call, the 32 unmaps in one
+ * dg_dma_unmap_bulk() / dg_dma_iova_unlink_bulk() into a batch: a ring's refill and reap;
+ * identity, strict, strict-2step and lazy, single buffers).
  * Threads: 1 and 2, each mapping its own buffers on the same device, pinned to its own CPU.
  *
  * An operation is one map plus one unmap (in batched mode the batch's end is included,
@@ -24,7 +27,8 @@
  * ns_per_op is the wall time of a round divided by the operations each thread did (the cost
  * each thread sees), median of --rounds rounds; vs_identity divides it by identity's for the
  * same size, mode and threads (the overhead factor), and linux_ref_over divides the
- * reference's by it (how much faster than stock Linux strict).
+ * reference's by it (how much faster than stock Linux strict; bulk cases by the reference's
+ * batched case, as the reference has no bulk calls).
  *
  * The device is idle by default (offline: invalidation waits complete at once, so the
  * figures are the CPU cost of the policy). --device adds a device thread that keeps doing DMA
@@ -72,6 +76,8 @@ static const char *const cfg_name[NCFG] = {"identity", "strict", "strict-2step",
 					   "bounce",   "pool",	 "linux-ref"};
 
 enum size { S64, S1500, S4K, S64K, SSG, NSIZE };
+enum { MODE_SINGLE, MODE_BATCH, MODE_BULK, NMODE };
+static const char *const mode_name[NMODE] = {"single", "batch", "bulk"};
 static const char *const size_name[NSIZE] = {"64", "1500", "4096", "65536", "sg16"};
 static const size_t size_bytes[NSIZE] = {64, 1500, 4096, 65536, SGN * 4096};
 
@@ -95,7 +101,7 @@ struct thr {
 	struct env *e;
 	unsigned int id;
 	enum size size;
-	bool batched;
+	int mode; /* MODE_* */
 	uint8_t *buf[NBUF];
 	uint64_t dma[NBUF];
 	struct dg_dma_sg sg[NBUF][SGN];
@@ -107,7 +113,7 @@ struct result {
 	char name[64];
 	enum cfg cfg;
 	enum size size;
-	bool batched;
+	int mode;
 	unsigned int threads;
 	struct bench_summary ns;
 	double vs_identity;
@@ -282,6 +288,32 @@ static void round_once(struct thr *t)
 	unsigned int nr;
 	int r = 0;
 
+	if (t->mode == MODE_BULK) {
+		void *bufs[NBUF];
+
+		for (unsigned int i = 0; i < NBUF; i++)
+			bufs[i] = t->buf[i] + 64;
+		if (t->e->cfg == C_STRICT2)
+			r = dg_dma_iova_link_bulk(&t->st, 0, SLOT2(len), bufs, NBUF, len,
+						  DG_DMA_TO_DEVICE, t->dma);
+		else
+			r = dg_dma_map_bulk(dd, bufs, NBUF, len, DG_DMA_TO_DEVICE, 0, t->dma);
+		if (r)
+			goto fail;
+		dg_dma_batch_begin(dd, &b);
+		if (t->e->cfg == C_STRICT2)
+			r = dg_dma_iova_unlink_bulk(&t->st, 0, SLOT2(len), NBUF, len,
+						    DG_DMA_TO_DEVICE, &b);
+		else
+			r = dg_dma_unmap_bulk(dd, t->dma, NBUF, len, DG_DMA_TO_DEVICE, 0, &b);
+		if (r) {
+			dg_dma_batch_end(&b);
+			goto fail;
+		}
+		if ((r = dg_dma_batch_end(&b)))
+			goto fail;
+		return;
+	}
 	for (unsigned int i = 0; i < NBUF; i++) {
 		if (t->size == SSG)
 			r = dg_dma_map_sg(dd, t->sg[i], SGN, DG_DMA_TO_DEVICE, 0, &nr);
@@ -294,10 +326,10 @@ static void round_once(struct thr *t)
 		if (r)
 			goto fail;
 	}
-	if (t->batched)
+	if (t->mode == MODE_BATCH)
 		dg_dma_batch_begin(dd, &b);
 	for (unsigned int i = 0; i < NBUF; i++) {
-		struct dg_dma_batch *bp = t->batched ? &b : NULL;
+		struct dg_dma_batch *bp = t->mode == MODE_BATCH ? &b : NULL;
 
 		if (t->size == SSG)
 			r = dg_dma_unmap_sg(dd, t->sg[i], SGN, DG_DMA_TO_DEVICE, 0, bp);
@@ -309,7 +341,7 @@ static void round_once(struct thr *t)
 		if (r)
 			goto fail;
 	}
-	if (t->batched && (r = dg_dma_batch_end(&b)))
+	if (t->mode == MODE_BATCH && (r = dg_dma_batch_end(&b)))
 		goto fail;
 	return;
 fail:
@@ -336,28 +368,30 @@ static void thr_leave(void *arg)
 	thr_teardown(arg);
 }
 
-static void case_name(char *buf, size_t n, enum cfg c, enum size s, bool batched, unsigned int thr)
+static void case_name(char *buf, size_t n, enum cfg c, enum size s, int mode, unsigned int thr)
 {
-	snprintf(buf, n, "%s/%s/%s/t%u", cfg_name[c], size_name[s], batched ? "batch" : "single",
-		 thr);
+	snprintf(buf, n, "%s/%s/%s/t%u", cfg_name[c], size_name[s], mode_name[mode], thr);
 }
 
-static bool case_applies(enum cfg c, enum size s)
+static bool case_applies(enum cfg c, enum size s, int mode)
 {
+	if (mode == MODE_BULK) /* the policies with bulk calls, single buffers */
+		return s != SSG &&
+		       (c == C_IDENTITY || c == C_STRICT || c == C_STRICT2 || c == C_LAZY);
 	return !(c == C_STRICT2 && s == SSG); /* a link is one buffer */
 }
 
-static void measure(const struct bench_opts *o, struct env *e, enum size s, bool batched,
+static void measure(const struct bench_opts *o, struct env *e, enum size s, int mode,
 		    unsigned int nthr, const char *name)
 {
 	struct thr t[MAX_THR];
 	struct bench_lockstep ls;
 	struct dg_dma_stats a, z;
-	struct result r = {.cfg = e->cfg, .size = s, .batched = batched, .threads = nthr};
+	struct result r = {.cfg = e->cfg, .size = s, .mode = mode, .threads = nthr};
 
 	memset(t, 0, sizeof(t));
 	for (unsigned int i = 0; i < nthr; i++)
-		t[i] = (struct thr){.e = e, .id = i, .size = s, .batched = batched};
+		t[i] = (struct thr){.e = e, .id = i, .size = s, .mode = mode};
 	bench_lockstep_start(&ls, nthr, t, sizeof(t[0]), run_rounds, thr_enter, thr_leave);
 	thr_setup(&t[0]);
 	snprintf(r.name, sizeof(r.name), "%s", name);
@@ -409,10 +443,9 @@ static json_t *result_json(const struct result *r)
 {
 	json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:i, s:b, s:I, s:f}", "case", r->name,
 			      "policy", cfg_name[r->cfg], "size", size_name[r->size], "bytes",
-			      (json_int_t)size_bytes[r->size], "mode",
-			      r->batched ? "batch" : "single", "threads", (int)r->threads,
-			      "device_thread", with_device, "ops", (json_int_t)r->ops,
-			      "waits_per_op", r->waits_per_op);
+			      (json_int_t)size_bytes[r->size], "mode", mode_name[r->mode],
+			      "threads", (int)r->threads, "device_thread", with_device, "ops",
+			      (json_int_t)r->ops, "waits_per_op", r->waits_per_op);
 
 	json_object_set_new(j, "ns_per_op",
 			    json_pack("{s:f, s:f, s:f, s:f, s:i}", "median", r->ns.median, "min",
@@ -500,9 +533,9 @@ static int bench_dma_main(int argc, char **argv)
 	if (o.list) {
 		for (int c = 0; c < NCFG; c++)
 			for (int s = 0; s < NSIZE; s++)
-				for (int b = 0; b < 2; b++)
+				for (int b = 0; b < NMODE; b++)
 					for (unsigned int k = 0; k < 2; k++)
-						if (case_applies(c, s)) {
+						if (case_applies(c, s, b)) {
 							case_name(name, sizeof(name), c, s, b,
 								  k + 1);
 							printf("%s\n", name);
@@ -517,22 +550,25 @@ static int bench_dma_main(int argc, char **argv)
 		struct env e;
 
 		for (int s = 0; s < NSIZE; s++)
-			for (int b = 0; b < 2; b++)
+			for (int b = 0; b < NMODE; b++)
 				for (unsigned int k = 0; k < nthr_list; k++) {
 					case_name(name, sizeof(name), c, s, b, thr_list[k]);
-					need |= want_cfg[c] && case_applies(c, s) &&
+					need |= want_cfg[c] && case_applies(c, s, b) &&
 						bench_case_selected(&o, name);
 				}
 		if (!need)
 			continue;
 		env_init(&e, (enum cfg)c);
 		for (int s = 0; s < NSIZE; s++)
-			for (int b = 0; b < 2; b++)
+			for (int b = 0; b < NMODE; b++)
 				for (unsigned int k = 0; k < nthr_list; k++) {
 					case_name(name, sizeof(name), c, s, b, thr_list[k]);
-					if (!case_applies(c, s) || !bench_case_selected(&o, name))
+					if (!case_applies(c, s, b) ||
+					    !bench_case_selected(&o, name))
 						continue;
-					if (o.quick && (s == S1500 || (s == S64K && b == 0)))
+					if (o.quick &&
+					    (s == S1500 || (s == S64K && b != MODE_BATCH) ||
+					     (b == MODE_BULK && s != S64)))
 						continue;
 					any = true;
 					measure(&o, &e, (enum size)s, b, thr_list[k], name);
@@ -552,9 +588,11 @@ static int bench_dma_main(int argc, char **argv)
 
 		for (size_t j = 0; j < nresults; j++) {
 			const struct result *q = &results[j];
+			/* the reference has no bulk calls: bulk is compared with its batches */
+			const int qmode = r->mode == MODE_BULK && q->cfg == C_LINUX ? MODE_BATCH :
+										      r->mode;
 
-			if (q->size != r->size || q->batched != r->batched ||
-			    q->threads != r->threads)
+			if (q->size != r->size || q->mode != qmode || q->threads != r->threads)
 				continue;
 			if (q->cfg == C_IDENTITY && q->ns.median > 0)
 				r->vs_identity = r->ns.median / q->ns.median;

@@ -141,6 +141,17 @@ int wl_slots_fini(struct wl_slots *s);
 /* Link @buf into the next slot: *dma and *slot. */
 int wl_slots_link(struct wl_slots *s, void *buf, size_t len, enum dg_dma_dir dir, uint64_t *dma,
 		  uint32_t *slot);
+/* Link bufs[0..n) into the next @n slots (n <= DG_DMA_BULK_MAX, at most nslots): a ring's
+ * refill, one dg_dma_iova_link_bulk() and one sync per part (two where the slots wrap).
+ * dma[i] and, in *first, the slot of bufs[0]. All or nothing: 0 or -errno. */
+int wl_slots_link_bulk(struct wl_slots *s, void *const *bufs, unsigned int n, size_t len,
+		       enum dg_dma_dir dir, uint64_t *dma, uint32_t *first);
+/* Unlink the @n slots from @first (wrapping) into @b: one dg_dma_iova_unlink_bulk() per part.
+ * 0 or the first error (a part refused is refused whole). */
+int wl_slots_unlink_bulk(struct wl_slots *s, uint32_t first, unsigned int n, size_t len,
+			 enum dg_dma_dir dir, struct dg_dma_batch *b);
+/* The @n slots[] follow each other from slots[0] (wrapping): one bulk unlink covers them. */
+bool wl_slots_consecutive(const struct wl_slots *s, const uint32_t *slots, unsigned int n);
 int wl_slots_unlink(struct wl_slots *s, uint32_t slot, size_t len, enum dg_dma_dir dir,
 		    struct dg_dma_batch *b);
 /* Link the entries of @sg into consecutive granules of the next slot (each entry within one
@@ -193,6 +204,8 @@ struct wl_port {
 	struct dg_dma_pool *pool[WL_MAX_CLASSES]; /* pool policy: one per class */
 	uint8_t *arena;				  /* other configurations: all buffers */
 	bool two_step;				  /* drivers link into ring slots */
+	bool bulk; /* streaming drivers map and unmap a refill and a reap with the bulk calls
+		      (policies that have them: identity, strict, lazy; not linux-ref) */
 	size_t arena_size;
 	struct wl_class cls[WL_MAX_CLASSES];
 	unsigned int ncls;
@@ -348,8 +361,10 @@ static inline struct dg_dma_batch *wl_batch_cur(struct wl_batches *w)
 }
 
 /* End the batch in flight, if any (timed as DMA API time, a failure counted): true if one
-   was, and the caller may now look at what it unmapped. */
-bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w);
+   was, and the caller may now look at what it unmapped. Without @wait a batch the devices have
+   not acknowledged yet stays in flight (false): a poll with no new batch to keep polls its
+   rings again rather than blocking in the end (dg_dma_batch_done). */
+bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w, bool wait);
 
 /* The current batch (begun and submitted) stays in flight until the next poll. */
 static inline void wl_batch_keep(struct wl_batches *w)

@@ -219,6 +219,9 @@ static int port_setup(struct wl_run *r, struct wl_port *p)
 	p->dd = dg_dma_dev_create(r->dma, p->dev, &dc);
 	if (!p->dd)
 		return fail("dg_dma_dev_create", errno);
+	p->bulk = !p->two_step && r->cfg != WL_LINUX &&
+		  (dc.policy == DG_DMA_IDENTITY || dc.policy == DG_DMA_STRICT ||
+		   dc.policy == DG_DMA_LAZY);
 	if (port_buffers(r, p))
 		return -ENOMEM;
 	return r->wl->port_init(p);
@@ -373,13 +376,17 @@ void wl_drv_fail(struct wl_drv *d, int err)
 	wl_ctr_add(&d->ctr->errors, 1);
 }
 
-bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w)
+bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w, bool wait)
 {
 	int e;
 
 	if (!w->pend)
 		return false;
 	wl_drv_dma_begin(d);
+	if (!wait && !dg_dma_batch_done(w->pend)) {
+		wl_drv_dma_end(d);
+		return false;
+	}
 	e = dg_dma_batch_end(w->pend);
 	wl_drv_dma_end(d);
 	if (e)

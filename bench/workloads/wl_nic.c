@@ -34,7 +34,9 @@
  *      This poll's batch stays in flight until the next poll (two batches per port,
  *      alternating): strict's guarantee is unchanged - no buffer is read, reused or given
  *      back before the invalidation covering its unmap completed - but the driver does not
- *      stop for the device's acknowledgement, it works on the poll before;
+ *      stop for the device's acknowledgement, it works on the poll before; a poll that
+ *      reaped nothing leaves a batch the device has not acknowledged yet in flight and polls
+ *      again (dg_dma_batch_done) rather than waiting;
  *   5. work on the previous poll's buffers: every received frame's header is read and
  *      checked (magic, checksum, queue, sequence number); fwd swaps the MAC addresses and
  *      sends the packet back out; sent buffers go back; bond and tcp write the header of
@@ -358,7 +360,21 @@ static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
 	const struct nic_param *prm = d->run->wl->param;
 	int e;
 
-	for (uint32_t k = 0; k < q->nrx && p->two_step; k++) {
+	uint32_t slots[NIC_BUDGET];
+	uint64_t dma[NIC_BUDGET];
+	bool bulk_rx = false, bulk_tx = false;
+
+	/* a reap in one bulk call: the ring's consecutive slots, or the streaming addresses */
+	for (uint32_t k = 0; k < q->nrx && p->two_step; k++)
+		slots[k] = q->rxs[q->rx_done[k]].slot;
+	if (q->nrx && p->two_step && wl_slots_consecutive(&q->rx_slots, slots, q->nrx)) {
+		bulk_rx = true;
+		e = wl_slots_unlink_bulk(&q->rx_slots, slots[0], q->nrx, prm->rx_buf,
+					 DG_DMA_FROM_DEVICE, b);
+		if (e)
+			wl_drv_fail(d, e);
+	}
+	for (uint32_t k = 0; k < q->nrx && p->two_step && !bulk_rx; k++) {
 		e = wl_slots_unlink(&q->rx_slots, q->rxs[q->rx_done[k]].slot, prm->rx_buf,
 				    DG_DMA_FROM_DEVICE, b);
 		if (e)
@@ -367,14 +383,38 @@ static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
 	for (uint32_t k = 0; k < q->nrx && !p->two_step; k++) {
 		struct nic_rxslot *s = &q->rxs[q->rx_done[k]];
 
+		dma[k] = s->dma;
 		e = dg_dma_sync_for_cpu(p->dd, s->dma, q->rx_len[k], DG_DMA_FROM_DEVICE);
-		if (!e)
+		if (!e && !p->bulk)
 			e = dg_dma_unmap_single(p->dd, s->dma, prm->rx_buf, DG_DMA_FROM_DEVICE,
 						DG_DMA_ATTR_SKIP_CPU_SYNC, b);
 		if (e)
 			wl_drv_fail(d, e);
 	}
-	for (uint32_t k = 0; k < q->ntx; k++) {
+	if (q->nrx && p->bulk) {
+		e = dg_dma_unmap_bulk(p->dd, dma, q->nrx, prm->rx_buf, DG_DMA_FROM_DEVICE,
+				      DG_DMA_ATTR_SKIP_CPU_SYNC, b);
+		if (e)
+			wl_drv_fail(d, e);
+	}
+	if (q->ntx && prm->tx != NIC_TX_TSO && (p->two_step || p->bulk)) {
+		for (uint32_t k = 0; k < q->ntx; k++) {
+			struct nic_send *s = send_at(q, q->send_head + q->pntx + k);
+
+			slots[k] = s->slot;
+			dma[k] = s->dma;
+		}
+		bulk_tx = p->bulk || wl_slots_consecutive(&q->tx_slots, slots, q->ntx);
+		if (bulk_tx) {
+			e = p->bulk ? dg_dma_unmap_bulk(p->dd, dma, q->ntx, prm->tx_len,
+							DG_DMA_TO_DEVICE, 0, b) :
+				      wl_slots_unlink_bulk(&q->tx_slots, slots[0], q->ntx,
+							   prm->tx_len, DG_DMA_TO_DEVICE, b);
+			if (e)
+				wl_drv_fail(d, e);
+		}
+	}
+	for (uint32_t k = 0; k < q->ntx && !bulk_tx; k++) {
 		struct nic_send *s = send_at(q, q->send_head + q->pntx + k);
 
 		if (p->two_step && prm->tx == NIC_TX_TSO)
@@ -530,10 +570,53 @@ static void prepare_tx(struct wl_port *p, struct nic_queue *q, const struct nic_
 	}
 }
 
+/* map_rx() of the drivers with bulk calls: the refill's buffers in one call (two-step: the
+ * next slots, one sync). All or nothing: on a failure the buffers go back to the stack. */
+static void map_rx_bulk(struct wl_drv *d, struct wl_port *p, struct nic_queue *q)
+{
+	const struct nic_param *prm = d->run->wl->param;
+	void *bufs[NIC_BUDGET];
+	uint64_t dma[NIC_BUDGET];
+	uint32_t n = 0, first = 0;
+	int e;
+
+	while (q->rx.ntu + n - q->rx.ntc < q->rx.size && n < NIC_BUDGET &&
+	       (bufs[n] = wl_stack_pop(&p->stack[CLS_RX])))
+		n++;
+	q->nrx_new = 0;
+	if (!n)
+		return;
+	if (p->two_step)
+		e = wl_slots_link_bulk(&q->rx_slots, bufs, n, prm->rx_buf, DG_DMA_FROM_DEVICE, dma,
+				       &first);
+	else
+		e = dg_dma_map_bulk(p->dd, bufs, n, prm->rx_buf, DG_DMA_FROM_DEVICE,
+				    DG_DMA_ATTR_SKIP_CPU_SYNC, dma);
+	if (e) {
+		while (n--)
+			wl_stack_push(&p->stack[CLS_RX], bufs[n]);
+		wl_drv_fail(d, e);
+		return;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		struct nic_rxslot *s = &q->rxs[(q->rx.ntu + k) & q->rx.mask];
+
+		s->buf = bufs[k];
+		s->dma = dma[k];
+		s->slot = first + k < q->rx_slots.nslots ? first + k :
+							   first + k - q->rx_slots.nslots;
+	}
+	q->nrx_new = n;
+}
+
 static void map_rx(struct wl_drv *d, struct wl_port *p, struct nic_queue *q)
 {
 	const struct nic_param *prm = d->run->wl->param;
 
+	if (p->two_step || p->bulk) {
+		map_rx_bulk(d, p, q);
+		return;
+	}
 	q->nrx_new = 0;
 	while (q->rx.ntu + q->nrx_new - q->rx.ntc < q->rx.size && q->nrx_new < NIC_BUDGET) {
 		struct nic_rxslot *s = &q->rxs[(q->rx.ntu + q->nrx_new) & q->rx.mask];
@@ -562,6 +645,33 @@ static void map_tx(struct wl_drv *d, struct wl_port *p, struct nic_queue *q)
 {
 	const struct nic_param *prm = d->run->wl->param;
 
+	if (q->ntx_new && prm->tx != NIC_TX_TSO && (p->two_step || p->bulk)) {
+		/* the new sends in one bulk call; a failure drops them all */
+		void *bufs[NIC_BUDGET];
+		uint64_t dma[NIC_BUDGET];
+		uint32_t first = 0;
+		int e;
+
+		for (uint32_t k = 0; k < q->ntx_new; k++)
+			bufs[k] = send_at(q, q->send_tail + k)->buf;
+		e = p->two_step ? wl_slots_link_bulk(&q->tx_slots, bufs, q->ntx_new, prm->tx_len,
+						     DG_DMA_TO_DEVICE, dma, &first) :
+				  dg_dma_map_bulk(p->dd, bufs, q->ntx_new, prm->tx_len,
+						  DG_DMA_TO_DEVICE, 0, dma);
+		if (e)
+			wl_drv_fail(d, e);
+		for (uint32_t k = 0; k < q->ntx_new; k++) {
+			struct nic_send *s = send_at(q, q->send_tail + k);
+
+			s->dma = e ? 0 : dma[k];
+			s->slot = (uint32_t)(((uint64_t)first + k) %
+					     (q->tx_slots.nslots ? q->tx_slots.nslots : 1));
+			s->ndesc = e ? 0 : 1;
+			if (e)
+				send_release(p, prm, s);
+		}
+		return;
+	}
 	for (uint32_t k = 0; k < q->ntx_new; k++) {
 		struct nic_send *s = send_at(q, q->send_tail + k);
 		unsigned int nr = 1;
@@ -680,8 +790,9 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 			}
 		}
 	}
-	/* the previous poll's batch: only after its end may the driver look at what it unmapped */
-	if (wl_batch_end_pending(d, &np->batches)) {
+	/* the previous poll's batch: only after its end may the driver look at what it unmapped;
+	   a poll that reaped nothing does not wait for it (it polls again) */
+	if (wl_batch_end_pending(d, &np->batches, reaped)) {
 		for (unsigned int i = 0; i < np->nq; i++)
 			ios += work(d, p, np->q[i], run, &bytes);
 	}

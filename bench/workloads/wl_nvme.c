@@ -228,6 +228,40 @@ static uint64_t rng_next(uint64_t *x)
 }
 
 /* Map new reads up to the queue depth, write their SQEs, ring the doorbells; true if any. */
+/* Map the buffers of new reads up to the queue depth in one bulk call (two-step: the next
+ * slots, one sync); all or nothing: on a failure they go back to the stack. */
+static void nvme_map_bulk(struct wl_drv *d, struct wl_port *p, struct nvme_job *j)
+{
+	void *bufs[DG_DMA_BULK_MAX];
+	uint64_t dma[DG_DMA_BULK_MAX];
+	uint32_t n = 0, first = 0;
+	int e;
+
+	while (j->sq_tail + n - j->cq_head < d->run->qd && n < DG_DMA_BULK_MAX &&
+	       (bufs[n] = wl_stack_pop(&p->stack[0])))
+		n++;
+	if (!n)
+		return;
+	e = p->two_step ?
+		    wl_slots_link_bulk(&j->slots, bufs, n, 4096, DG_DMA_FROM_DEVICE, dma, &first) :
+		    dg_dma_map_bulk(p->dd, bufs, n, 4096, DG_DMA_FROM_DEVICE,
+				    DG_DMA_ATTR_SKIP_CPU_SYNC, dma);
+	if (e) {
+		while (n--)
+			wl_stack_push(&p->stack[0], bufs[n]);
+		wl_drv_fail(d, e);
+		return;
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		struct nvme_cmd *c = &j->cmd[(j->sq_tail + k) & j->mask];
+
+		c->buf = bufs[k];
+		c->dma = dma[k];
+		c->slot = p->two_step ? (first + k) % j->slots.nslots : 0;
+	}
+	j->nnew = n;
+}
+
 static bool nvme_submit(struct wl_drv *d, struct wl_port *p)
 {
 	struct nvme_port *np = p->priv;
@@ -243,6 +277,10 @@ static bool nvme_submit(struct wl_drv *d, struct wl_port *p)
 			struct nvme_job *j = np->job[i];
 
 			j->nnew = 0;
+			if (p->two_step || p->bulk) { /* the new reads' buffers in one bulk call */
+				nvme_map_bulk(d, p, j);
+				continue;
+			}
 			while (j->sq_tail + j->nnew - j->cq_head < d->run->qd) {
 				struct nvme_cmd *c = &j->cmd[(j->sq_tail + j->nnew) & j->mask];
 				void *buf = wl_stack_pop(&p->stack[0]);
@@ -293,6 +331,37 @@ static bool nvme_submit(struct wl_drv *d, struct wl_port *p)
 	return any;
 }
 
+/* The reaped reads' unmaps in one bulk call: the streaming addresses, or the slots when the
+ * reads completed in the order they were linked. False (nothing done) when the slots are not
+ * consecutive. */
+static bool nvme_unmap_bulk(struct wl_drv *d, struct wl_port *p, struct nvme_job *j,
+			    struct dg_dma_batch *b)
+{
+	uint32_t slots[DG_DMA_BULK_MAX];
+	uint64_t dma[DG_DMA_BULK_MAX];
+	int e = 0;
+
+	if (j->nreaped > DG_DMA_BULK_MAX)
+		return false;
+	for (uint32_t k = 0; k < j->nreaped; k++) {
+		slots[k] = j->reaped[k].slot;
+		dma[k] = j->reaped[k].dma;
+		if (!p->two_step)
+			e = dg_dma_sync_for_cpu(p->dd, dma[k], 4096, DG_DMA_FROM_DEVICE);
+		if (e)
+			wl_drv_fail(d, e);
+	}
+	if (p->two_step && !wl_slots_consecutive(&j->slots, slots, j->nreaped))
+		return false;
+	e = p->two_step ? wl_slots_unlink_bulk(&j->slots, slots[0], j->nreaped, 4096,
+					       DG_DMA_FROM_DEVICE, b) :
+			  dg_dma_unmap_bulk(p->dd, dma, j->nreaped, 4096, DG_DMA_FROM_DEVICE,
+					    DG_DMA_ATTR_SKIP_CPU_SYNC, b);
+	if (e)
+		wl_drv_fail(d, e);
+	return true;
+}
+
 static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 {
 	struct nvme_port *np = p->priv;
@@ -330,6 +399,8 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 		for (unsigned int i = 0; i < np->njobs; i++) {
 			struct nvme_job *j = np->job[i];
 
+			if (j->nreaped && (p->two_step || p->bulk) && nvme_unmap_bulk(d, p, j, b))
+				continue;
 			for (uint32_t k = 0; k < j->nreaped; k++) {
 				const struct nvme_cmd *c = &j->reaped[k];
 
@@ -359,7 +430,7 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 		any |= nvme_submit(d, p);
 	/* 4. the previous poll's batch: its wait (the controller has had a poll's time to
 	   acknowledge it); then the block's header says which LBA it is */
-	if (wl_batch_end_pending(d, &np->batches)) {
+	if (wl_batch_end_pending(d, &np->batches, reaped)) { /* no new batch: no wait */
 		for (unsigned int i = 0; i < np->njobs; i++) {
 			struct nvme_job *j = np->job[i];
 

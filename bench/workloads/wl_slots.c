@@ -78,6 +78,64 @@ int wl_slots_link(struct wl_slots *s, void *buf, size_t len, enum dg_dma_dir dir
 	return 0;
 }
 
+int wl_slots_link_bulk(struct wl_slots *s, void *const *bufs, unsigned int n, size_t len,
+		       enum dg_dma_dir dir, uint64_t *dma, uint32_t *first)
+{
+	uint32_t k = s->next;
+	unsigned int a = n;
+	int e;
+
+	if (!n || n > s->nslots)
+		return -EINVAL;
+	if (a > s->nslots - k)
+		a = s->nslots - k; /* up to the wrap */
+	e = dg_dma_iova_link_bulk(&s->st, (uint64_t)k * s->slot_bytes, s->slot_bytes, bufs, a, len,
+				  dir, dma);
+	if (!e)
+		e = dg_dma_iova_sync(&s->st, (uint64_t)k * s->slot_bytes, a * s->slot_bytes);
+	if (e)
+		return e;
+	if (a < n) { /* the rest from slot 0 */
+		e = dg_dma_iova_link_bulk(&s->st, 0, s->slot_bytes, bufs + a, n - a, len, dir,
+					  dma + a);
+		if (!e)
+			e = dg_dma_iova_sync(&s->st, 0, (n - a) * s->slot_bytes);
+		if (e) { /* nothing stays linked (the undo waits for its own invalidation) */
+			dg_dma_iova_unlink_bulk(&s->st, (uint64_t)k * s->slot_bytes, s->slot_bytes,
+						a, len, dir, NULL);
+			return e;
+		}
+	}
+	*first = k;
+	s->next = (uint32_t)(((uint64_t)k + n) % s->nslots);
+	return 0;
+}
+
+int wl_slots_unlink_bulk(struct wl_slots *s, uint32_t first, unsigned int n, size_t len,
+			 enum dg_dma_dir dir, struct dg_dma_batch *b)
+{
+	unsigned int a = n;
+	int e;
+
+	if (!n || n > s->nslots || first >= s->nslots)
+		return -EINVAL;
+	if (a > s->nslots - first)
+		a = s->nslots - first;
+	e = dg_dma_iova_unlink_bulk(&s->st, (uint64_t)first * s->slot_bytes, s->slot_bytes, a, len,
+				    dir, b);
+	if (!e && a < n)
+		e = dg_dma_iova_unlink_bulk(&s->st, 0, s->slot_bytes, n - a, len, dir, b);
+	return e;
+}
+
+bool wl_slots_consecutive(const struct wl_slots *s, const uint32_t *slots, unsigned int n)
+{
+	for (unsigned int i = 1; i < n; i++)
+		if (slots[i] != (slots[i - 1] + 1 == s->nslots ? 0 : slots[i - 1] + 1))
+			return false;
+	return true;
+}
+
 int wl_slots_unlink(struct wl_slots *s, uint32_t slot, size_t len, enum dg_dma_dir dir,
 		    struct dg_dma_batch *b)
 {

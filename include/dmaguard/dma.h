@@ -278,6 +278,16 @@ DG_EXPORT void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 DG_EXPORT int dg_dma_batch_submit(struct dg_dma_batch *b);
 
 /*
+ * True when dg_dma_batch_end() of @b would not wait: every unmap it holds was submitted
+ * (dg_dma_batch_submit) and every device has acknowledged the invalidation covering them, or
+ * it holds none. False when it has unsubmitted unmaps, while a device has not acknowledged,
+ * and for a batch not begun (or NULL). Checks the acknowledgements without waiting (a driver
+ * with nothing else to do polls its rings again instead of blocking in the end). Called by
+ * the thread using the batch; the buffers stay the device's until the end returns.
+ */
+DG_EXPORT bool dg_dma_batch_done(struct dg_dma_batch *b);
+
+/*
  * Finish the batch: one invalidation (one command, or one per cluster of IOVAs far apart)
  * and one wait cover every strict unmap in it; then IOVAs and shadow slots are given back.
  * When this returns, the device can reach none of the batch's buffers. Unmaps in a batch of a
@@ -377,6 +387,45 @@ DG_EXPORT int dg_dma_sync_sg_for_cpu(struct dg_dma_dev *dd, struct dg_dma_sg *sg
 DG_EXPORT int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg,
 					unsigned int nents, enum dg_dma_dir dir);
 
+/* ---- bulk streaming mappings: a ring's refill and a poll's reap in one call ------------------- */
+
+/*
+ * The bulk calls (DPDK's rte_*_bulk, page_pool's bulk allocation) map or unmap @n buffers of
+ * the same length and direction in one call: the arguments are checked once, the counters
+ * written once, the IOVAs taken from this thread's magazine in one go, the page-table entries
+ * of neighbouring IOVAs written through one lookup of their last-level table, and the unmaps
+ * appended to a batch together. All or nothing: on success all @n are done; on failure the
+ * error says why and no buffer of the call is mapped or unmapped (a failure found after some
+ * work was done undoes that work, with an invalidation when page-table entries were written;
+ * the statistics may count the undone work). Supported by identity, strict and lazy (the
+ * Linux-like reference included); the other policies say -EOPNOTSUPP (use the single calls).
+ */
+#define DG_DMA_BULK_MAX DG_DMA_BATCH_MAX /* buffers of one bulk call at most */
+
+/*
+ * dg_dma_map_single() of bufs[0..n) (@len bytes each, @dir, @attrs); dma[i] gets the address
+ * of bufs[i]. Errors (nothing mapped): -EINVAL NULL argument or buffer, n 0 or above
+ * DG_DMA_BULK_MAX, len 0, unknown dir or attrs; -ERANGE a buffer wraps or is beyond the mask
+ * (identity); -ENOSPC no IOVA space for all of them; -ENOMEM; -EOPNOTSUPP see above.
+ */
+DG_EXPORT int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
+			      enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma);
+
+/*
+ * dg_dma_unmap_single() of dma[0..n), mapped by dg_dma_map_single() or dg_dma_map_bulk() with
+ * this @len and @dir. Every entry is checked before any is unmapped: one that is not the
+ * address of a live mapping (-ENOENT, also an address twice in @dma) or was mapped with
+ * another length, direction or call (-EINVAL) refuses the whole call with nothing changed.
+ * With @b (begun on @dd) the unmaps join it (it is flushed first if it lacks room for all
+ * @n, counted in its flushes); with NULL one invalidation and one wait cover all @n before
+ * this returns. Errors (nothing changed): -EINVAL as above, NULL argument, n 0 or above
+ * DG_DMA_BULK_MAX, @b of another device; -ENOENT; -EOPNOTSUPP. -ETIMEDOUT: all unmapped, the
+ * invalidation not confirmed (see dg_dma_batch_end()).
+ */
+DG_EXPORT int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n,
+				size_t len, enum dg_dma_dir dir, unsigned int attrs,
+				struct dg_dma_batch *b);
+
 /* ---- coherent allocations ----------------------------------------------------------------- */
 
 /*
@@ -444,6 +493,26 @@ DG_EXPORT int dg_dma_iova_sync(struct dg_dma_iova_state *st, uint64_t offset, ui
  */
 DG_EXPORT int dg_dma_iova_unlink(struct dg_dma_iova_state *st, uint64_t offset, size_t len,
 				 enum dg_dma_dir dir, struct dg_dma_batch *b);
+
+/*
+ * Bulk two-step calls (a ring's refill and reap): dg_dma_iova_link() of bufs[i] at offset
+ * @offset + i * @stride for i < @n (@stride a multiple of the granule, at least the span of a
+ * buffer), and dg_dma_iova_unlink() of the same offsets; @len and @dir are common. The
+ * arguments and every offset's state are checked before anything changes: all or nothing, as
+ * the streaming bulk calls (the slots of a ring that wraps take two calls). No
+ * dg_dma_iova_sync() is needed between a bulk link and the device's use (as for a link).
+ * Errors of link_bulk (nothing linked): those of dg_dma_iova_link(), plus -EINVAL n 0 or above
+ * DG_DMA_BULK_MAX, bad stride, NULL @bufs; -ERANGE the last offset leaves the range.
+ * Errors of unlink_bulk (nothing unlinked): those of dg_dma_iova_unlink() for any offset, plus
+ * -EINVAL n or stride as above. With @b the unlinks join it (flushed first if it lacks room for
+ * all @n); with NULL one invalidation and one wait cover them all.
+ */
+DG_EXPORT int dg_dma_iova_link_bulk(struct dg_dma_iova_state *st, uint64_t offset, uint64_t stride,
+				    void *const *bufs, unsigned int n, size_t len,
+				    enum dg_dma_dir dir, uint64_t *dma);
+DG_EXPORT int dg_dma_iova_unlink_bulk(struct dg_dma_iova_state *st, uint64_t offset,
+				      uint64_t stride, unsigned int n, size_t len,
+				      enum dg_dma_dir dir, struct dg_dma_batch *b);
 
 /* Give the range back. Errors: -EBUSY links remain (nothing changed); -EINVAL not allocated. */
 DG_EXPORT int dg_dma_iova_free(struct dg_dma_iova_state *st);

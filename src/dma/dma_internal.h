@@ -598,6 +598,9 @@ struct dma_links {
  * granules linkable again (dma_links_settle()). No IOVA goes back.
  */
 void dma_batch_add_link(struct dg_dma_batch *b, uint64_t iova, uint64_t size, struct dma_links *l);
+/* Make room for @n more entries (n <= DG_DMA_BATCH_MAX): flush the batch early if it lacks
+ * them, as a full batch does (map.c). */
+void dma_batch_room(struct dg_dma_batch *b, uint32_t n);
 #define DMA_BATCH_LINK 2u /* kind of such an entry (the low bits of ent[].size, map.c) */
 
 /* The invalidation covering unlinks of [iova, iova + size) of @l completed (or timed out, as

@@ -453,3 +453,221 @@ int dg_dma_iova_free(struct dg_dma_iova_state *st)
 	st->dev = NULL;
 	return 0;
 }
+
+/*
+ * The bulk calls (a ring's refill and reap). Everything is checked before anything changes:
+ * the arguments, each buffer on its face, every offset's word (free for a link; linked with
+ * this length and direction for an unlink) and, for links through the slots, the slots'
+ * tables (found and kept first: keeping a table changes nothing the caller can see). Then the
+ * short way is a PTE store and a word store per link, and for unlinks a PTE clear and a word
+ * store each plus one batch entry for a run of adjacent slots (stride = granule: a ring's
+ * consecutive slots are one entry, settled at the batch's end in one pass); the counters once.
+ * Multi-granule buffers, the reference and an installed failure hook take the single calls
+ * one by one: their checks cannot fail after the bulk checks passed, but a page-table
+ * allocation can, and then the links made are unlinked again (with a wait) before the error
+ * is returned.
+ */
+
+/* Check the common bulk arguments: 0, -EINVAL or -ERANGE. */
+static int bulk_args(const struct dg_dma_iova_state *st, uint64_t offset, uint64_t stride,
+		     unsigned int n, size_t len, enum dg_dma_dir dir)
+{
+	if (!n || n > DG_DMA_BULK_MAX || !len || len > LINK_LEN_MASK || !dma_dir_ok(dir) ||
+	    !stride || (stride & (st->granule - 1)) || (offset & (st->granule - 1)))
+		return -EINVAL;
+	if (offset >= st->size || (uint64_t)(n - 1) * stride >= st->size - offset)
+		return -ERANGE;
+	return 0;
+}
+
+/*
+ * The short way of dg_dma_iova_link_bulk(): one-granule buffers through kept tables, no
+ * failure hook. Checks everything, then stores. 1 when it does not apply (nothing done; the
+ * tables it kept change nothing), else 0 or -errno with nothing linked.
+ */
+static int link_bulk_fast(struct dg_dma_iova_state *st, struct dma_links *l, uint64_t offset,
+			  uint64_t stride, void *const *bufs, unsigned int n, size_t len,
+			  enum dg_dma_dir dir, uint64_t *dma)
+{
+	struct pt_slots *s = l->slots;
+	const uint64_t gm = st->granule - 1, ws = stride >> l->gshift, tmpl = l->tmpl[dir];
+	const uint64_t limit = s->oa_limit, lo = s->lo, tmask = s->tmask;
+	const unsigned int tshift = s->tshift;
+	const uint64_t word = link_word(dir, 0, len), base = st->addr + offset;
+	_Atomic uint64_t *pte[DG_DMA_BULK_MAX], *table = NULL;
+	uint64_t wi = offset >> l->gshift, tcur = UINT64_MAX, pa[DG_DMA_BULK_MAX];
+	struct dma_tstats *t;
+	unsigned int i;
+	int r;
+
+	if (len > st->granule || atomic_load_explicit(l->fail, memory_order_relaxed))
+		return 1;
+	for (i = 0; i < n; i++, wi += ws) {
+		const uintptr_t a = (uintptr_t)bufs[i];
+		const uint64_t g = lo + wi;
+
+		if (dg_unlikely(!a))
+			return -EINVAL;
+		if (dg_unlikely((a & gm) + len > st->granule))
+			return 1; /* more than one granule: the general way says */
+		pa[i] = a & ~gm;
+		if (dg_unlikely(pa[i] >= limit))
+			return -ERANGE;
+		if (dg_unlikely(atomic_load_explicit(&l->w[wi], memory_order_relaxed)))
+			return -EEXIST;
+		if (dg_unlikely(g >> tshift != tcur)) { /* the next last-level table */
+			_Atomic uint64_t *e = pt_slot_entry(s, wi, &r);
+
+			if (dg_unlikely(!e))
+				return r;
+			table = e - (g & tmask);
+			tcur = g >> tshift;
+		}
+		pte[i] = table + (g & tmask);
+		if (dg_unlikely(atomic_load_explicit(pte[i], memory_order_relaxed)))
+			return 1; /* present although its word is free: the general way says */
+	}
+	wi = offset >> l->gshift;
+	for (i = 0; i < n; i++, wi += ws) {
+		const uint64_t off = (uintptr_t)bufs[i] & gm;
+
+		/* Release: pairs with the acquire loads of walkers (as in pt_slot_map). */
+		atomic_store_explicit(pte[i], pt_slots_pte(s, pa[i], tmpl), memory_order_release);
+		atomic_store_explicit(&l->w[wi], word | off << LINK_OFF_SHIFT,
+				      memory_order_relaxed);
+		dma[i] = base + i * stride + off;
+	}
+	t = dma_tstats(st->dev);
+	ctr_add(t, CTR_LINKS, n);
+	ctr_add(t, CTR_SUBPAGE, (uint64_t)n * (st->granule - len));
+	ctr_max(&t->subpage_max, st->granule - len);
+	return 0;
+}
+
+int dg_dma_iova_link_bulk(struct dg_dma_iova_state *st, uint64_t offset, uint64_t stride,
+			  void *const *bufs, unsigned int n, size_t len, enum dg_dma_dir dir,
+			  uint64_t *dma)
+{
+	struct dg_dma_dev *dd;
+	struct dma_links *l;
+	unsigned int i;
+	int r;
+
+	if (!st || !st->dev)
+		return -EINVAL;
+	dd = st->dev;
+	if (!bufs || !dma)
+		return dma_err(dd, -EINVAL);
+	r = bulk_args(st, offset, stride, n, len, dir);
+	if (r)
+		return dma_err(dd, r);
+	l = st->links;
+	if (l && l->slots) {
+		r = link_bulk_fast(st, l, offset, stride, bufs, n, len, dir, dma);
+		if (r <= 0)
+			return r ? dma_err(dd, r) : 0;
+	}
+	for (i = 0; i < n; i++) { /* every check before anything changes */
+		const uintptr_t a = (uintptr_t)bufs[i];
+		const uint64_t span = dg_align_up((a & (st->granule - 1)) + len, st->granule);
+
+		if (!a)
+			return dma_err(dd, -EINVAL);
+		if (a + (len - 1) < a || (!l && a + (len - 1) > dd->mask))
+			return dma_err(dd, -ERANGE);
+		if (span > stride)
+			return dma_err(dd, -EINVAL); /* it would run into the next offset */
+		if (offset + i * stride > st->size - span)
+			return dma_err(dd, -ERANGE);
+		for (uint64_t j = 0; l && j < span >> l->gshift; j++)
+			if (atomic_load_explicit(&l->w[((offset + i * stride) >> l->gshift) + j],
+						 memory_order_relaxed))
+				return dma_err(dd, -EEXIST);
+	}
+	if (!l) { /* identity */
+		for (i = 0; i < n; i++)
+			dma[i] = (uintptr_t)bufs[i];
+		ctr_add(dma_tstats(dd), CTR_LINKS, n);
+		return 0;
+	}
+	for (i = 0; i < n; i++) { /* one by one; a failure unlinks what was linked */
+		r = dg_dma_iova_link(st, offset + i * stride, bufs[i], len, dir, &dma[i]);
+		if (r) {
+			while (i--)
+				dg_dma_iova_unlink(st, offset + i * stride, len, dir, NULL);
+			return r; /* counted by the single call */
+		}
+	}
+	return 0;
+}
+
+int dg_dma_iova_unlink_bulk(struct dg_dma_iova_state *st, uint64_t offset, uint64_t stride,
+			    unsigned int n, size_t len, enum dg_dma_dir dir, struct dg_dma_batch *b)
+{
+	const uint64_t want = LINK_VALID | (uint64_t)dir << LINK_DIR_SHIFT | len;
+	struct dg_dma_batch local;
+	struct dg_dma_dev *dd;
+	struct dma_links *l;
+	uint64_t wi, ws;
+	bool one = true;
+	unsigned int i;
+	int r;
+
+	if (!st || !st->dev)
+		return -EINVAL;
+	dd = st->dev;
+	if (b && b->dev != dd)
+		return dma_err(dd, -EINVAL);
+	r = bulk_args(st, offset, stride, n, len, dir);
+	if (r)
+		return dma_err(dd, r);
+	l = st->links;
+	if (!l) { /* identity */
+		ctr_add(dma_tstats(dd), CTR_UNLINKS, n);
+		return 0;
+	}
+	ws = stride >> l->gshift;
+	wi = offset >> l->gshift;
+	for (i = 0; i < n; i++, wi += ws) {
+		const uint64_t v = atomic_load_explicit(&l->w[wi], memory_order_relaxed);
+
+		if (dg_unlikely((v & ~(LINK_OFF_MASK << LINK_OFF_SHIFT)) != want)) {
+			if (!(v & LINK_VALID)) /* free, pending, or inside another link */
+				return dma_err(dd, -ENOENT);
+			return dma_err(dd, -EINVAL);
+		}
+		one &= ((v >> LINK_OFF_SHIFT) & LINK_OFF_MASK) + len <= st->granule;
+	}
+	if (!one || !l->slots) { /* the general way: nothing left to refuse */
+		for (i = 0, r = 0; i < n; i++) {
+			int e = dg_dma_iova_unlink(st, offset + i * stride, len, dir, b);
+
+			if (e && !r)
+				r = e;
+		}
+		return r;
+	}
+	if (!b)
+		dg_dma_batch_begin(dd, b = &local);
+	dma_batch_room(b, ws == 1 ? 1 : n);
+	wi = offset >> l->gshift;
+	for (i = 0; i < n; i++, wi += ws) {
+		pt_slot_unmap(l->slots, wi);
+		atomic_store_explicit(&l->w[wi], DMA_LINK_PENDING, memory_order_relaxed);
+	}
+	if (ws == 1) { /* adjacent slots: one entry, settled in one pass */
+		b->ent[b->n].addr = st->addr + offset;
+		b->ent[b->n].size = (uint64_t)n * st->granule | DMA_BATCH_LINK;
+		b->ent[b->n].token = (uint64_t)(uintptr_t)l;
+		b->n++;
+	} else {
+		for (i = 0; i < n; i++) {
+			b->ent[b->n].addr = st->addr + offset + i * stride;
+			b->ent[b->n].size = st->granule | DMA_BATCH_LINK;
+			b->ent[b->n].token = (uint64_t)(uintptr_t)l;
+			b->n++;
+		}
+	}
+	ctr_add(dma_tstats(dd), CTR_UNLINKS, n);
+	return b == &local ? dg_dma_batch_end(&local) : 0;
+}

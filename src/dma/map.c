@@ -593,6 +593,16 @@ static void batch_reserve(struct dg_dma_batch *b)
 	}
 }
 
+void dma_batch_room(struct dg_dma_batch *b, uint32_t n)
+{
+	if (dg_unlikely(b->n + n > DG_DMA_BATCH_MAX)) {
+		int r = batch_flush(b);
+
+		if (r && !b->status)
+			b->status = r;
+	}
+}
+
 void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma)
 {
 	batch_reserve(b);
@@ -636,6 +646,13 @@ int dg_dma_batch_submit(struct dg_dma_batch *b)
 	if (r && !b->status)
 		b->status = r;
 	return r ? dma_err(b->dev, r) : 0;
+}
+
+bool dg_dma_batch_done(struct dg_dma_batch *b)
+{
+	if (!b || !b->dev || b->nsub != b->n)
+		return false;
+	return !b->seq || dg_inval_done(b->dev->dma->mmu, b->seq);
 }
 
 int dg_dma_batch_end(struct dg_dma_batch *b)
@@ -1567,4 +1584,294 @@ int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsig
 			      enum dg_dma_dir dir)
 {
 	return sync_sg_common(dd, sg, nents, dir, false);
+}
+
+/* ---- bulk streaming maps ---------------------------------------------------------------------- */
+
+/*
+ * dg_dma_map_bulk() and dg_dma_unmap_bulk(): a ring's refill and a poll's reap in one call.
+ *
+ * Map, the short way (strict or lazy, one granule per buffer, not the reference): the
+ * arguments once; @n IOVAs from this thread's magazine in one entry of its
+ * cache (iova_alloc_owned_bulk); a record slot each; the page-table entries by runs of
+ * neighbouring IOVAs - a magazine refilled by dma_order_frees() hands a batch's IOVAs back in
+ * ascending order, so a refill is usually one or two runs - one pt_map_granules() per run (one
+ * hint lookup per last-level table, one store per entry); then the records, and the counters
+ * once. A failure after IOVAs were taken undoes everything (bulk_map_undo). Every other case
+ * maps buffer by buffer through the single call and undoes the maps done when one fails.
+ *
+ * Unmap: every record is checked on its face first (nothing changes on a bad entry), then
+ * claimed one by one; a claim lost to a racing unmap (or to an address given twice) gives back
+ * the claims this call made - stored back with the word they had: the mappings were live all
+ * along - and refuses the call. The claimed unmaps then join the batch together (room made
+ * for all of them first) or are retired one by one (lazy, the reference).
+ */
+
+/* Undo a bulk map's IOVAs iova[0..n) of @total bytes each, of which runs [0, mapped) have
+ * page-table entries (unmapped into one gather, invalidated, waited for); returns @r. */
+static dg_noinline int bulk_map_undo(struct dg_dma_dev *dd, struct dma_space *sp,
+				     const uint64_t *iova, const uint64_t *token, unsigned int n,
+				     uint64_t total, unsigned int mapped, int r)
+{
+	struct iova_owned o[DG_DMA_BULK_MAX];
+	uint64_t sz[DG_DMA_BULK_MAX], unmapped, seq = 0;
+	struct dg_pt_gather g;
+	struct dg_inval_cmd c;
+
+	pt_gather_init(&g);
+	for (unsigned int i = 0; i < mapped; i++)
+		dg_pt_unmap(sp->pt, iova[i], total, &g, &unmapped);
+	if (!gather_empty(&g)) {
+		gather_cmd(sp, &g, &c);
+		if (dma_inval(dd, &c, 1, &seq)) {
+			for (unsigned int i = 0; i < n; i++)
+				sz[i] = total;
+			dma_quarantine_add(dd, sp, seq, &g, iova, sz, n, NULL);
+			return r;
+		}
+		dg_pt_gather_release(sp->pt, &g);
+	}
+	for (unsigned int i = 0; i < n; i++)
+		o[i] = (struct iova_owned){.iova = iova[i], .size = total, .token = token[i]};
+	iova_free_owned(sp->iova, o, n);
+	return r;
+}
+
+/* The short way of dg_dma_map_bulk() (see above): 1 when it does not apply (nothing done),
+ * else 0 or -errno with nothing mapped. */
+static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
+			 enum dg_dma_dir dir, uint64_t *dma)
+{
+	struct dma_space *sp = dd->sp;
+	const uint64_t g = sp->granule, gm = sp->gmask;
+	const unsigned int prot = dma_dir_prot(dir);
+	uint64_t iova[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX], phys[DG_DMA_BULK_MAX];
+	struct dma_rec *rec[DG_DMA_BULK_MAX];
+	uint64_t sub = 0, waste;
+	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
+	const bool hook = atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL;
+	struct dg_pt_gather gth;
+	struct dma_tstats *t;
+	unsigned int i, done;
+	int r;
+
+	for (i = 0; i < n; i++)
+		if (dg_unlikely(((uintptr_t)bufs[i] & gm) + len > g))
+			return 1; /* a buffer of more than one granule */
+	r = dma_fail(dd, DG_DMA_FAIL_IOVA);
+	if (dg_unlikely(r))
+		return r;
+	r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);
+	if (dg_unlikely(r))
+		return dd->lazy && r == -ENOSPC ? 1 : r; /* lazy: the single call drains */
+	for (i = 0; i < n; i++) {
+		rec[i] = dma_rec_in(&sp->rec, iova[i], (iova[i] - sp->first) >> sp->gshift, true);
+		if (dg_unlikely(!rec[i]))
+			return bulk_map_undo(dd, sp, iova, token, n, g, 0, -ENOMEM);
+		phys[i] = (uintptr_t)bufs[i] & ~(uintptr_t)gm;
+	}
+	pt_gather_init(&gth);
+	for (i = 0; i < n;) { /* one pt_map_granules() per run of neighbouring IOVAs */
+		unsigned int k = 1, ok;
+		int e = 0;
+
+		while (i + k < n && iova[i + k] == iova[i] + (uint64_t)k * g)
+			k++;
+		/* an installed failure hook is asked once per buffer, as the single call does */
+		for (ok = hook ? 0 : k; ok < k && !(e = dma_fail(dd, DG_DMA_FAIL_PT_MAP)); ok++)
+			;
+		done = 0;
+		r = ok ? pt_map_granules(sp->pt, iova[i], &phys[i], ok, prot, &gth, &done) : 0;
+		if (dg_unlikely(r || e)) {
+			if (!gather_empty(&gth))
+				dma_flush_gather(dd, sp, &gth);
+			return bulk_map_undo(dd, sp, iova, token, n, g, i + (r ? done : ok),
+					     r ? r : e);
+		}
+		i += k;
+	}
+	if (dg_unlikely(!gather_empty(&gth)))
+		dma_flush_gather(dd, sp, &gth); /* tables replaced by larger leaves */
+	t = dma_tstats(dd);
+	waste = g - len;
+	for (i = 0; i < n; i++) {
+		const uint64_t off = (uintptr_t)bufs[i] & gm;
+
+		atomic_store_explicit(&rec[i]->w1, len, memory_order_relaxed);
+		atomic_store_explicit(&rec[i]->w2, g, memory_order_relaxed);
+		atomic_store_explicit(&rec[i]->w3, token[i], memory_order_relaxed);
+		/* Release pairs with the acquire load in xl_claim(): w1..w3 are visible. */
+		atomic_store_explicit(&rec[i]->w0, rec_w0(KIND_SINGLE, dir, 0, off),
+				      memory_order_release);
+		dma[i] = iova[i] + off;
+		sub += waste;
+	}
+	ctr_add(t, CTR_SUBPAGE, sub);
+	ctr_max(&t->subpage_max, waste);
+	ctr_add(t, CTR_MAPS, n);
+	ctr_add(t, CTR_MAP_BYTES, (uint64_t)n * len);
+	return 0;
+}
+
+int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
+		    enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
+{
+	unsigned int i;
+	int r;
+
+	if (!dd)
+		return -EINVAL;
+	if (!bufs || !dma || !n || n > DG_DMA_BULK_MAX || !len || !dir_attrs_ok(dir, attrs))
+		return dma_err(dd, -EINVAL);
+	for (i = 0; i < n; i++) {
+		if (!bufs[i])
+			return dma_err(dd, -EINVAL);
+		if ((uintptr_t)bufs[i] + (len - 1) < (uintptr_t)bufs[i])
+			return dma_err(dd, -ERANGE);
+	}
+	if (dd->ops == &dma_identity_ops) {
+		struct dma_tstats *t;
+
+		for (i = 0; i < n; i++)
+			if ((uintptr_t)bufs[i] + (len - 1) > dd->mask)
+				return dma_err(dd, -ERANGE);
+		for (i = 0; i < n; i++)
+			dma[i] = (uintptr_t)bufs[i];
+		t = dma_tstats(dd);
+		ctr_add(t, CTR_MAPS, n);
+		ctr_add(t, CTR_MAP_BYTES, (uint64_t)n * len);
+		return 0;
+	}
+	if (dd->ops != &dma_strict_ops)
+		return dma_err(dd, -EOPNOTSUPP);
+	if (!dd->reference) {
+		r = map_bulk_fast(dd, bufs, n, len, dir, dma);
+		if (r <= 0)
+			return r ? dma_err(dd, r) : 0;
+	}
+	for (i = 0; i < n; i++) { /* the general way: one by one, undone on a failure */
+		r = dg_dma_map_single(dd, bufs[i], len, dir, attrs, &dma[i]);
+		if (r) {
+			struct dg_dma_batch b;
+
+			dg_dma_batch_begin(dd, &b);
+			while (i--)
+				dg_dma_unmap_single(dd, dma[i], len, dir,
+						    attrs | DG_DMA_ATTR_SKIP_CPU_SYNC, &b);
+			dg_dma_batch_end(&b);
+			return r; /* counted by the single call */
+		}
+	}
+	return 0;
+}
+
+/* Why a record check failed (the claim's own answer, nothing changed). */
+static dg_noinline int bulk_claim_err(struct dma_space *sp, uint64_t dma)
+{
+	const uint64_t d = dma - sp->first;
+	struct dma_rec *rec;
+
+	if (d > sp->last - sp->first)
+		return -ENOENT;
+	rec = dma_rec_in(&sp->rec, dma, d >> sp->gshift, false);
+	if (!rec)
+		return -ENOENT;
+	return xl_claim_err(atomic_load_explicit(&rec->w0, memory_order_relaxed), dma & sp->gmask);
+}
+
+int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
+		      enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
+{
+	struct dma_rec *rec[DG_DMA_BULK_MAX];
+	uint64_t w0[DG_DMA_BULK_MAX], size[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX];
+	struct dg_dma_batch local;
+	bool into;
+	struct dma_space *sp;
+	struct dma_tstats *t;
+	unsigned int i;
+	int r = 0;
+
+	if (!dd)
+		return -EINVAL;
+	if (!dma || !n || n > DG_DMA_BULK_MAX || !len || !dir_attrs_ok(dir, attrs) ||
+	    (b && b->dev != dd))
+		return dma_err(dd, -EINVAL);
+	for (i = 0; i < n; i++)
+		if (dma[i] + (len - 1) < dma[i])
+			return dma_err(dd, -ERANGE);
+	if (dd->ops == &dma_identity_ops) {
+		for (i = 0; i < n; i++) {
+			if (dma[i] + (len - 1) > dd->mask)
+				return dma_err(dd, -ERANGE);
+			if (!dma[i])
+				return dma_err(dd, -ENOENT);
+		}
+		ctr_add(dma_tstats(dd), CTR_UNMAPS, n);
+		return 0;
+	}
+	if (dd->ops != &dma_strict_ops)
+		return dma_err(dd, -EOPNOTSUPP);
+	sp = dd->sp;
+	/* 1. every record on its face: the word the map wrote and the length */
+	for (i = 0; i < n; i++) {
+		const uint64_t d = dma[i] - sp->first, off = dma[i] & sp->gmask;
+
+		rec[i] = d <= sp->last - sp->first ?
+				 dma_rec_in(&sp->rec, dma[i], d >> sp->gshift, false) :
+				 NULL;
+		/* Acquire pairs with the release store of w0 in rec_publish() (and in
+		 * map_bulk_fast()): w1..w3 are visible. */
+		w0[i] = rec[i] ? atomic_load_explicit(&rec[i]->w0, memory_order_acquire) : 0;
+		if (dg_unlikely(!rec[i] || w0[i] != rec_w0(KIND_SINGLE, dir, 0, off) ||
+				atomic_load_explicit(&rec[i]->w1, memory_order_relaxed) != len))
+			return dma_err(dd, bulk_claim_err(sp, dma[i]));
+	}
+	/* 2. claim them - strict: straight into the batch's free entries, counted in only once
+	 * all are claimed (room made for all first); a lost claim gives back this call's
+	 * claims (the mappings were live throughout) and leaves the batch as it was */
+	into = !dd->lazy && !dd->reference;
+	if (into && !b)
+		dg_dma_batch_begin(dd, b = &local);
+	if (into)
+		dma_batch_room(b, n);
+	for (i = 0; i < n; i++) {
+		uint64_t w = w0[i];
+
+		/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
+		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
+			    &rec[i]->w0, &w, 0, memory_order_acquire, memory_order_relaxed))) {
+			while (i--)
+				/* Release pairs with the acquire load in xl_claim(), as the map's. */
+				atomic_store_explicit(&rec[i]->w0, w0[i], memory_order_release);
+			if (b == &local)
+				dg_dma_batch_end(&local); /* empty */
+			return dma_err(dd, -ENOENT);
+		}
+		size[i] = atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
+		token[i] = atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
+		if (into) {
+			b->ent[b->n + i].addr = dma[i] & ~sp->gmask;
+			b->ent[b->n + i].size = size[i] | BATCH_IOVA;
+			b->ent[b->n + i].token = token[i];
+		}
+	}
+	/* 3. retire: the batch's entries taken, or one by one (lazy, the reference) */
+	if (into) {
+		b->n += n;
+		if (b == &local)
+			r = dg_dma_batch_end(&local);
+	} else {
+		for (i = 0; i < n; i++) {
+			const uint64_t iova = dma[i] & ~sp->gmask;
+			int e = dd->lazy ? dma_lazy_retire(dd, iova, size[i], token[i]) :
+					   dma_strict_retire(dd, sp, iova, size[i], true, token[i],
+							     b, NULL);
+
+			if (e && !r)
+				r = e;
+		}
+	}
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_UNMAPS, n);
+	return r ? dma_err(dd, r) : 0;
 }

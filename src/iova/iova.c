@@ -723,6 +723,51 @@ static dg_noinline void free_owned_slow(struct dg_iova_space *s, struct iova_tca
  * step, which leaves it), each range checked on its face with one load of its node's state,
  * then pushed into its magazine.
  */
+int iova_alloc_owned_bulk(struct dg_iova_space *s, uint64_t size, uint64_t limit, unsigned int n,
+			  uint64_t *iova, uint64_t *token)
+{
+	struct iova_tcache *tc;
+	unsigned int got = 0;
+
+	/* the magazine hits of iova_alloc_hit(), as many as the loaded magazine holds */
+	if (size - 1 < s->mag_max_bytes && (limit >= s->full_limit || limit >= s->dma32_limit)) {
+		const uint64_t x = (size - 1) >> s->shift;
+		unsigned int idx = 63 ^ (unsigned int)__builtin_clzll(2 * x + 1);
+
+		if (limit < s->full_limit)
+			idx += IOVA_ORDERS; /* ZONE_DMA32 */
+		if (iova_tc_enter(s, &tc)) {
+			struct iova_mag *m = tc->cc[idx].loaded;
+			unsigned int k = m->n < n ? m->n : n;
+
+			for (; got < k; got++) {
+				struct iova_node *nd = m->e[--m->n];
+
+				iova_node_set_live(nd, 4 * x + IOVA_LIVE(1));
+				/* relaxed: the node is ours (LIVE, set by us) */
+				iova[got] = atomic_load_explicit(&nd->hkey, memory_order_relaxed);
+				token[got] = (uint64_t)(uintptr_t)nd;
+			}
+			tc->hits += k;
+			iova_tc_exit(tc);
+		}
+	}
+	for (; got < n; got++) {
+		int r = iova_alloc_owned(s, size, limit, &iova[got], &token[got]);
+
+		if (dg_unlikely(r)) {
+			for (unsigned int i = 0; i < got; i++) {
+				struct iova_owned o = {
+					.iova = iova[i], .size = size, .token = token[i]};
+
+				iova_free_owned(s, &o, 1);
+			}
+			return r;
+		}
+	}
+	return 0;
+}
+
 void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsigned int n)
 {
 	struct iova_tcache *tc = NULL;

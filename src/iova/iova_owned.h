@@ -50,6 +50,16 @@ static inline int iova_alloc_owned(struct dg_iova_space *s, uint64_t size, uint6
 	return 0;
 }
 
+/*
+ * iova_alloc_owned() of @n ranges of @size each (a driver's ring refill): the magazine hits
+ * are taken inside one entry of this thread's cache (in the order a magazine hands them out:
+ * ascending when they were given back highest first), the rest one at a time. All or nothing:
+ * 0 with iova[0..n) and token[0..n) set, or the error of the allocation that failed with
+ * every range this call took given back. Any thread.
+ */
+int iova_alloc_owned_bulk(struct dg_iova_space *s, uint64_t size, uint64_t limit, unsigned int n,
+			  uint64_t *iova, uint64_t *token);
+
 /* Give back @n owned ranges (see above). Ranges whose token does not check out go through
  * dg_iova_free() (counted as bad frees there if they are bad). Any thread. */
 void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsigned int n);

@@ -163,6 +163,13 @@ static inline uint64_t pt_slots_tmpl(const struct pt_slots *s, unsigned int prot
 	return s->tmpl[prot & DG_PROT_ALL];
 }
 
+/* The last-level entry of a slot mapped to @phys (granule aligned, below oa_limit) with
+ * @tmpl (a pt_slots_tmpl()): what pt_slot_try_map() stores, for a caller holding the entry. */
+static inline uint64_t pt_slots_pte(const struct pt_slots *s, uint64_t phys, uint64_t tmpl)
+{
+	return (phys & s->oa_mask) | ((phys >> 36) & s->oa_hi_mask) | tmpl;
+}
+
 /*
  * The short way of pt_slot_map() for a caller that falls back to it (or to pt_slots_map())
  * whenever this says false, having changed nothing: @phys granule aligned and @tmpl a

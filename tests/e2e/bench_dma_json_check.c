@@ -60,7 +60,7 @@ int main(int argc, char **argv)
 		EXPECT(name && pol && size && mode, "result %zu: case, policy, size, mode", i);
 		if (!name || !pol || !size || !mode)
 			continue;
-		batch = !strcmp(mode, "batch");
+		batch = !strcmp(mode, "batch") || !strcmp(mode, "bulk"); /* bulk: into a batch */
 		EXPECT(batch || !strcmp(mode, "single"), "%s: mode", name);
 		for (c = 0; c < NCFG && strcmp(pol, configs[c]); c++)
 			;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Stress test of the DMA layer: CPU threads map, hand buffers to a device thread, unmap (one
- * by one, in batches, as scatter-gather lists, through two-step links), and after every unmap
- * the device tries the stale address. Runs every policy in turn; also runs under
+ * by one, in batches, as scatter-gather lists, through two-step links, through the bulk calls:
+ * dg_dma_map_bulk/unmap_bulk where the policy has them, else dg_dma_iova_link_bulk/
+ * unlink_bulk), and after every unmap the device tries the stale address. Runs every policy in turn; also runs under
  * ThreadSanitizer.
  *
  *   stress_dma CPU_THREADS ITERATIONS [POLICY]
@@ -212,19 +213,84 @@ static void *cpu_main(void *arg)
 	struct mailbox *mb = &r->mb[a->id];
 	struct item items[BATCH];
 	uint64_t rng = 0x9e3779b97f4a7c15ull * (a->id + 1);
-	struct dg_dma_iova_state st;
+	struct dg_dma_iova_state st, st2;
 	bool two_step = r->policy != DG_DMA_BOUNCE;
+	bool bulk = r->policy == DG_DMA_IDENTITY || r->policy == DG_DMA_STRICT ||
+		    r->policy == DG_DMA_LAZY;
 
 	for (unsigned int k = 0; k < BATCH; k++)
 		items[k].buf = aligned_alloc(PG, BUF_PAGES * PG);
-	if (two_step && dg_dma_iova_alloc(r->dd, BUF_PAGES * PG, &st)) {
+	if (two_step && (dg_dma_iova_alloc(r->dd, BUF_PAGES * PG, &st) ||
+			 dg_dma_iova_alloc(r->dd, BATCH * 2 * PG, &st2))) {
 		fail(r, "iova alloc", 0);
 		return NULL;
 	}
-	for (unsigned long it = 0; it < r->iters;) {
-		unsigned int mode = (unsigned int)(it % 4), n = mode == 1 ? BATCH : 1;
+	/* the mode by round, not by item count (rounds of 8 items would skip modes) */
+	for (unsigned long it = 0, round = 0; it < r->iters; round++) {
+		unsigned int mode = (unsigned int)(round % 5),
+			     n = mode == 1 || mode == 4 ? BATCH : 1;
 		struct dg_dma_batch b;
 		int e;
+
+		if (mode == 4 &&
+		    (bulk || two_step)) { /* the bulk calls: a ring's refill and reap */
+			void *bufs[BATCH];
+			uint64_t dma[BATCH];
+			const bool links = !bulk || (round / 5) % 2;
+
+			rng ^= rng << 13;
+			rng ^= rng >> 7;
+			rng ^= rng << 17;
+			for (unsigned int k = 0; k < n; k++) {
+				struct item *x = &items[k];
+
+				x->off = (rng >> (4 * k)) % 3000;
+				x->len = 1 + (rng >> 16) % 5000; /* one length and direction */
+				x->dir = (enum dg_dma_dir)((rng >> 40) % 3);
+				x->pattern = (uint8_t)((rng >> 48) + k);
+				x->nents = 0;
+				for (size_t i = 0; i < x->len; i++)
+					x->buf[x->off + i] = (uint8_t)(x->pattern + i);
+				bufs[k] = x->buf + x->off;
+			}
+			if (links)
+				e = dg_dma_iova_link_bulk(&st2, 0, 2 * PG, bufs, n, items[0].len,
+							  items[0].dir, dma);
+			else
+				e = dg_dma_map_bulk(r->dd, bufs, n, items[0].len, items[0].dir, 0,
+						    dma);
+			if (e) {
+				fail(r, "bulk map", e);
+				return NULL;
+			}
+			for (unsigned int k = 0; k < n; k++) {
+				items[k].dma = dma[k];
+				mb->dma = dma[k];
+				mb->len = items[k].len;
+				mb->dir = items[k].dir;
+				mb->pattern = items[k].pattern;
+				e = post(mb, MB_DMA);
+				if (e)
+					fail(r, "device DMA on a live bulk mapping", e);
+			}
+			dg_dma_batch_begin(r->dd, &b);
+			if (links)
+				e = dg_dma_iova_unlink_bulk(&st2, 0, 2 * PG, n, items[0].len,
+							    items[0].dir, &b);
+			else
+				e = dg_dma_unmap_bulk(r->dd, dma, n, items[0].len, items[0].dir, 0,
+						      &b);
+			if (e)
+				fail(r, "bulk unmap", e);
+			if ((e = dg_dma_batch_end(&b)))
+				fail(r, "batch end", e);
+			for (unsigned int k = 0; k < n; k++) {
+				check_written(r, &items[k]);
+				probe_after_unmap(r, mb, &items[k]);
+			}
+			it += n;
+			continue;
+		}
 
 		for (unsigned int k = 0; k < n; k++) {
 			struct item *x = &items[k];
@@ -297,7 +363,7 @@ static void *cpu_main(void *arg)
 		}
 		it += n;
 	}
-	if (two_step && dg_dma_iova_free(&st))
+	if (two_step && (dg_dma_iova_free(&st) || dg_dma_iova_free(&st2)))
 		fail(r, "iova free", 0);
 	for (unsigned int k = 0; k < BATCH; k++)
 		free(items[k].buf);
