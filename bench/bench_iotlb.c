@@ -10,12 +10,15 @@
  *                  IOTLB): DPDK's worst case, which costs it 20,548 instructions
  *   passthrough    the same call on a pass-through device (identity)
  *   miss_walk      every translation misses: one page per leaf-table cache line (a stride of
- *                  8 pages over 64Ki), so the IOTLB miss, the walk from the walk cache (the
- *                  leaf table's entry), the refill and the neighbour fill of the 7 other
- *                  pages of the line (dev/translate.c fill_line()) are all in each operation
+ *                  8 pages over 64Ki, descending), so the IOTLB miss, the walk from the walk
+ *                  cache (the leaf table's entry), the refill and the neighbour fill of the 7
+ *                  other pages of the line (dev/translate.c fill_line()) are all in each
+ *                  operation (ascending, a miss would also fill the next line, which the next
+ *                  operation would then hit)
  *   miss_nofill    the same with the neighbour fill off (no_iotlb_prefetch): the demand miss
- *   seq_walk       consecutive pages in order over 64Ki (a DMA stream, a TSO send): one miss
- *                  and its neighbour fill per 8 pages, hits for the 7 others
+ *   seq_walk       consecutive pages in order over 64Ki (a DMA stream, a receive ring): one
+ *                  miss per 16 pages, which fills the rest of its line and the next line,
+ *                  hits for the 15 others
  *   seq_nofill     the same with the fill off: every page misses
  *   ws_x2/x4/x16   random pages of working sets 2, 4, 16 times the IOTLB: hit rate and cost
  *   range64k       dg_dev_translate of a mapped 64 KiB range (16 pages, a TSO send), warm
@@ -25,6 +28,11 @@
  *                  long evicted): 2 misses and their neighbour fills, 14 hits, per range
  *   range_frame    a 1500-byte frame across two pages (3072..4571 of a page: a receive
  *                  aggregation buffer's third frame), warm, host-contiguous
+ *   ring_inval     the device side of a strict two-step receive ring: 64 B in consecutive
+ *                  pages of a 512-page ring and, after every 64 of them, one page-selective
+ *                  leaf invalidation of those 64 pages applied at the next quiescent point
+ *                  (dg_dev_quiesce): one miss and its neighbour fill per 8 pages, 7 hits,
+ *                  and 1/64 of the submission, the catch-up and the 64-page invalidation
  *   list_first     reference: a DPDK-style sorted list IOTLB, entry first in the list
  *   list_stale2047 reference: the same list, entry behind 2047 stale ones
  * The list reference is built here and measured in the same run, so the ratio is meaningful
@@ -50,6 +58,8 @@
 #define MISS_PAGES  65536u
 #define RANGE_PAGES 16u			       /* a 64 KiB range */
 #define IOVA_SG	    (IOVA_BASE + (1ull << 30)) /* the scattered range */
+#define RING_PAGES  512u		       /* ring_inval: pages of the ring */
+#define RING_BATCH  64u			       /* ring_inval: pages per invalidation */
 
 struct env {
 	struct dg_iommu *mmu;
@@ -59,6 +69,7 @@ struct env {
 	uint64_t mask;	 /* pattern length - 1 */
 	uint8_t *mem;	 /* real memory for dg_dev_read */
 	size_t len;	 /* bytes per range (run_range) */
+	uint64_t next;	 /* ring_inval: the next page of the ring */
 };
 
 /* One case: set up, run n operations, report extra fields. */
@@ -213,6 +224,32 @@ static uint64_t run_range(struct env *e, uint64_t n)
 	return sum;
 }
 
+/* ring_inval: the next page of the ring; after every RING_BATCH pages their invalidation. */
+static uint64_t run_ring(struct env *e, uint64_t n)
+{
+	struct dg_inval_cmd cmd = {.type = DG_INVAL_PAGE,
+				   .flags = DG_INVAL_LEAF,
+				   .domain = dg_domain_id(e->dom),
+				   .size = RING_BATCH * K4};
+	struct dg_sg sg;
+	unsigned int nr;
+	uint64_t sum = 0, seq;
+
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t page = e->next++ & (RING_PAGES - 1);
+
+		dg_dev_translate(e->dev, IOVA_BASE + page * K4 + 64, 64, DG_ACCESS_WRITE, &sg, 1,
+				 &nr);
+		sum += (uintptr_t)sg.addr;
+		if ((page & (RING_BATCH - 1)) == RING_BATCH - 1) {
+			cmd.iova = IOVA_BASE + (page - (RING_BATCH - 1)) * K4;
+			if (dg_inval_submit(e->mmu, &cmd, 1, &seq) == 0)
+				dg_dev_quiesce(e->dev);
+		}
+	}
+	return sum;
+}
+
 /* ---- set-ups ----------------------------------------------------------------------------- */
 
 static int setup_hit(struct env *e, const struct iotlb_case *c)
@@ -276,6 +313,14 @@ static int setup_miss(struct env *e, const struct iotlb_case *c)
 
 	if (!r)
 		r = pattern(e, MISS_PAGES / c->stride, MISS_PAGES, false, c->stride);
+	/* A stride over lines descends: the miss next to the previous one's line fills its own
+	   line only (ascending, it would fill the next line too, and the next one would hit). */
+	for (uint64_t i = 0, n = MISS_PAGES / c->stride; !r && c->stride > 1 && i < n / 2; i++) {
+		uint64_t t = e->iovas[i];
+
+		e->iovas[i] = e->iovas[n - 1 - i];
+		e->iovas[n - 1 - i] = t;
+	}
 	if (!r)
 		run_pattern(e, MISS_PAGES / c->stride);
 	return r;
@@ -307,6 +352,15 @@ static int setup_range(struct env *e, const struct iotlb_case *c)
 	e->len = c->param == 3 ? 1500 : RANGE_PAGES * K4;
 	run_range(e, len); /* warm (range64k_cold: its ranges are evicted again by the next) */
 	return 0;
+}
+
+static int setup_ring(struct env *e, const struct iotlb_case *c)
+{
+	int r = mk_env(e, c, RING_PAGES, false);
+
+	if (!r)
+		run_ring(e, 2 * RING_PAGES); /* warm: walk cache, one lap of the ring */
+	return r;
 }
 
 /* ---- the reference: a DPDK-style sorted list IOTLB --------------------------------------- */
@@ -401,6 +455,8 @@ static const struct iotlb_case cases[] = {
 	 0, false},
 	{"range_frame", "translate a 1500 B frame across 2 pages, warm", setup_range, run_range, 0,
 	 0, 3, 0, false},
+	{"ring_inval", "strict ring: consecutive pages, 64-page invalidations", setup_ring,
+	 run_ring, 0, 0, 0, 0, false},
 	{"list_first", "reference sorted list, first entry", setup_list, run_list, 0, 0, 0, 0,
 	 false},
 	{"list_stale2047", "reference sorted list, behind 2047", setup_list, run_list, 0, 0, 2047,

@@ -27,7 +27,8 @@
  *
  * Neighbour fill: a miss that looks sequential (fill_wanted(): next to the last miss of one of
  * two streams, or not the last page of its range) also caches the other valid entries of the
- * table's cache line it read (fill_line()).
+ * table's cache line it read (fill_line()), and a one-page miss one line above its stream's
+ * (an ascending ring) those of the next line too (FILL_AHEAD): one miss per 16 pages.
  *
  * A range is checked completely before a byte is copied (dg_dev_read/dg_dev_write): a refused
  * access touches nothing. Host memory is never assumed contiguous across pages; contiguous
@@ -39,7 +40,9 @@
 #include <errno.h>
 #include <string.h>
 
-#define COPY_SEGS 16 /* segments translated per step of a copy */
+#define COPY_SEGS  16 /* segments translated per step of a copy */
+#define FILL_LINE  1  /* fill_wanted(): fill the line's neighbours */
+#define FILL_AHEAD 2  /* fill_wanted(): and the next line's entries */
 
 static int fault_errno(enum dg_fault_reason r)
 {
@@ -89,9 +92,9 @@ static dg_noinline __attribute__((cold)) int refuse(struct dg_device *dev, uint6
  */
 /*
  * Fill the slots from @e on with the entries [first, first + nr) of @table but first + at
- * (the demand entry), of the pages from @page on. Always inlined with the decoder in a local
- * (its address never escapes), so neither the acquire loads nor the stores make the
- * compiler reload the decoder's fields.
+ * (the demand entry; @at >= @nr: none), of the pages from @page on. Always inlined with the
+ * decoder in a local (its address never escapes), so neither the acquire loads nor the
+ * stores make the compiler reload the decoder's fields.
  */
 static dg_always_inline uint64_t fill_run(struct pt_leaf_dec d, const void *table, uint64_t first,
 					  unsigned int nr, unsigned int at, struct iotlb_ent *e,
@@ -113,8 +116,21 @@ static dg_always_inline uint64_t fill_run(struct pt_leaf_dec d, const void *tabl
 	return filled;
 }
 
+/* The line's neighbours of the demand entry @at, then, with @e2, the next line's entries. */
+static dg_always_inline uint64_t fill_lines(struct pt_leaf_dec d, const void *table, uint64_t first,
+					    unsigned int nr, unsigned int at, struct iotlb_ent *e,
+					    uint64_t page, uint64_t size, uint64_t ctag,
+					    struct iotlb_ent *e2)
+{
+	uint64_t n = fill_run(d, table, first, nr, at, e, page, size, ctag);
+
+	if (e2)
+		n += fill_run(d, table, first + nr, nr, nr, e2, page + nr * size, size, ctag);
+	return n;
+}
+
 static dg_noinline int fill_line(struct dg_device *dev, const struct iotlb_level *l,
-				 const struct dg_pt *pt, const void *table, uint64_t a)
+				 const struct dg_pt *pt, const void *table, uint64_t a, bool ahead)
 {
 	uint64_t idx = pt_leaf_index(pt, a), gm = pt_leaf_line_mask(pt) & l->set_mask;
 	uint64_t first = idx & ~gm, size = 1ull << l->shift, n;
@@ -123,18 +139,28 @@ static dg_noinline int fill_line(struct dg_device *dev, const struct iotlb_level
 	unsigned int at = (unsigned int)(idx - first), nr = (unsigned int)gm + 1;
 	/* The group's pages are consecutive and it is aligned to at most the number of sets,
 	   so their slots are consecutive too: no wrap inside it. */
-	struct iotlb_ent *e = iotlb_slot(l, page >> l->shift);
+	struct iotlb_ent *e = iotlb_slot(l, page >> l->shift), *e2 = NULL;
 	struct pt_leaf_dec d;
 
+	/*
+	 * Ahead: the next line too, when it is a whole line of the same table and the level has
+	 * room for both lines' 16 slots (so none takes another's, nor the demand entry's): an
+	 * ascending stream then misses once per two lines (fill_wanted()). Its slots are
+	 * consecutive (an aligned group of 8) but may wrap from the end of the table to the start.
+	 */
+	if (ahead && gm == IOTLB_LINE_MASK && l->set_mask >= 2 * IOTLB_LINE_MASK + 1 &&
+	    first + 2 * IOTLB_LINE_MASK + 1 <= pt->leaf_index_mask)
+		e2 = iotlb_slot(l, (page >> l->shift) + IOTLB_LINE_MASK + 1);
 	pt_leaf_dec_init(pt, &d);
-	if (!d.rw_xor && !d.rw_shift && d.rw_mask == 3 && !d.rw_or && !d.oa_hi) {
-		/* The permission bits are bits 0 and 1 and the address is one field (VT-d, the
-		   flat table): the same decoder with those fields as constants. */
-		struct pt_leaf_dec c = {.valid = d.valid, .oa_lo = d.oa_lo, .rw_mask = 3};
+	if (d.valid == 3 && !d.rw_xor && !d.rw_shift && d.rw_mask == 3 && !d.rw_or && !d.oa_hi) {
+		/* The permission bits are bits 0 and 1, they are also what makes an entry
+		   present, and the address is one field (VT-d, the flat table): the same decoder
+		   with those fields as constants (present and granting something: one test). */
+		struct pt_leaf_dec c = {.valid = 3, .oa_lo = d.oa_lo, .rw_mask = 3};
 
-		n = fill_run(c, table, first, nr, at, e, page, size, ctag);
+		n = fill_lines(c, table, first, nr, at, e, page, size, ctag, e2);
 	} else {
-		n = fill_run(d, table, first, nr, at, e, page, size, ctag);
+		n = fill_lines(d, table, first, nr, at, e, page, size, ctag, e2);
 	}
 	if (n)
 		stat_inc(&dev->st_prefetch, n);
@@ -143,7 +169,13 @@ static dg_noinline int fill_line(struct dg_device *dev, const struct iotlb_level
 
 /*
  * The fill's stream detector, asked by an allowed demand miss of a last-level page @a of
- * level @l: fill its line's neighbours only when the miss looks sequential, that is when the
+ * level @l. Returns 0 (no fill), FILL_LINE or FILL_AHEAD: when the miss is one line above
+ * the stream's and the access ends in this page (an ascending one-page stream: a receive
+ * ring in IOVA order), the next line is filled too (fill_line(), where the table and the
+ * level have room for it) and the stream's line becomes that next line, so that the stream's
+ * next miss, two lines up, is one line above it again. Descending streams, ranges and misses
+ * in the stream's own line fill their line only. The rule for a fill:
+ * fill its line's neighbours only when the miss looks sequential, that is when the
  * last such miss of one of the device's IOTLB_STREAMS (2) streams was in the same 8-page line
  * or an adjacent one (in IOVA order, either direction; the stream then moves to this line),
  * or when it is known to be: @more, the access goes on past this page (a range's pages are
@@ -159,20 +191,29 @@ static dg_noinline int fill_line(struct dg_device *dev, const struct iotlb_level
  * state (iotlb.miss_line, miss_next) is the device thread's; it decides whether to fill,
  * never what an entry holds, so nothing in it matters to an invalidation.
  */
-static dg_always_inline bool fill_wanted(struct dg_device *dev, const struct iotlb_level *l,
-					 uint64_t a, bool more)
+static dg_always_inline unsigned int fill_wanted(struct dg_device *dev, const struct iotlb_level *l,
+						 uint64_t a, bool more)
 {
 	uint64_t line = a >> (l->shift + IOTLB_LINE_SHIFT);
 	struct iotlb *t = &dev->iotlb;
 
-	for (unsigned int i = 0; i < IOTLB_STREAMS; i++)
-		if (line - t->miss_line[i] + 1 <= 2) { /* prev - 1, prev or prev + 1 */
+	for (unsigned int i = 0; i < IOTLB_STREAMS; i++) {
+		uint64_t d = line - t->miss_line[i] + 1; /* 0, 1, 2: prev - 1, prev, prev + 1 */
+
+		if (d <= 2) {
+			/* Ascending one page at a time: the next line too (FILL_AHEAD), and the
+			   stream's line is that one, so the miss after it is next to it. */
+			if (d == 2 && !more) {
+				t->miss_line[i] = line + 1;
+				return FILL_AHEAD;
+			}
 			t->miss_line[i] = line;
-			return true;
+			return FILL_LINE;
 		}
+	}
 	t->miss_line[t->miss_next] = line;
 	t->miss_next = (t->miss_next + 1) & (IOTLB_STREAMS - 1);
-	return more;
+	return more ? FILL_LINE : 0;
 }
 
 /* Walk @a from the deepest walk-cache entry, refilling the walk cache on the way. */
@@ -240,9 +281,14 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, ui
 	if (access & ~perm)
 		return DG_FAULT_PERM;
 	/* Allowed, and a last-level leaf: its neighbours in the line just read (fill_line()). */
-	if (lvl >= 0 && dev->prefetch && w.depth + 1 == pt_depth(dev->dom->pt) &&
-	    fill_wanted(dev, &dev->iotlb.lvl[lvl], a, last > (a | ~dev->iotlb.lvl[lvl].base_mask)))
-		fill_line(dev, &dev->iotlb.lvl[lvl], dev->dom->pt, w.table[w.depth], a);
+	if (lvl >= 0 && dev->prefetch && w.depth + 1 == pt_depth(dev->dom->pt)) {
+		unsigned int f = fill_wanted(dev, &dev->iotlb.lvl[lvl], a,
+					     last > (a | ~dev->iotlb.lvl[lvl].base_mask));
+
+		if (f)
+			fill_line(dev, &dev->iotlb.lvl[lvl], dev->dom->pt, w.table[w.depth], a,
+				  f == FILL_AHEAD);
+	}
 	*host = w.phys;
 	*page_last = (a & ~(w.pgsize - 1)) + (w.pgsize - 1);
 	return 0;
@@ -331,8 +377,12 @@ static dg_always_inline int translate_one(struct dg_device *dev, uint64_t a, uin
 	if (!t)
 		return translate_page(dev, a, last, access, host, page_last);
 	r = translate_leaf(dev, t, a, access, host, page_last, false, &filled);
-	if (filled && dev->prefetch && fill_wanted(dev, dev->leaf_lvl, a, last > *page_last))
-		fill_line(dev, dev->leaf_lvl, dev->leaf_pt, t, a);
+	if (filled && dev->prefetch) {
+		unsigned int f = fill_wanted(dev, dev->leaf_lvl, a, last > *page_last);
+
+		if (f)
+			fill_line(dev, dev->leaf_lvl, dev->leaf_pt, t, a, f == FILL_AHEAD);
+	}
 	return r;
 }
 
@@ -612,8 +662,12 @@ static dg_always_inline int miss_entered(struct dg_device *dev, uint64_t iova, s
 	*nr = 1;
 	dev->hot.held = true;
 	/* The neighbours of the line just read, as a tail call (it returns 0). */
-	if (filled && dev->prefetch && fill_wanted(dev, l, iova, false))
-		return fill_line(dev, l, dev->leaf_pt, t, iova);
+	if (filled && dev->prefetch) {
+		unsigned int f = fill_wanted(dev, l, iova, false);
+
+		if (f)
+			return fill_line(dev, l, dev->leaf_pt, t, iova, f == FILL_AHEAD);
+	}
 	return 0;
 }
 

@@ -116,6 +116,51 @@ static bool ent_overlaps(uint64_t key, unsigned int shift, uint64_t addr, uint64
 	return base <= last && base + ((1ull << shift) - 1) >= addr;
 }
 
+/*
+ * Drop the entries of the @cnt (<= sets) consecutive pages from page number @first whose key
+ * without permission is @want for the first page (then + one page per page): their slots
+ * are consecutive but for one wrap, so the loop walks a pointer and steps the expected key,
+ * one load, one compare and the store of a match per page (a page-selective command of a
+ * strict ring's batch: 64 pages, 14.4 instructions per page in bench iotlb ring_inval, 21.6
+ * through iotlb_slot() per page). A non-zero @want (the tag, >= 1 for every translated
+ * context) never matches an empty slot; a zero one (tag 0, page 0: tests only) is refused by
+ * the emptiness test.
+ */
+static dg_always_inline unsigned int inval_pages(struct iotlb_level *l, uint64_t first,
+						 uint64_t cnt, uint64_t want)
+{
+	const uint64_t step = 1ull << l->shift;
+	uint64_t s = first & l->set_mask;
+	unsigned int n = 0;
+
+	if (cnt == 1) { /* one page (of a large page size, usually): its slot */
+		struct iotlb_ent *e = &l->ent[s];
+
+		if ((e->key & ~IOTLB_PERM_MASK) != want || !e->key)
+			return 0;
+		e->key = 0;
+		return 1;
+	}
+	for (;;) { /* at most twice: up to the end of the table, then from its start */
+		uint64_t run = l->set_mask + 1 - s < cnt ? l->set_mask + 1 - s : cnt;
+		struct iotlb_ent *e = &l->ent[s], *end = e + run;
+
+		for (; e != end; e++, want += step) {
+			uint64_t key = e->key;
+
+			/* one compare: this page and this tag, whatever the permission */
+			if ((key & ~IOTLB_PERM_MASK) == want && key) {
+				e->key = 0;
+				n++;
+			}
+		}
+		cnt -= run;
+		if (!cnt)
+			return n;
+		s = 0;
+	}
+}
+
 unsigned int iotlb_inval_range(struct iotlb *t, uint32_t did, uint64_t addr, uint64_t last)
 {
 	unsigned int n = 0;
@@ -136,18 +181,8 @@ unsigned int iotlb_inval_range(struct iotlb *t, uint32_t did, uint64_t addr, uin
 			}
 			continue;
 		}
-		for (uint64_t pn = first;; pn++) {
-			struct iotlb_ent *e = iotlb_slot(l, pn);
-
-			/* one compare: this page and this tag, whatever the permission */
-			if (e->key && (e->key & ~IOTLB_PERM_MASK) ==
-					      (pn << l->shift | (uint64_t)did << IOTLB_DID_SHIFT)) {
-				e->key = 0;
-				n++;
-			}
-			if (pn == lastpn)
-				break;
-		}
+		n += inval_pages(l, first, lastpn - first + 1,
+				 first << l->shift | (uint64_t)did << IOTLB_DID_SHIFT);
 	}
 	return n;
 }

@@ -51,6 +51,7 @@
 #define IOTLB_DID_MASK	 0x3ffull     /* DG_DOMAIN_ID_MAX */
 #define IOTLB_PERM_MASK	 3ull	      /* DG_PROT_READ | DG_PROT_WRITE */
 #define IOTLB_LINE_SHIFT 3	      /* log2 of the 8-byte table entries in a 64-byte cache line */
+#define IOTLB_LINE_MASK	 7	      /* (1 << IOTLB_LINE_SHIFT) - 1 */
 #define IOTLB_NO_LINE	 (1ull << 62) /* miss_line before any miss: adjacent to no line */
 #define IOTLB_STREAMS	 2	      /* streams the fill's detector follows (a power of two) */
 

@@ -15,9 +15,11 @@
  *    in the same 8-page aligned group or an adjacent one (the stream detector of
  *    dev/translate.c, which the model runs too: per device whatever the domain, a walk next
  *    to none taking the streams' slots in turn), also caches the other mapped pages of
- *    its group (the leaf entries of its cache line: the neighbour fill), which the model
- *    marks as held too, and the device's prefetch_fills counter must move by their number
- *    (0 for a walk that does not look sequential);
+ *    its group (the leaf entries of its cache line: the neighbour fill) and, when that
+ *    stream's walk was in the group just below (an ascending stream), those of the next
+ *    group too (the fill ahead; the stream then counts as in that next group), which the
+ *    model marks as held too, and the device's prefetch_fills counter must move by their
+ *    number (0 for a walk that does not look sequential);
  *  - an IOTLB hit must give the device's still-possible cached entry: a translation that was
  *    invalidated and whose command the device has applied must never be used again;
  *  - dg_inval_done(seq) may say true only if every online device has applied seq;
@@ -338,7 +340,7 @@ static void op_translate(struct model *m)
 		uint16_t fr = m->map[k][p];
 		unsigned int fills = 0;
 		uint64_t line;
-		bool seq;
+		bool seq, ahead;
 
 		m->n.walks++;
 		if (fr == NO_FRAME) {
@@ -358,10 +360,12 @@ static void op_translate(struct model *m)
 		/* The neighbour fill, when the walk is next to the previous one: every other mapped
 		   page of the line, as the table is. */
 		line = (BASE / K4 + p) >> 3;
-		seq = false;
+		seq = ahead = false;
 		for (unsigned int i = 0; i < 2 && !seq; i++)
 			if (line + 1 >= m->miss_line[d][i] && line <= m->miss_line[d][i] + 1) {
-				m->miss_line[d][i] = line;
+				/* one line up: the next line too, and the stream moves to it */
+				ahead = line == m->miss_line[d][i] + 1;
+				m->miss_line[d][i] = ahead ? line + 1 : line;
 				seq = true;
 			}
 		if (!seq) {
@@ -370,7 +374,11 @@ static void op_translate(struct model *m)
 		}
 		m->n.walks_seq += seq;
 		m->n.walks_far += !seq;
-		for (unsigned int q = p & ~7u; seq && q <= (p | 7u); q++) {
+		/* (the next line of the same leaf table: BASE's pages are its entries 256..279,
+		   so every line's next is in it; beyond NPAGES nothing is mapped) */
+		for (unsigned int q = p & ~7u; seq && q <= (p | 7u) + (ahead ? 8 : 0); q++) {
+			if (q >= NPAGES)
+				break;
 			if (q == p || m->map[k][q] == NO_FRAME)
 				continue;
 			m->may[d][k][q].frame = m->map[k][q];

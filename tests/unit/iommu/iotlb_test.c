@@ -126,6 +126,47 @@ static void test_inval_range_precise(void **state)
 	iotlb_fini(&t);
 }
 
+/*
+ * A page-selective range whose slots wrap around the end of the table (16 sets: pages 12..19
+ * sit in slots 12..15 and 0..3) drops exactly its pages, whatever their permission: not the
+ * neighbours before and after it, not another page that took one of its slots (page 30 in
+ * slot 14), not another tag's entry, and the counts add up.
+ */
+static void test_inval_range_wraps(void **state)
+{
+	struct iotlb t;
+
+	(void)state;
+	assert_int_equal(iotlb_init(&t, 16, 4), 0);
+	iotlb_configure(&t, K4);
+	for (uint64_t p = 11; p <= 20; p++)
+		assert_int_equal(iotlb_insert(&t, 1, p * K4, K4, 0x100000 + p * K4,
+					      p == 13 ? DG_PROT_WRITE : DG_PROT_READ),
+				 0);
+	assert_int_equal(iotlb_insert(&t, 1, 30 * K4, K4, 0x300000, DG_PROT_READ), 0); /* slot 14 */
+	assert_int_equal(iotlb_insert(&t, 2, 37 * K4, K4, 0x300000, DG_PROT_READ), 0); /* slot 5 */
+	assert_int_equal(iotlb_count(&t), 11);
+	assert_int_equal(iotlb_inval_range(&t, 1, 12 * K4, 20 * K4 - 1), 7);
+	for (uint64_t p = 11; p <= 20; p++) {
+		bool gone = p >= 12 && p < 20;
+		unsigned int acc = p == 13 ? DG_ACCESS_WRITE : DG_ACCESS_READ;
+
+		assert_true(!probe_any(&t, 1, p * K4, acc) == gone);
+	}
+	assert_non_null(probe_any(&t, 1, 30 * K4, DG_ACCESS_READ));
+	assert_non_null(probe_any(&t, 2, 37 * K4, DG_ACCESS_READ));
+	assert_int_equal(iotlb_count(&t), 4);
+	/* The same range again: nothing left to drop; 15 pages (one short of a scan) wrapping
+	   from slot 15: page 30 is in it now, page 11 and page 37 (domain 2) are not. */
+	assert_int_equal(iotlb_inval_range(&t, 1, 12 * K4, 20 * K4 - 1), 0);
+	assert_int_equal(iotlb_inval_range(&t, 1, 15 * K4, 30 * K4 - 1), 1); /* page 20 */
+	assert_int_equal(iotlb_inval_range(&t, 1, 30 * K4, 44 * K4 - 1), 1); /* page 30 */
+	assert_non_null(probe_any(&t, 1, 11 * K4, DG_ACCESS_READ));
+	assert_non_null(probe_any(&t, 2, 37 * K4, DG_ACCESS_READ));
+	assert_int_equal(iotlb_check(&t, stderr), 0);
+	iotlb_fini(&t);
+}
+
 static void test_inval_domain(void **state)
 {
 	struct iotlb t;
@@ -333,6 +374,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_probe_semantics),
 		cmocka_unit_test(test_inval_range_precise),
+		cmocka_unit_test(test_inval_range_wraps),
 		cmocka_unit_test(test_inval_domain),
 		cmocka_unit_test(test_order_independence),
 		cmocka_unit_test(test_walk_cache),

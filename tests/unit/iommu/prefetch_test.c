@@ -171,9 +171,10 @@ static void arm_fill(struct env *e, uint64_t iova)
 /* ---- counts --------------------------------------------------------------------------- */
 
 /*
- * 64 consecutive pages, one at a time, ascending or descending: 9 misses with the fill (the
- * first only trains the stream detector, the second fills the rest of its line, then one per
- * line), 64 without.
+ * 64 consecutive pages, one at a time, ascending or descending: with the fill, the first
+ * miss only trains the stream detector and the second fills the rest of its line; then
+ * descending, one miss per line (9 in all); ascending, one per two lines (6: each fills its
+ * own line and the next); 64 without.
  */
 static void run_sequential(struct opts o, bool down, uint64_t want_misses, uint64_t want_fills)
 {
@@ -212,17 +213,25 @@ static void run_sequential(struct opts o, bool down, uint64_t want_misses, uint6
 static void test_sequential(void **state)
 {
 	(void)state;
-	/* 9 misses: page 0 (trains the detector), page 1 (fills 0 and 2..7: a fill also
-	   rewrites a neighbour already cached), then 8, 16, ..., 56, 7 fills each. */
+	/* Descending, 9 misses: page 63 (trains the detector), page 62 (fills 56..61 and 63: a
+	   fill also rewrites a neighbour already cached), then 55, 47, ..., 7, 7 fills each.
+	   Ascending, 6 misses: page 0, page 1 (fills 0 and 2..7: its own line, the stream's
+	   line), then 8 (one line up: 9..15 and the next line, 16..23), 24 (25..39), 40
+	   (41..55), 56 (57..63; the next line is not mapped): 7 + 3 * 15 + 7 fills. */
 	for (int down = 0; down < 2; down++) {
-		run_sequential((struct opts){0}, down, 9, 56); /* the cheap miss */
-		run_sequential((struct opts){.auto_offline = true}, down, 9, 56); /* the walk */
-		run_sequential((struct opts){.no_fill = true}, down, 64, 0);	  /* switched off */
+		uint64_t m = down ? 9 : 6, f = down ? 56 : 59;
+
+		run_sequential((struct opts){0}, down, m, f); /* the cheap miss */
+		run_sequential((struct opts){.auto_offline = true}, down, m, f); /* the walk */
+		run_sequential((struct opts){.no_fill = true}, down, 64, 0);	 /* switched off */
 		run_sequential((struct opts){.no_fill = true, .auto_offline = true}, down, 64, 0);
 	}
-	/* An IOTLB of 4 sets: the group is cut to 4 so no neighbour evicts the demand entry:
-	   pages 0, 1 (fills 0, 2, 3), then 4, 8, ..., 60 (3 each). */
+	/* An IOTLB of 4 sets: the group is cut to 4 so no neighbour evicts the demand entry,
+	   and there is no room for a next line: pages 0, 1 (fills 0, 2, 3), then 4, 8, ..., 60
+	   (3 each). */
 	run_sequential((struct opts){.iotlb_sets = 4}, false, 17, 48);
+	/* 16 sets: room for two lines (16 slots), so the ascending stream fills ahead. */
+	run_sequential((struct opts){.iotlb_sets = 16}, false, 6, 59);
 }
 
 /* ---- the stream detector ---------------------------------------------------------------- */
@@ -267,15 +276,18 @@ static void test_detector_random(void **state)
 }
 
 /*
- * The boundary of "adjacent": one page per line, a line apart (up or down), fills each time
- * but the first; two lines apart never fills.
+ * The boundary of "adjacent": one page per line, a line apart, fills each time but the first
+ * down, and up (the next line filled too, the miss after it one line further up: 1 + 16
+ * misses, 15 fills each but the first, and the last's next line, page 256, is in the next
+ * leaf table: 7); two lines apart never fills.
  */
 static void test_detector_strides(void **state)
 {
 	static const struct {
-		int stride;	/* pages between consecutive translations */
-		uint64_t fills; /* over 32 translations */
-	} c[] = {{8, 31 * 7}, {-8, 31 * 7}, {16, 0}, {-16, 0}};
+		int stride;	 /* pages between consecutive translations */
+		uint64_t fills;	 /* over 32 translations */
+		uint64_t misses; /* over 32 translations */
+	} c[] = {{8, 15 * 15 + 7, 17}, {-8, 31 * 7, 32}, {16, 0, 32}, {-16, 0, 32}};
 	struct dg_pt_geometry g = vtd4k();
 
 	(void)state;
@@ -289,7 +301,7 @@ static void test_detector_strides(void **state)
 			for (int k = 0; k < 32; k++)
 				touch(&e, (uint64_t)(c[i].stride > 0 ? 0 : 511) + k * c[i].stride,
 				      &misses, &fills);
-			assert_int_equal(misses, 32);
+			assert_int_equal(misses, c[i].misses);
 			assert_int_equal(fills, c[i].fills);
 			env_fini(&e);
 		}
@@ -297,7 +309,8 @@ static void test_detector_strides(void **state)
 
 /*
  * Interleaved streams (a receive and a transmit ring): the detector follows two, so two
- * streams of 64 pages taken in turn cost 9 misses and 56 fills each, as alone; a third
+ * streams of 64 pages taken in turn cost 6 misses and 67 fills each, as alone (7 + 4 * 15:
+ * the line after each stream's 64 pages is mapped); a third
  * stream in the rotation makes every miss next to neither slot (each evicts the line the
  * next one needs), so nothing fills: 64 misses per stream.
  */
@@ -316,8 +329,8 @@ static void test_detector_streams(void **state)
 			for (unsigned int p = 0; p < 64; p++)
 				for (unsigned int k = 0; k < ns; k++)
 					touch(&e, k * 256 + p, &misses, &fills);
-			assert_int_equal(misses, ns == 2 ? 2 * 9 : 3 * 64);
-			assert_int_equal(fills, ns == 2 ? 2 * 56 : 0);
+			assert_int_equal(misses, ns == 2 ? 2 * 6 : 3 * 64);
+			assert_int_equal(fills, ns == 2 ? 2 * 67 : 0);
 			env_fini(&e);
 		}
 }
@@ -325,9 +338,10 @@ static void test_detector_streams(void **state)
 /*
  * The switch: a device going from a random pattern to a stream and back. Random misses over
  * lines 0..31 fill nothing; the stream over pages 256..319 (lines 32..39; the last random
- * misses were in lines 22 and 27) costs 9 misses and fills the rest, as on a fresh device;
- * random misses again, over lines 44..63 (7 or 13 lines apart, two misses apart 6 or 14; the
- * first 5 lines after the stream's last), fill nothing again.
+ * misses were in lines 22 and 27) costs 6 misses and fills the rest and line 40 (7 + 4 * 15),
+ * as on a fresh device; random misses again, over lines 44..63 (7 or 13 lines apart, two
+ * misses apart 6 or 14; the first 4 lines after the stream's last, line 40), fill nothing
+ * again.
  */
 static void test_detector_switch(void **state)
 {
@@ -347,8 +361,8 @@ static void test_detector_switch(void **state)
 		misses = 0;
 		for (unsigned int p = 256; p < 320; p++)
 			touch(&e, p, &misses, &fills);
-		assert_int_equal(misses, 9);
-		assert_int_equal(fills, 56);
+		assert_int_equal(misses, 6);
+		assert_int_equal(fills, 67);
 		misses = fills = 0;
 		for (unsigned int i = 0; i < 20; i++)
 			touch(&e, (44 + i * 7 % 20) * 8 + i % 8, &misses, &fills);
@@ -363,7 +377,8 @@ static void test_detector_switch(void **state)
  * device's previous miss (a range's pages come in order: a miss that is not its last page
  * fills without asking the detector): on a fresh device, and after a one-page miss far away.
  * A range of 2 pages ending at the first page of a line: the first page fills (the range
- * goes on), the second too (next to the first's line).
+ * goes on), the second too (the line above the first's: and the next line, as a one-page
+ * ascending miss does: it is the range's last page).
  */
 static void range(struct env *e, uint64_t first, uint64_t pages, uint64_t misses, uint64_t fills)
 {
@@ -396,7 +411,7 @@ static void test_range(void **state)
 		range(&e, 0, 16, 2, 14);
 		touch(&e, 200, &misses, &fills); /* line 25 */
 		range(&e, 64, 16, 2, 14);	 /* lines 8, 9 */
-		range(&e, 135, 2, 2, 7 + 7);	 /* pages 135 (line 16), 136 (line 17) */
+		range(&e, 135, 2, 2, 7 + 7 + 8); /* pages 135 (line 16), 136 (lines 17, 18) */
 		env_fini(&e);
 	}
 	assert_int_equal(misses, 2);
@@ -719,6 +734,65 @@ static void test_invalidation_drops(void **state)
 				 cmds[i].type == DG_INVAL_PAGE || cmds[i].type == DG_INVAL_RANGE);
 }
 
+/*
+ * The fill ahead: an ascending miss (page 8, one line above the stream's page 0) caches the
+ * next line (16..23) too, which then hits without a walk; a page-selective invalidation of
+ * one of those pages (19, unmapped) drops that one only, so it walks and faults, while its
+ * line's others still hit. At the last line of a leaf table the next line is in another
+ * table: nothing is filled ahead (pages 512..519 stay uncached).
+ */
+static void test_ahead_and_its_invalidation(void **state)
+{
+	struct dg_pt_geometry g = vtd4k();
+
+	(void)state;
+	for (int off = 0; off < 2; off++) {
+		struct dg_dev_stats a, b;
+		struct env e;
+		uint64_t h;
+
+		env_init(&e, &g, (struct opts){.auto_offline = off == 1});
+		map(&e, BASE, 0, 520 * K4, RW);
+		assert_int_equal(xlate(&e, BASE, 8, DG_ACCESS_READ, &h), 0);
+		assert_int_equal(cached_perm(&e, BASE + 17 * K4), -1);
+		assert_int_equal(xlate(&e, BASE + 8 * K4, 8, DG_ACCESS_READ, &h), 0);
+		for (unsigned int p = 9; p < 24; p++)
+			assert_int_equal(cached_perm(&e, BASE + p * K4), RW);
+		assert_int_equal(cached_perm(&e, BASE + 24 * K4), -1);
+		unmap_only(&e, BASE + 19 * K4, K4);
+		inval(&e, (struct dg_inval_cmd){.type = DG_INVAL_PAGE,
+						.domain = 1,
+						.iova = BASE + 19 * K4,
+						.size = K4,
+						.flags = DG_INVAL_LEAF});
+		dg_dev_online(e.dev); /* catch up */
+		assert_int_equal(cached_perm(&e, BASE + 19 * K4), -1);
+		stats(&e, &a);
+		for (unsigned int p = 16; p < 24; p++) {
+			int r = xlate(&e, BASE + p * K4 + 8, 8, DG_ACCESS_WRITE, &h);
+
+			if (p == 19) {
+				assert_int_equal(r, -EFAULT);
+				expect_fault(&e, BASE + 19 * K4 + 8, DG_ACCESS_WRITE,
+					     DG_FAULT_UNMAPPED);
+			} else {
+				assert_int_equal(r, 0);
+				assert_int_equal(h, host(p * K4 + 8));
+			}
+		}
+		stats(&e, &b);
+		assert_int_equal(b.iotlb_misses - a.iotlb_misses, 1); /* page 19 only */
+		assert_int_equal(b.iotlb_hits - a.iotlb_hits, 7);
+		/* BASE is entry 256 of its leaf table: page 248 is in its last line (504..511);
+		   one line above the stream's line at page 240, it fills its own line only. */
+		assert_int_equal(xlate(&e, BASE + 240 * K4, 8, DG_ACCESS_READ, &h), 0);
+		assert_int_equal(xlate(&e, BASE + 248 * K4, 8, DG_ACCESS_READ, &h), 0);
+		assert_int_equal(cached_perm(&e, BASE + 255 * K4), RW);
+		assert_int_equal(cached_perm(&e, BASE + 256 * K4), -1);
+		env_fini(&e);
+	}
+}
+
 /* A device a whole queue behind cannot know what it missed: its catch-up drops everything,
  * the prefetched entries included (the commands it missed are all for another domain). */
 static void test_lap_drops(void **state)
@@ -955,6 +1029,7 @@ int main(void)
 		cmocka_unit_test(test_geometries),
 		cmocka_unit_test(test_decoders_agree),
 		cmocka_unit_test(test_invalidation_drops),
+		cmocka_unit_test(test_ahead_and_its_invalidation),
 		cmocka_unit_test(test_lap_drops),
 		cmocka_unit_test(test_race_orders),
 		cmocka_unit_test(test_race_threads),
