@@ -1198,7 +1198,8 @@ static dg_noinline int bounce_sync_slow(struct dg_dma_dev *dd, uint64_t dma, siz
 	rec = &bo->rec[g];
 	slot = slot_mem(bo, g);
 	off = dma - slot_iova(bo, g);
-	if (dg_unlikely(ST_DIR(st) != dir || off + len > rec->len))
+	/* off + len may wrap (len is any size_t): compare without the sum */
+	if (dg_unlikely(ST_DIR(st) != dir || off > rec->len || len > rec->len - off))
 		return -EINVAL;
 	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
 		return 0;
@@ -1236,7 +1237,8 @@ static dg_always_inline int sync_single(struct dg_dma_dev *dd, uint64_t dma, siz
 	st = atomic_load_explicit(&rec->st, memory_order_acquire);
 	if (dg_unlikely(ST_STATE(st) != ST_ALLOC) || dg_unlikely(ST_KIND(st) == KIND_SG))
 		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
-	if (dg_unlikely(ST_DIR(st) != dir) || dg_unlikely(in + len > rec->len))
+	/* in + len may wrap (len is any size_t): compare without the sum */
+	if (dg_unlikely(ST_DIR(st) != dir) || dg_unlikely(in > rec->len || len > rec->len - in))
 		return -EINVAL;
 	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
 		return 0;

@@ -529,8 +529,10 @@ static void fast_round(struct env *e, uint8_t *area, size_t len, enum dg_dma_dir
 			assert_int_equal(got[i],
 					 i >= off && i < off + n ? pat(p + 2, i) : pat(p, i));
 	}
-	/* misuse of the live mapping: refused, nothing changed */
+	/* misuse of the live mapping: refused, nothing changed (a length that wraps included) */
 	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma + off, len - off + 1, dir), -EINVAL);
+	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma + 1, SIZE_MAX, dir), -EINVAL);
+	assert_int_equal(dg_dma_sync_for_device(e->dd, dma + 1, SIZE_MAX - 1, dir), -EINVAL);
 	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma, len,
 					     dir == DG_DMA_TO_DEVICE ? DG_DMA_FROM_DEVICE :
 								       DG_DMA_TO_DEVICE),
