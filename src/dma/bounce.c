@@ -47,14 +47,33 @@
  * Isolation is unchanged: a cached slot stays in its own area (this device, this direction,
  * this permission), so it never shares a page with another device's data or the other
  * direction's; the data it held is still only what this device itself wrote or was given.
- * A stack is bounded by tc_max[order] (at most 1/16 of an area per direction and order), so
- * a running thread holds at most 6/16 of one area per direction; when the areas run dry the
+ * A stack is bounded by tc_max[order] (at most 1/8 of an area per direction and order, and
+ * TC_MAX slots), so a running thread holds at most 6/8 of one area per direction (1/16 made
+ * bond4's 2 KiB receive stacks spill and refill every poll); when the areas run dry the
  * thread first gives its own cached slots back, and a thread's exit gives back all of its
  * slots (a key destructor) and leaves its emptied cache to the next new thread.
- * A slot counts in its area's in_use while cached; dma_bounce_stats() subtracts the caches'
- * cached_bytes (exact when no call runs, like every counter). Caches are found through a
- * 4-entry thread-local table keyed by the instance's unique generation (pointers get reused)
- * and freed with the instance.
+ * A slot counts in its area's in_use while cached; dma_bounce_stats() subtracts what the
+ * stacks hold (their depths: exact when no call runs, like every counter). Caches are found
+ * through a 4-entry thread-local table keyed by the instance's unique generation (pointers
+ * get reused) and freed with the instance.
+ *
+ * Padding: the device must read zeros past a buffer in a slot it can read. A to-device area
+ * is read-only for the device and the driver writes a slot only below its record's len (the
+ * copy-in of map, sync_for_device), so in a to-device slot that came off a thread stack every
+ * byte past rec->len - the length of its last mapping - is still zero: map zeroes only the
+ * bytes from the new length to the old one (a steady stream of 1500-byte sends in 2 KiB slots
+ * zeroes nothing). A slot taken from the buddy allocator onto a stack gets rec->len = its
+ * size (all of it may be dirty: blocks split and merge), and the locked path zeroes the whole
+ * padding; areas the device can write (bidirectional, from-device where readable) always do.
+ *
+ * The per-packet calls do what the copy needs and little else (docs/dma-api.md has the
+ * instruction counts): map is a dispatch of tail calls - a receive buffer in a write-only area
+ * to a leaf (no call, no register saved for one), a small buffer to copy or pad to
+ * bounce_map_fill(), larger ones to the locked path; copies of up to SMALL_COPY bytes are
+ * inline (copy_small()); sync of a range starting in a slot's first unit reads that unit's
+ * record (no search over the orders); an unmap without a copy-back is the claim and the push
+ * (or the batch entry); counters are bumped through the thread's last counter block inline,
+ * the lookup of another one is a tail call (count_slow()).
  */
 #include "dma/dma_internal.h"
 
@@ -105,9 +124,10 @@ struct bounce_area {
 	bool readable; /* the device can read it: zero the padding */
 } dg_cacheline;
 
-#define TC_ORDERS    6	/* orders 0..5 (64 B .. 2 KiB) have per-thread free stacks */
-#define TC_MAX	     64 /* slots per stack at most */
-#define TC_TLS_SLOTS 4	/* thread-local lookup table entries (a power of two) */
+#define TC_ORDERS    6 /* orders 0..5 (64 B .. 2 KiB) have per-thread free stacks */
+#define TC_BYTES     (1u << (TC_ORDERS - 1 + BOUNCE_UNIT_SHIFT)) /* their largest slot */
+#define TC_MAX	     256					 /* slots per stack at most */
+#define TC_TLS_SLOTS 4 /* thread-local lookup table entries (a power of two) */
 
 /* One thread's free stacks for one bounce instance. Only its owner thread touches n[] and
  * slot[]; dma_bounce_check() reads them when no call runs, destroy frees them. */
@@ -116,8 +136,9 @@ struct bounce_tcache {
 	_Atomic uint64_t owner;	    /* thread id (tc_thread_id()), never reused; 0 = free */
 	struct dma_bounce *bo;	    /* the instance (for the owner's exit) */
 	struct bounce_tcache *tnext, **tpprev; /* the owner's list of caches (tc_reg_lock) */
-	_Atomic uint64_t cached_bytes;	     /* bytes in the stacks: owner writes (load + store) */
-	uint32_t n[3][TC_ORDERS];	     /* stack depths, <= tc_max[order] */
+	/* Stack depths, <= tc_max[order]: the owner writes them (load + store), statistics read
+	 * them (relaxed: a count, exact when no call runs). */
+	_Atomic uint32_t n[3][TC_ORDERS];
 	uint32_t slot[3][TC_ORDERS][TC_MAX]; /* global unit numbers (area << unit_shift | u) */
 };
 
@@ -251,8 +272,7 @@ static void slot_give(struct bounce_area *a, uint32_t u, unsigned int order)
 /* ---- per-thread free stacks of small slots (see the preamble) ---------------------------------- */
 
 struct bounce_tls_slot {
-	const struct dma_bounce *bo; /* instance the cache belongs to ... */
-	uint64_t gen;		     /* ... identified by its generation */
+	uint64_t gen; /* the instance's generation (unique, never 0): the cache's key */
 	struct bounce_tcache *tc;
 };
 static _Thread_local struct bounce_tls_slot bounce_tls[TC_TLS_SLOTS]
@@ -371,7 +391,6 @@ static dg_noinline struct bounce_tcache *tcache_slow(struct dma_bounce *bo)
 	} while (!atomic_compare_exchange_weak_explicit(
 		&bo->tcaches, &head, tc, memory_order_release, memory_order_relaxed));
 found:
-	s->bo = bo;
 	s->gen = bo->gen;
 	s->tc = tc;
 	return tc;
@@ -382,7 +401,7 @@ static dg_always_inline struct bounce_tcache *tcache(struct dma_bounce *bo)
 {
 	struct bounce_tls_slot *s = &bounce_tls[bo->gen & (TC_TLS_SLOTS - 1)];
 
-	if (dg_likely(s->bo == bo && s->gen == bo->gen))
+	if (dg_likely(s->gen == bo->gen))
 		return s->tc;
 	return tcache_slow(bo);
 }
@@ -392,15 +411,18 @@ static dg_always_inline struct bounce_tcache *tcache_peek(const struct dma_bounc
 {
 	const struct bounce_tls_slot *s = &bounce_tls[bo->gen & (TC_TLS_SLOTS - 1)];
 
-	return dg_likely(s->bo == bo && s->gen == bo->gen) ? s->tc : NULL;
+	return dg_likely(s->gen == bo->gen) ? s->tc : NULL;
 }
 
-static inline void tc_bytes_add(struct bounce_tcache *tc, int64_t v)
+static inline uint32_t tc_n(const struct bounce_tcache *tc, unsigned int dir, unsigned int order)
 {
-	atomic_store_explicit(&tc->cached_bytes,
-			      atomic_load_explicit(&tc->cached_bytes, memory_order_relaxed) +
-				      (uint64_t)v,
-			      memory_order_relaxed);
+	return atomic_load_explicit(&tc->n[dir][order], memory_order_relaxed);
+}
+
+static inline void tc_set_n(struct bounce_tcache *tc, unsigned int dir, unsigned int order,
+			    uint32_t v)
+{
+	atomic_store_explicit(&tc->n[dir][order], v, memory_order_relaxed);
 }
 
 static inline struct bounce_area *area_of_g(struct dma_bounce *bo, uint32_t g)
@@ -418,8 +440,10 @@ static dg_noinline void tc_spill(struct dma_bounce *bo, struct bounce_tcache *tc
 	uint32_t *st = tc->slot[dir][order];
 	uint32_t umask = bo->units - 1;
 
-	if (cnt > tc->n[dir][order])
-		cnt = tc->n[dir][order];
+	uint32_t n = tc_n(tc, dir, order);
+
+	if (cnt > n)
+		cnt = n;
 	for (uint32_t i = 0; i < cnt;) {
 		struct bounce_area *a = area_of_g(bo, st[i]);
 
@@ -430,16 +454,15 @@ static dg_noinline void tc_spill(struct dma_bounce *bo, struct bounce_tcache *tc
 		} while (i < cnt && area_of_g(bo, st[i]) == a);
 		dg_spin_unlock(&a->lock);
 	}
-	memmove(st, st + cnt, (tc->n[dir][order] - cnt) * sizeof(*st));
-	tc->n[dir][order] -= cnt;
-	tc_bytes_add(tc, -(int64_t)((uint64_t)cnt << (order + BOUNCE_UNIT_SHIFT)));
+	memmove(st, st + cnt, (n - cnt) * sizeof(*st));
+	tc_set_n(tc, dir, order, n - cnt);
 }
 
 /* Give every slot of this thread's stacks for direction @dir back (the areas ran dry). */
 static void tc_drain(struct dma_bounce *bo, struct bounce_tcache *tc, unsigned int dir)
 {
 	for (unsigned int o = 0; o < TC_ORDERS; o++)
-		tc_spill(bo, tc, dir, o, tc->n[dir][o]);
+		tc_spill(bo, tc, dir, o, tc_n(tc, dir, o));
 }
 
 /*
@@ -465,6 +488,8 @@ static dg_noinline uint32_t tc_refill(struct dma_bounce *bo, struct bounce_tcach
 				break;
 			atomic_store_explicit(&a->rec[u].st, ST(ST_CACHED, 0, 0, order, 0),
 					      memory_order_relaxed);
+			/* Whatever the block held before: all of it may be dirty. */
+			a->rec[u].len = 1u << (order + BOUNCE_UNIT_SHIFT);
 			/* Stack order: the area's first slots end on top (popped first). */
 			st[want - 1 - got] = ai << bo->unit_shift | u;
 			got++;
@@ -473,8 +498,7 @@ static dg_noinline uint32_t tc_refill(struct dma_bounce *bo, struct bounce_tcach
 	}
 	if (got < want) /* compact what was taken to the bottom of the stack */
 		memmove(st, st + (want - got), got * sizeof(*st));
-	tc->n[dir][order] = got;
-	tc_bytes_add(tc, (int64_t)((uint64_t)got << (order + BOUNCE_UNIT_SHIFT)));
+	tc_set_n(tc, dir, order, got);
 	return got;
 }
 
@@ -482,21 +506,26 @@ static dg_noinline uint32_t tc_refill(struct dma_bounce *bo, struct bounce_tcach
 static dg_always_inline uint32_t tc_pop(struct dma_bounce *bo, struct bounce_tcache *tc,
 					unsigned int dir, unsigned int order)
 {
-	if (dg_unlikely(!tc->n[dir][order]) && !tc_refill(bo, tc, dir, order))
+	uint32_t n = tc_n(tc, dir, order);
+
+	if (dg_unlikely(!n) && !(n = tc_refill(bo, tc, dir, order)))
 		return BOUNCE_NONE;
-	tc_bytes_add(tc, -(int64_t)(1ull << (order + BOUNCE_UNIT_SHIFT)));
-	return tc->slot[dir][order][--tc->n[dir][order]];
+	tc_set_n(tc, dir, order, n - 1);
+	return tc->slot[dir][order][n - 1];
 }
 
 /* Push the claimed small slot @g (order @order, direction @dir) on this thread's stack. */
 static dg_always_inline void tc_push(struct dma_bounce *bo, struct bounce_tcache *tc, uint32_t g,
 				     unsigned int dir, unsigned int order)
 {
-	if (dg_unlikely(tc->n[dir][order] == bo->tc_max[order]))
+	uint32_t n;
+
+	if (dg_unlikely(tc_n(tc, dir, order) == bo->tc_max[order]))
 		tc_spill(bo, tc, dir, order, bo->tc_batch[order]);
 	atomic_store_explicit(&bo->rec[g].st, ST(ST_CACHED, 0, 0, order, 0), memory_order_relaxed);
-	tc->slot[dir][order][tc->n[dir][order]++] = g;
-	tc_bytes_add(tc, (int64_t)(1ull << (order + BOUNCE_UNIT_SHIFT)));
+	n = tc_n(tc, dir, order);
+	tc->slot[dir][order][n] = g;
+	tc_set_n(tc, dir, order, n + 1);
 }
 
 /* Give the claimed slot @g back: this thread's stack for small slots, its area otherwise. */
@@ -527,11 +556,14 @@ static dg_always_inline void slot_release(struct dma_bounce *bo, uint32_t g)
 	unsigned int order = ST_ORDER(st), dir = ST_DIR(st);
 	struct bounce_tcache *tc = tcache_peek(bo);
 
-	if (dg_likely(order < TC_ORDERS && tc != NULL && tc->n[dir][order] < bo->tc_max[order])) {
+	uint32_t n;
+
+	if (dg_likely(order < TC_ORDERS && tc != NULL &&
+		      (n = tc_n(tc, dir, order)) < bo->tc_max[order])) {
 		atomic_store_explicit(&bo->rec[g].st, ST(ST_CACHED, 0, 0, order, 0),
 				      memory_order_relaxed);
-		tc->slot[dir][order][tc->n[dir][order]++] = g;
-		tc_bytes_add(tc, (int64_t)(1ull << (order + BOUNCE_UNIT_SHIFT)));
+		tc->slot[dir][order][n] = g;
+		tc_set_n(tc, dir, order, n + 1);
 		return;
 	}
 	slot_release_slow(bo, g);
@@ -561,8 +593,8 @@ int dma_bounce_create(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_bo
 	bo->unit_shift = dg_ilog2(bo->units);
 	bo->gen = atomic_fetch_add_explicit(&bounce_next_gen, 1, memory_order_relaxed);
 	for (unsigned int o = 0; o < TC_ORDERS; o++) {
-		/* At most 1/16 of an area per stack; moved in halves. */
-		uint64_t cap = (bo->area_size >> 4) >> (o + BOUNCE_UNIT_SHIFT);
+		/* At most 1/8 of an area per stack; moved in halves. */
+		uint64_t cap = (bo->area_size >> 3) >> (o + BOUNCE_UNIT_SHIFT);
 
 		bo->tc_max[o] = cap < TC_MAX ? (uint32_t)(cap ? cap : 1) : TC_MAX;
 		bo->tc_batch[o] = bo->tc_max[o] > 1 ? bo->tc_max[o] / 2 : 1;
@@ -707,11 +739,40 @@ static inline uint64_t slot_iova(const struct dma_bounce *bo, uint32_t g)
 	return bo->iova + ((uint64_t)g << BOUNCE_UNIT_SHIFT);
 }
 
+/*
+ * Copy @n <= SMALL_COPY bytes between a slot and the driver's buffer (never overlapping)
+ * inline: two moves of the largest power of two <= n, from the start and to the end (they
+ * overlap when n is not a power of two), as a libc memcpy does for small sizes - without its
+ * call, so the fast paths below stay leaves (no call, no register saved).
+ */
+#define SMALL_COPY 64u
+
+static dg_always_inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
+{
+	if (n >= 32) {
+		__builtin_memcpy(d, s, 32);
+		__builtin_memcpy(d + n - 32, s + n - 32, 32);
+	} else if (n >= 16) {
+		__builtin_memcpy(d, s, 16);
+		__builtin_memcpy(d + n - 16, s + n - 16, 16);
+	} else if (n >= 8) {
+		__builtin_memcpy(d, s, 8);
+		__builtin_memcpy(d + n - 8, s + n - 8, 8);
+	} else if (n >= 4) {
+		__builtin_memcpy(d, s, 4);
+		__builtin_memcpy(d + n - 4, s + n - 4, 4);
+	} else if (n) {
+		d[0] = s[0];
+		d[n / 2] = s[n / 2];
+		d[n - 1] = s[n - 1];
+	}
+}
+
 /* Does this thread's cache hold slots of direction @dir? */
 static bool tc_holds(const struct bounce_tcache *tc, unsigned int dir)
 {
 	for (unsigned int o = 0; o < TC_ORDERS; o++)
-		if (tc->n[dir][o])
+		if (tc_n(tc, dir, o))
 			return true;
 	return false;
 }
@@ -767,13 +828,15 @@ static dg_always_inline int slot_alloc(struct dg_dma_dev *dd, struct dma_bounce 
 				       enum dg_dma_dir dir, unsigned int order, uint32_t *gp)
 {
 	struct bounce_tcache *tc;
+	uint32_t n;
 
 	/* Relaxed: only whether a hook is installed; slot_alloc_slow() reads it with acquire. */
 	if (dg_likely(order < TC_ORDERS) &&
 	    dg_likely(!atomic_load_explicit(&dd->dma->fail, memory_order_relaxed)) &&
-	    dg_likely((tc = tcache_peek(bo)) != NULL) && dg_likely(tc->n[dir][order] != 0)) {
-		tc_bytes_add(tc, -(int64_t)(1ull << (order + BOUNCE_UNIT_SHIFT)));
-		*gp = tc->slot[dir][order][--tc->n[dir][order]];
+	    dg_likely((tc = tcache_peek(bo)) != NULL) &&
+	    dg_likely((n = tc_n(tc, dir, order)) != 0)) {
+		tc_set_n(tc, dir, order, n - 1);
+		*gp = tc->slot[dir][order][n - 1];
 		return 0;
 	}
 	return slot_alloc_slow(dd, bo, dir, order, gp);
@@ -824,12 +887,116 @@ static dg_always_inline int bounce_map_list(struct dg_dma_dev *dd, const struct 
 	return 0;
 }
 
-static int bounce_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
-		      unsigned int attrs, enum dma_kind kind, uint64_t *dma)
+static dg_noinline int bounce_map_slow(struct dg_dma_dev *dd, void *buf, size_t len,
+				       enum dg_dma_dir dir, unsigned int attrs, enum dma_kind kind,
+				       uint64_t *dma)
 {
 	struct dg_dma_sg s = {.addr = buf, .len = len};
 
 	return bounce_map_list(dd, &s, 1, len, dir, attrs, kind, buf, dma);
+}
+
+/* Count a fast path's copies and padding when this thread's counter block is not the last
+ * one used (a tail call: returns 0). */
+static dg_noinline int count_slow(struct dg_dma_dev *dd, uint64_t in, uint64_t zeroed, uint64_t out)
+{
+	struct dma_tstats *t = dma_tstats(dd);
+
+	ctr_add(t, CTR_BOUNCE_IN, in);
+	ctr_add(t, CTR_BOUNCE_ZERO, zeroed);
+	ctr_add(t, CTR_BOUNCE_OUT, out);
+	return 0;
+}
+
+/*
+ * Map a single buffer of up to TC_BYTES from this thread's stack. Without @fill (a receive
+ * buffer in an area the device cannot read: nothing to copy, nothing to zero) it is a leaf
+ * (no call, no register saved); with @fill it copies in (inline up to SMALL_COPY bytes) and
+ * zeroes what the device could read past the buffer: in a to-device area only the bytes
+ * the slot's previous buffer left past the new one (see the preamble: past rec->len a
+ * to-device slot is all zeros), elsewhere the whole padding. An empty stack, a larger slot
+ * or an installed failure hook go to bounce_map_list().
+ */
+static dg_always_inline int map_single(struct dg_dma_dev *dd, void *buf, size_t len,
+				       enum dg_dma_dir dir, unsigned int attrs, enum dma_kind kind,
+				       uint64_t *dma, bool fill)
+{
+	struct dma_bounce *bo = dd->bounce;
+	const bool copy = fill && dir != DG_DMA_FROM_DEVICE && !(attrs & DG_DMA_ATTR_SKIP_CPU_SYNC);
+	struct bounce_tcache *tc;
+	struct bounce_rec *rec;
+	uint64_t zeroed = 0;
+	unsigned int order;
+	uint8_t *slot;
+	uint32_t g, n;
+
+	order = order_of(len); /* < TC_ORDERS: bounce_map() sent larger buffers elsewhere */
+	/* Relaxed: only whether a hook is installed; slot_alloc_slow() reads it with acquire. */
+	if (dg_unlikely(atomic_load_explicit(&dd->dma->fail, memory_order_relaxed) != NULL) ||
+	    dg_unlikely(!(tc = tcache_peek(bo))) || dg_unlikely(!(n = tc_n(tc, dir, order))))
+		return bounce_map_slow(dd, buf, len, dir, attrs, kind, dma);
+	tc_set_n(tc, dir, order, n - 1);
+	g = tc->slot[dir][order][n - 1];
+	rec = &bo->rec[g];
+	slot = slot_mem(bo, g);
+	if (fill && bo->readable[dir]) {
+		const uint64_t size = 1ull << (order + BOUNCE_UNIT_SHIFT);
+		const uint64_t dirty = dir == DG_DMA_TO_DEVICE && rec->len < size ? rec->len : size;
+
+		if (dirty > len) {
+			zeroed = dirty - len;
+			memset(slot + len, 0, zeroed);
+		}
+	}
+	rec->u.orig = buf;
+	rec->len = (uint32_t)len;
+	if (copy && len <= SMALL_COPY)
+		copy_small(slot, buf, len);
+	else if (copy)
+		memcpy(slot, buf, len);
+	/* Release pairs with the acquire load/CAS in find_slot(), claim() and bounce_sync():
+	 * orig, len and the copied data are visible to whoever finds the slot live. */
+	atomic_store_explicit(&rec->st, ST(ST_ALLOC, kind, dir, order, 0), memory_order_release);
+	*dma = slot_iova(bo, g);
+	if (fill) {
+		const uint64_t in = copy ? len : 0;
+
+		/* dma_tstats() inline without its call: the counting goes out of line */
+		if (dg_unlikely(dma_tls_last.gen != dd->gen))
+			return count_slow(dd, in, zeroed, 0);
+		ctr_add(dma_tls_last.t, CTR_BOUNCE_IN, in);
+		ctr_add(dma_tls_last.t, CTR_BOUNCE_ZERO, zeroed);
+	}
+	return 0;
+}
+
+static dg_noinline int bounce_map_fill(struct dg_dma_dev *dd, void *buf, size_t len,
+				       enum dg_dma_dir dir, unsigned int attrs, enum dma_kind kind,
+				       uint64_t *dma)
+{
+	return map_single(dd, buf, len, dir, attrs, kind, dma, true);
+}
+
+static dg_noinline int bounce_map_rx(struct dg_dma_dev *dd, void *buf, size_t len,
+				     enum dg_dma_dir dir, unsigned int attrs, enum dma_kind kind,
+				     uint64_t *dma)
+{
+	return map_single(dd, buf, len, dir, attrs, kind, dma, false);
+}
+
+/* A dispatch of tail calls (no register saved): up to TC_BYTES, a receive buffer in a
+ * write-only area to bounce_map_rx(), a leaf; a buffer to copy in, or in an area the device
+ * can read (padding to zero), to bounce_map_fill(); larger ones (and too large ones: -EINVAL)
+ * to bounce_map_list(). */
+static int bounce_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
+		      unsigned int attrs, enum dma_kind kind, uint64_t *dma)
+{
+	if (dg_unlikely(len > TC_BYTES))
+		return bounce_map_slow(dd, buf, len, dir, attrs, kind, dma);
+	if (dd->bounce->readable[dir] ||
+	    (dir != DG_DMA_FROM_DEVICE && !(attrs & DG_DMA_ATTR_SKIP_CPU_SYNC)))
+		return bounce_map_fill(dd, buf, len, dir, attrs, kind, dma);
+	return bounce_map_rx(dd, buf, len, dir, attrs, kind, dma);
 }
 
 /* Validate and claim the live slot at @dma: its global unit into *gp. */
@@ -845,11 +1012,11 @@ static dg_always_inline int claim(struct dma_bounce *bo, uint64_t dma, uint64_t 
 	rec = &bo->rec[g];
 	/* Acquire pairs with the release store in bounce_map_list(). */
 	st = atomic_load_explicit(&rec->st, memory_order_acquire);
-	if (dg_unlikely(ST_STATE(st) != ST_ALLOC))
-		return -ENOENT;
-	if (dg_unlikely(ST_DIR(st) != dir || ST_KIND(st) != kind || ST_NENTS(st) != nents ||
-			rec->len != len))
-		return -EINVAL;
+	/* One compare for state, kind, dir and nents (the order follows from len); len is read
+	 * only once the slot is known live. */
+	if (dg_unlikely((st & ~ST(0, 0, 0, 31, 0)) != ST(ST_ALLOC, kind, dir, 0, nents)) ||
+	    dg_unlikely(rec->len != len))
+		return ST_STATE(st) != ST_ALLOC ? -ENOENT : -EINVAL;
 	/* One of two racing unmaps wins; acquire, like the load above, pairs with the release
 	 * store in bounce_map_list() (orig and len are read after it). */
 	if (!atomic_compare_exchange_strong_explicit(&rec->st, &st, (st & ~7u) | ST_CLAIMED,
@@ -882,7 +1049,9 @@ static dg_always_inline int bounce_unmap_list(struct dg_dma_dev *dd, uint64_t dm
 		return r;
 	if (dir != DG_DMA_TO_DEVICE && !(attrs & DG_DMA_ATTR_SKIP_CPU_SYNC)) {
 		/* Only the mapped bytes; the claim made the record ours. */
-		if (!sg)
+		if (!sg && total <= SMALL_COPY)
+			copy_small(bo->rec[g].u.orig, slot_mem(bo, g), total);
+		else if (!sg)
 			memcpy(bo->rec[g].u.orig, slot_mem(bo, g), total);
 		else
 			sg_copy(sg, nents, 0, slot_mem(bo, g), total, true);
@@ -895,10 +1064,36 @@ static dg_always_inline int bounce_unmap_list(struct dg_dma_dev *dd, uint64_t dm
 	return 0;
 }
 
+/* The unmap of a single buffer that copies back (as many arguments as bounce_unmap()). */
+static dg_noinline int bounce_unmap_copy(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+					 enum dg_dma_dir dir, unsigned int attrs,
+					 enum dma_kind kind, struct dg_dma_batch *b)
+{
+	return bounce_unmap_list(dd, dma, NULL, 1, len, dir, attrs, kind, b);
+}
+
+/*
+ * Unmap a single buffer. Without a copy-back (to-device, or DG_DMA_ATTR_SKIP_CPU_SYNC after
+ * a sync of what the device wrote) only the claim and the slot's release or batch entry are
+ * left, and nothing is live across that last call.
+ */
 static int bounce_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 			unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b)
 {
-	return bounce_unmap_list(dd, dma, NULL, 1, len, dir, attrs, kind, b);
+	struct dma_bounce *bo = dd->bounce;
+	uint32_t g;
+	int r;
+
+	if (dir != DG_DMA_TO_DEVICE && !(attrs & DG_DMA_ATTR_SKIP_CPU_SYNC))
+		return bounce_unmap_copy(dd, dma, len, dir, attrs, kind, b);
+	r = claim(bo, dma, len, dir, kind, 0, &g);
+	if (dg_unlikely(r))
+		return r;
+	if (b)
+		dma_batch_add_bounce(b, dma);
+	else
+		slot_release(bo, g);
+	return 0;
 }
 
 /* Split a slot of @total bytes at @dma into DMA segments (max_seg, boundary). */
@@ -988,8 +1183,8 @@ static dg_always_inline int find_slot(struct dma_bounce *bo, uint64_t dma, uint3
 	return -ENOENT;
 }
 
-static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
-		       bool for_cpu)
+static dg_noinline int bounce_sync_slow(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+					enum dg_dma_dir dir, bool for_cpu)
 {
 	struct dma_bounce *bo = dd->bounce;
 	struct bounce_rec *rec;
@@ -1003,7 +1198,8 @@ static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_
 	rec = &bo->rec[g];
 	slot = slot_mem(bo, g);
 	off = dma - slot_iova(bo, g);
-	if (dg_unlikely(ST_DIR(st) != dir || off + len > rec->len))
+	/* off + len may wrap (len is any size_t): compare without the sum */
+	if (dg_unlikely(ST_DIR(st) != dir || off > rec->len || len > rec->len - off))
 		return -EINVAL;
 	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
 		return 0;
@@ -1018,6 +1214,63 @@ static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_
 	return 0;
 }
 
+/*
+ * Sync a range of a single buffer that starts in the slot's first unit (a receive's header
+ * or frame at the start of its buffer): the live head is @dma's own unit, no search. Up to
+ * SMALL_COPY bytes (!@big) the copy is inline and this is a leaf; more with memcpy. Anything
+ * else goes to bounce_sync_slow(), which finds the slot's head at any offset.
+ */
+static dg_always_inline int sync_single(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+					enum dg_dma_dir dir, bool for_cpu, bool big)
+{
+	struct dma_bounce *bo = dd->bounce;
+	const uint64_t off = dma - bo->iova;			   /* wraps below the areas */
+	const uint64_t in = off & ((1u << BOUNCE_UNIT_SHIFT) - 1); /* offset in the slot */
+	struct bounce_rec *rec;
+	uint8_t *slot, *orig;
+	uint32_t st;
+
+	if (dg_unlikely(off >= bo->iova_size))
+		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
+	rec = &bo->rec[off >> BOUNCE_UNIT_SHIFT];
+	/* Acquire pairs with the release store in map_single() and bounce_map_list(). */
+	st = atomic_load_explicit(&rec->st, memory_order_acquire);
+	if (dg_unlikely(ST_STATE(st) != ST_ALLOC) || dg_unlikely(ST_KIND(st) == KIND_SG))
+		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
+	/* in + len may wrap (len is any size_t): compare without the sum */
+	if (dg_unlikely(ST_DIR(st) != dir) || dg_unlikely(in > rec->len || len > rec->len - in))
+		return -EINVAL;
+	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
+		return 0;
+	slot = bo->mem + off;
+	orig = (uint8_t *)rec->u.orig + in;
+	if (big)
+		memcpy(for_cpu ? orig : slot, for_cpu ? slot : orig, len);
+	else if (for_cpu)
+		copy_small(orig, slot, len);
+	else
+		copy_small(slot, orig, len);
+	/* dma_tstats() inline without its call: the counting goes out of line */
+	if (dg_unlikely(dma_tls_last.gen != dd->gen))
+		return for_cpu ? count_slow(dd, 0, 0, len) : count_slow(dd, len, 0, 0);
+	ctr_add(dma_tls_last.t, for_cpu ? CTR_BOUNCE_OUT : CTR_BOUNCE_IN, len);
+	return 0;
+}
+
+static dg_noinline int bounce_sync_big(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+				       enum dg_dma_dir dir, bool for_cpu)
+{
+	return sync_single(dd, dma, len, dir, for_cpu, true);
+}
+
+static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
+		       bool for_cpu)
+{
+	if (len > SMALL_COPY)
+		return bounce_sync_big(dd, dma, len, dir, for_cpu);
+	return sync_single(dd, dma, len, dir, for_cpu, false);
+}
+
 static int bounce_sync_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 			  enum dg_dma_dir dir, bool for_cpu)
 {
@@ -1030,7 +1283,7 @@ static int bounce_sync_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned 
 	if (ST_KIND(st) != KIND_SG || ST_NENTS(st) != nents || bo->rec[g].u.orig != sg ||
 	    slot_iova(bo, g) != sg[0].dma_addr)
 		return -EINVAL;
-	return bounce_sync(dd, sg[0].dma_addr, bo->rec[g].len, dir, for_cpu);
+	return bounce_sync_slow(dd, sg[0].dma_addr, bo->rec[g].len, dir, for_cpu);
 }
 
 const struct dma_policy_ops dma_bounce_ops = {
@@ -1059,15 +1312,17 @@ void dma_bounce_stats(const struct dma_bounce *cbo, struct dg_dma_stats *st)
 	for (const struct bounce_tcache *tc =
 		     atomic_load_explicit(&bo->tcaches, memory_order_acquire);
 	     tc; tc = tc->next)
-		cached += atomic_load_explicit(&tc->cached_bytes, memory_order_relaxed);
+		for (unsigned int d = 0; d < 3; d++)
+			for (unsigned int o = 0; o < TC_ORDERS; o++)
+				cached += (uint64_t)tc_n(tc, d, o) << (o + BOUNCE_UNIT_SHIFT);
 	/* Exact when no call runs; while calls run a refill may be seen half, never below 0. */
 	st->bounce_in_use += in_use > cached ? in_use - cached : 0;
 }
 
 /*
  * The thread caches: every entry is a CACHED head of its stack's order in an area of its
- * stack's direction, and cached_bytes is what the stacks hold. Counts the entries and bytes
- * per area into @cnt and @bytes (nareas each).
+ * stack's direction, and no stack is over its bound. Counts the entries and bytes per area
+ * into @cnt and @bytes (nareas each).
  */
 static int tc_check(const struct dma_bounce *bo, FILE *why, uint64_t *cnt, uint64_t *bytes)
 {
@@ -1076,11 +1331,9 @@ static int tc_check(const struct dma_bounce *bo, FILE *why, uint64_t *cnt, uint6
 		atomic_load_explicit(&((struct dma_bounce *)bo)->tcaches, memory_order_acquire);
 
 	for (; tc; tc = tc->next) {
-		uint64_t sum = 0;
-
 		for (unsigned int d = 0; d < 3; d++)
 			for (unsigned int o = 0; o < TC_ORDERS; o++) {
-				if (tc->n[d][o] > bo->tc_max[o]) {
+				if (tc_n(tc, d, o) > bo->tc_max[o]) {
 					if (why)
 						fprintf(why,
 							"bounce cache %" PRIu64
@@ -1090,7 +1343,7 @@ static int tc_check(const struct dma_bounce *bo, FILE *why, uint64_t *cnt, uint6
 							d, o);
 					return -EUCLEAN;
 				}
-				for (uint32_t k = 0; k < tc->n[d][o]; k++) {
+				for (uint32_t k = 0; k < tc_n(tc, d, o); k++) {
 					uint32_t g = tc->slot[d][o][k], ai = g >> bo->unit_shift;
 					uint32_t u = g & (bo->units - 1), st;
 
@@ -1112,19 +1365,8 @@ static int tc_check(const struct dma_bounce *bo, FILE *why, uint64_t *cnt, uint6
 					}
 					cnt[ai]++;
 					bytes[ai] += 1ull << (o + BOUNCE_UNIT_SHIFT);
-					sum += 1ull << (o + BOUNCE_UNIT_SHIFT);
 				}
 			}
-		if (sum != atomic_load_explicit(&tc->cached_bytes, memory_order_relaxed)) {
-			if (why)
-				fprintf(why,
-					"bounce cache %" PRIu64 ": holds %" PRIu64
-					" bytes, counts %" PRIu64 "\n",
-					atomic_load_explicit(&tc->owner, memory_order_relaxed), sum,
-					atomic_load_explicit(&tc->cached_bytes,
-							     memory_order_relaxed));
-			return -EUCLEAN;
-		}
 	}
 	return 0;
 }

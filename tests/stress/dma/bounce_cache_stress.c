@@ -12,7 +12,15 @@
  * handed out while still live, the buffer would come back with another mapping's pattern.
  * Cross-thread unmaps make every stack fill and spill slots of other threads' refills; the
  * structure check runs at the end, and in_use must be back to zero.
+ *
+ * A third of the mappings are receives instead (from-device with DG_DMA_ATTR_SKIP_CPU_SYNC,
+ * the leaf fast path: the device writes the pattern, the unmapping thread syncs the first 64
+ * bytes - the inline copy - then the rest, and unmaps without a copy) and a third are sends
+ * (to-device: the device must read the pattern and zeros past it, whichever thread's stack the
+ * slot came from and however long its previous buffer was). The device is one agent: its
+ * accesses are serialized by a lock.
  */
+#include <dmaguard/dev.h>
 #include <dmaguard/dma.h>
 #include <dmaguard/iommu.h>
 
@@ -28,12 +36,19 @@
 #define BUF_BYTES   2048
 #define INBOX	    (2 * PER_ROUND)
 
+enum { MODE_BIDI, MODE_RX, MODE_TX };
+
 struct item {
 	uint64_t dma;
 	uint32_t len;
 	uint32_t tag;
 	uint8_t *buf;
+	unsigned int mode;
 };
+
+static const enum dg_dma_dir mode_dir[] = {DG_DMA_BIDIRECTIONAL, DG_DMA_FROM_DEVICE,
+					   DG_DMA_TO_DEVICE};
+static const unsigned int mode_attrs[] = {0, DG_DMA_ATTR_SKIP_CPU_SYNC, 0};
 
 struct worker {
 	pthread_t thr;
@@ -46,6 +61,8 @@ struct worker {
 };
 
 static struct dg_dma_dev *dd;
+static struct dg_device *dev;
+static pthread_mutex_t dev_lock = PTHREAD_MUTEX_INITIALIZER; /* one device agent */
 static struct worker w[MAX_THREADS];
 static unsigned int nthreads, iterations;
 static _Atomic unsigned int failed;
@@ -64,10 +81,61 @@ static void fail(const char *what, unsigned int id, long v)
 		fprintf(stderr, "stress_dma_bounce_cache: thread %u: %s (%ld)\n", id, what, v);
 }
 
+static uint32_t slot_len(uint32_t len)
+{
+	uint32_t s = 64;
+
+	while (s < len)
+		s <<= 1;
+	return s;
+}
+
+/* What the device does with a new mapping: write a receive, check a send (and its padding). */
+static void device_side(struct worker *me, const struct item *x)
+{
+	uint8_t tmp[BUF_BYTES];
+	uint32_t sl = slot_len(x->len);
+	int r = 0;
+
+	if (x->mode == MODE_BIDI)
+		return;
+	pthread_mutex_lock(&dev_lock);
+	if (x->mode == MODE_RX) {
+		for (uint32_t k = 0; k < x->len; k++)
+			tmp[k] = (uint8_t)(x->tag + k);
+		r = dg_dev_write(dev, x->dma, tmp, x->len);
+	} else {
+		r = dg_dev_read(dev, x->dma, tmp, sl);
+	}
+	pthread_mutex_unlock(&dev_lock);
+	if (r) {
+		fail("device access", me->id, r);
+		return;
+	}
+	for (uint32_t k = 0; x->mode == MODE_TX && k < sl; k++)
+		if (tmp[k] != (k < x->len ? (uint8_t)(x->tag + k) : 0)) {
+			fail("the device read another buffer's bytes", me->id, (long)k);
+			return;
+		}
+}
+
 static void check_and_unmap(struct worker *me, const struct item *it)
 {
-	int r = dg_dma_unmap_single(dd, it->dma, it->len, DG_DMA_BIDIRECTIONAL, 0, NULL);
+	const uint32_t head = it->len < 64 ? it->len : 64;
+	int r = 0;
 
+	if (it->mode == MODE_RX) { /* the header (inline copy), then the rest */
+		r = dg_dma_sync_for_cpu(dd, it->dma, head, DG_DMA_FROM_DEVICE);
+		if (!r && it->len > head)
+			r = dg_dma_sync_for_cpu(dd, it->dma + head, it->len - head,
+						DG_DMA_FROM_DEVICE);
+		if (r) {
+			fail("sync", me->id, r);
+			return;
+		}
+	}
+	r = dg_dma_unmap_single(dd, it->dma, it->len, mode_dir[it->mode], mode_attrs[it->mode],
+				NULL);
 	if (r) {
 		fail("unmap", me->id, r);
 		return;
@@ -94,20 +162,23 @@ static void *run(void *p)
 
 			x.len = 1 + (uint32_t)(rnd(&me->seed) % BUF_BYTES);
 			x.tag = (uint32_t)rnd(&me->seed);
+			x.mode = (unsigned int)(rnd(&me->seed) % 3);
 			x.buf = malloc(x.len);
 			if (!x.buf) {
 				fail("malloc", me->id, 0);
 				break;
 			}
-			for (uint32_t k = 0; k < x.len; k++)
-				x.buf[k] = (uint8_t)(x.tag + k);
-			r = dg_dma_map_single(dd, x.buf, x.len, DG_DMA_BIDIRECTIONAL, 0, &x.dma);
+			for (uint32_t k = 0; k < x.len; k++) /* a receive's buffer: stale bytes */
+				x.buf[k] = (uint8_t)(x.mode == MODE_RX ? ~(x.tag + k) : x.tag + k);
+			r = dg_dma_map_single(dd, x.buf, x.len, mode_dir[x.mode],
+					      mode_attrs[x.mode], &x.dma);
 			if (r) {
 				if (r != -ENOSPC) /* the areas are small on purpose */
 					fail("map", me->id, r);
 				free(x.buf);
 				break;
 			}
+			device_side(me, &x);
 			if (i & 1) {
 				pthread_mutex_lock(&next->lock);
 				if (next->nin < INBOX) {
@@ -139,7 +210,6 @@ int main(int argc, char **argv)
 	struct dg_dma_dev_config c;
 	struct dg_iommu *mmu;
 	struct dg_dma *dma;
-	struct dg_device *dev;
 	struct dg_dma_stats st;
 
 	nthreads = argc > 1 ? (unsigned int)atoi(argv[1]) : 2;
@@ -162,6 +232,7 @@ int main(int argc, char **argv)
 	dd = dg_dma_dev_create(dma, dev, &c);
 	if (!dd)
 		return 1;
+	dg_dev_set_auto_offline(dev, true); /* idle between its accesses: never holds a wait */
 	for (unsigned int i = 0; i < nthreads; i++) {
 		w[i].id = i;
 		w[i].seed = 0x9e3779b97f4a7c15ull * (i + 1);

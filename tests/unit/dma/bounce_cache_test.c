@@ -12,7 +12,13 @@
  *  - slots mapped by one thread and unmapped by another (its stack spills them back), double
  *    unmaps refused;
  *  - a thread's exit gives its cached slots back (threads that come and go strand nothing:
- *    every area is whole again for the largest slot), and its cache is taken over by the next.
+ *    every area is whole again for the largest slot), and its cache is taken over by the next;
+ *  - the leaf fast paths of map, sync and unmap (inline copies of up to 64 bytes): every length 1..64 up and down and a few past it (a to-device slot
+ *    zeroes only what its previous buffer left past the new one), every direction, in a
+ *    write-only from-device area (VT-d) and a readable one (ARM LPAE stage 1): the device
+ *    sees exactly the buffer and zeros, copies move exactly the bytes asked (guard bytes
+ *    around the driver's buffer and a partial sync's neighbours stay as they were), the copy
+ *    counters are exact, and every misuse is refused with nothing changed.
  */
 #include "dma_test_util.h"
 
@@ -34,18 +40,24 @@ struct env {
 	struct dg_dma_dev *dd;
 };
 
-static void env_init(struct env *e, uint64_t area_size)
+static void env_init_fmt(struct env *e, uint64_t area_size, enum dg_pt_format fmt)
 {
 	struct dg_dma_dev_config c;
 
 	assert_int_equal(fixture_init(&e->f, false, 0), 0);
 	dg_dma_dev_config_init(&c);
 	c.policy = DG_DMA_BOUNCE;
+	c.geo.format = fmt;
 	if (area_size)
 		c.bounce.area_size = area_size;
 	e->dd = fixture_dev(&e->f, 1, DG_DMA_BOUNCE, &c, &e->dev);
 	assert_non_null(e->dd);
 	dg_dev_set_auto_offline(e->dev, true);
+}
+
+static void env_init(struct env *e, uint64_t area_size)
+{
+	env_init_fmt(e, area_size, DG_PT_FMT_VTD_SS);
 }
 
 static void env_fini(struct env *e)
@@ -270,6 +282,64 @@ static void test_exhaustion_gives_cache_back(void **state)
 	free(buf);
 }
 
+/*
+ * Every to-device byte dirtied by 2 KiB buffers, given back (merged in the buddy lists), then
+ * taken again as 64-byte slots for 10-byte buffers until the areas are dry: the device reads
+ * each buffer and zeros past it - a slot that comes off the buddy allocator is zeroed whole,
+ * whatever length its unit's record last held.
+ */
+static void test_dirty_from_buddy(void **state)
+{
+	size_t cap = 1024, n = 0;
+	uint64_t *dma = malloc(cap * sizeof(*dma));
+	uint8_t *buf = page_alloc(2048), got[64];
+	struct env e;
+
+	(void)state;
+	assert_non_null(dma);
+	assert_non_null(buf);
+	env_init(&e, AREA);
+	memset(buf, 0xee, 2048);
+	for (int r;
+	     (r = dg_dma_map_single(e.dd, buf, 2048, DG_DMA_TO_DEVICE, 0, &dma[n])) != -ENOSPC;) {
+		assert_int_equal(r, 0);
+		if (++n == cap) {
+			cap *= 2;
+			dma = realloc(dma, cap * sizeof(*dma));
+			assert_non_null(dma);
+		}
+	}
+	assert_true(n >= AREA / 2048);
+	while (n) {
+		n--;
+		assert_int_equal(dg_dma_unmap_single(e.dd, dma[n], 2048, DG_DMA_TO_DEVICE, 0, NULL),
+				 0);
+	}
+	for (unsigned int i = 0; i < 10; i++)
+		buf[i] = (uint8_t)(i + 1);
+	for (int r;
+	     (r = dg_dma_map_single(e.dd, buf, 10, DG_DMA_TO_DEVICE, 0, &dma[n])) != -ENOSPC;) {
+		assert_int_equal(r, 0);
+		assert_int_equal(dg_dev_read(e.dev, dma[n], got, 64), 0);
+		for (unsigned int i = 0; i < 64; i++)
+			assert_int_equal(got[i], i < 10 ? i + 1 : 0);
+		if (++n == cap) {
+			cap *= 2;
+			dma = realloc(dma, cap * sizeof(*dma));
+			assert_non_null(dma);
+		}
+	}
+	assert_true(n >= AREA / 64); /* every byte of this CPU's area at least */
+	while (n) {
+		n--;
+		assert_int_equal(dg_dma_unmap_single(e.dd, dma[n], 10, DG_DMA_TO_DEVICE, 0, NULL),
+				 0);
+	}
+	env_fini(&e);
+	free(dma);
+	free(buf);
+}
+
 #define XN 300
 
 struct xarg {
@@ -387,6 +457,150 @@ static void test_thread_exit(void **state)
 	free(x.buf);
 }
 
+#define GUARD 64 /* guard bytes on each side of a buffer */
+
+/* Byte @i of pattern @p (never the guard byte 0xa5 nor 0). */
+static uint8_t pat(unsigned int p, size_t i)
+{
+	return (uint8_t)(1 + (p * 31 + i * 7) % 160);
+}
+
+static void check_guards(const uint8_t *area, size_t len)
+{
+	for (size_t i = 0; i < GUARD; i++) {
+		assert_int_equal(area[i], 0xa5);
+		assert_int_equal(area[GUARD + len + i], 0xa5);
+	}
+}
+
+/* One map / device access / sync / unmap round of @len bytes in direction @dir. */
+static void fast_round(struct env *e, uint8_t *area, size_t len, enum dg_dma_dir dir, bool readable,
+		       unsigned int p)
+{
+	uint8_t *buf = area + GUARD, dev[4096 + 64], got[4096 + 64];
+	const uint64_t sb = slot_bytes(len);
+	const bool to = dir != DG_DMA_FROM_DEVICE, from = dir != DG_DMA_TO_DEVICE;
+	struct dg_dma_stats s0 = stats(e->dd), s1;
+	size_t off = len / 3, n = len - off > 64 ? 64 : len - off;
+	uint64_t dma;
+
+	memset(area, 0xa5, len + 2 * GUARD);
+	for (size_t i = 0; i < len; i++)
+		buf[i] = pat(p, i);
+	assert_int_equal(dg_dma_map_single(e->dd, buf, len, dir, 0, &dma), 0);
+	assert_int_equal(dma % 64, 0);
+	s1 = stats(e->dd);
+	assert_int_equal(s1.bounce_copy_in - s0.bounce_copy_in, to ? len : 0);
+	if (readable) { /* the device sees the buffer (to-device) and zeros past it; under a
+			 * from-device buffer, at most what it wrote there itself before */
+		/* a to-device slot keeps zeros past its last buffer: only the bytes from the new
+		 * length to the old one need zeroing (the reads below check that it is enough) */
+		if (to && !from)
+			assert_true(s1.bounce_zeroed - s0.bounce_zeroed <= sb - len);
+		else
+			assert_int_equal(s1.bounce_zeroed - s0.bounce_zeroed, sb - len);
+		assert_int_equal(dg_dev_read(e->dev, dma, got, sb), 0);
+		for (size_t i = to ? 0 : len; i < sb; i++)
+			assert_int_equal(got[i], to && i < len ? pat(p, i) : 0);
+	}
+	check_guards(area, len);
+	if (from) { /* the device writes the whole slot; a partial sync takes [off, off + n) */
+		for (size_t i = 0; i < sb; i++)
+			dev[i] = pat(p + 1, i);
+		assert_int_equal(dg_dev_write(e->dev, dma, dev, sb), 0);
+		s0 = stats(e->dd);
+		assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma + off, n, dir), 0);
+		assert_int_equal(stats(e->dd).bounce_copy_out - s0.bounce_copy_out, n);
+		for (size_t i = 0; i < len; i++)
+			assert_int_equal(buf[i],
+					 i >= off && i < off + n ? pat(p + 1, i) : pat(p, i));
+		check_guards(area, len);
+	} else { /* to-device: sync_for_cpu copies nothing, sync_for_device [off, off + n) */
+		s0 = stats(e->dd);
+		assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma + off, n, dir), 0);
+		for (size_t i = off; i < off + n; i++)
+			buf[i] = pat(p + 2, i);
+		assert_int_equal(dg_dma_sync_for_device(e->dd, dma + off, n, dir), 0);
+		s1 = stats(e->dd);
+		assert_int_equal(s1.bounce_copy_out - s0.bounce_copy_out, 0);
+		assert_int_equal(s1.bounce_copy_in - s0.bounce_copy_in, n);
+		assert_int_equal(dg_dev_read(e->dev, dma, got, len), 0);
+		for (size_t i = 0; i < len; i++)
+			assert_int_equal(got[i],
+					 i >= off && i < off + n ? pat(p + 2, i) : pat(p, i));
+	}
+	/* misuse of the live mapping: refused, nothing changed (a length that wraps included) */
+	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma + off, len - off + 1, dir), -EINVAL);
+	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma + 1, SIZE_MAX, dir), -EINVAL);
+	assert_int_equal(dg_dma_sync_for_device(e->dd, dma + 1, SIZE_MAX - 1, dir), -EINVAL);
+	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma, len,
+					     dir == DG_DMA_TO_DEVICE ? DG_DMA_FROM_DEVICE :
+								       DG_DMA_TO_DEVICE),
+			 -EINVAL);
+	assert_int_equal(dg_dma_unmap_single(e->dd, dma, len + 1, dir, 0, NULL), -EINVAL);
+	assert_int_equal(dg_dma_unmap_single(e->dd, dma, len,
+					     dir == DG_DMA_TO_DEVICE ? DG_DMA_FROM_DEVICE :
+								       DG_DMA_TO_DEVICE,
+					     0, NULL),
+			 -EINVAL);
+	if (sb > 64) /* inside the slot: not a mapping's address */
+		assert_int_equal(dg_dma_unmap_single(e->dd, dma + 64, len - 64 ? len - 64 : 1, dir,
+						     0, NULL),
+				 -ENOENT);
+	check_guards(area, len);
+	s0 = stats(e->dd);
+	assert_int_equal(dg_dma_unmap_single(e->dd, dma, len, dir, 0, NULL), 0);
+	s1 = stats(e->dd);
+	assert_int_equal(s1.bounce_copy_out - s0.bounce_copy_out, from ? len : 0);
+	for (size_t i = 0; i < len; i++) /* from-device: all of what the device wrote */
+		assert_int_equal(buf[i], from			 ? pat(p + 1, i) :
+					 i >= off && i < off + n ? pat(p + 2, i) :
+								   pat(p, i));
+	check_guards(area, len);
+	/* gone: a second unmap and a sync find nothing */
+	assert_int_equal(dg_dma_unmap_single(e->dd, dma, len, dir, 0, NULL), -ENOENT);
+	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma, 1, dir), -ENOENT);
+}
+
+static void fast_paths(enum dg_pt_format fmt, bool from_readable)
+{
+	static const size_t big[] = {65, 100, 127, 128, 1500, 2048, 4096, 2048, 1500, 1100, 1025};
+	static const enum dg_dma_dir dirs[] = {DG_DMA_TO_DEVICE, DG_DMA_FROM_DEVICE,
+					       DG_DMA_BIDIRECTIONAL};
+	uint8_t *area = page_alloc(4096 + 2 * GUARD);
+	unsigned int p = 0;
+	struct env e;
+
+	assert_non_null(area);
+	env_init_fmt(&e, 0, fmt);
+	for (unsigned int d = 0; d < 3; d++) {
+		const bool readable = dirs[d] != DG_DMA_FROM_DEVICE || from_readable;
+
+		for (size_t len = 1; len <= 64; len++) /* the same slot, longer and longer */
+			fast_round(&e, area, len, dirs[d], readable, p++);
+		for (size_t len = 64; len >= 1; len--) /* shorter: old bytes past the new end */
+			fast_round(&e, area, len, dirs[d], readable, p++);
+		for (size_t k = 0; k < sizeof(big) / sizeof(big[0]); k++)
+			fast_round(&e, area, big[k], dirs[d], readable, p++);
+		assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	}
+	assert_int_equal(stats(e.dd).bounce_in_use, 0);
+	env_fini(&e);
+	free(area);
+}
+
+static void test_fast_paths_vtd(void **state)
+{
+	(void)state;
+	fast_paths(DG_PT_FMT_VTD_SS, false); /* from-device areas write-only */
+}
+
+static void test_fast_paths_lpae_s1(void **state)
+{
+	(void)state;
+	fast_paths(DG_PT_FMT_ARM_LPAE_S1, true); /* no write-only: readable, padding zeroed */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -395,6 +609,9 @@ int main(void)
 		cmocka_unit_test(test_exhaustion_gives_cache_back),
 		cmocka_unit_test(test_cross_thread),
 		cmocka_unit_test(test_thread_exit),
+		cmocka_unit_test(test_dirty_from_buddy),
+		cmocka_unit_test(test_fast_paths_vtd),
+		cmocka_unit_test(test_fast_paths_lpae_s1),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
