@@ -1495,19 +1495,14 @@ static void test_lazy_window(void **state)
 static void test_reference(void **state)
 {
 	uint8_t *buf = page_alloc(5 * 4096);
-	struct dg_dma_dev_config c;
 	struct dg_dma_batch b;
 	uint64_t dma;
 	struct t t;
 
 	(void)state;
 	assert_int_equal(fixture_init(&t.f, true, 0), 0);
-	dg_dma_dev_config_init(&c);
-	c.policy = DG_DMA_STRICT;
-	c.flags = DG_DMA_DEV_LINUX_REFERENCE;
-	t.dd = fixture_dev(&t.f, 1, DG_DMA_STRICT, &c, &t.dev);
+	t.dd = fixture_idle_dev(&t.f, 1, DG_DMA_STRICT, true, &t.dev);
 	assert_non_null(t.dd);
-	dg_dev_set_auto_offline(t.dev, true);
 	assert_int_equal(dg_dma_map_single(t.dd, buf + 100, 4 * 4096, DG_DMA_TO_DEVICE, 0, &dma),
 			 0);
 	struct dg_dma_stats s0 = stats(t.dd);

@@ -40,16 +40,9 @@ struct t {
 
 static void setup(struct t *t, enum dg_dma_policy p, bool reference)
 {
-	struct dg_dma_dev_config c;
-
 	assert_int_equal(fixture_init(&t->f, reference, 0), 0);
-	dg_dma_dev_config_init(&c);
-	c.policy = p;
-	if (reference)
-		c.flags = DG_DMA_DEV_LINUX_REFERENCE;
-	t->dd = fixture_dev(&t->f, 1, p, &c, &t->dev);
+	t->dd = fixture_idle_dev(&t->f, 1, p, reference, &t->dev);
 	assert_non_null(t->dd);
-	dg_dev_set_auto_offline(t->dev, true);
 	t->mem = page_alloc(NPG * PG);
 	assert_non_null(t->mem);
 	for (size_t i = 0; i < NPG * PG; i++)
@@ -394,9 +387,8 @@ static void run_random(enum dg_dma_policy p, uint64_t seed)
 	struct t t;
 
 	setup(&t, p, false);
-	db = fixture_dev(&t.f, 2, p, NULL, &dev_b);
+	db = fixture_idle_dev(&t.f, 2, p, false, &dev_b);
 	assert_non_null(db);
-	dg_dev_set_auto_offline(dev_b, true);
 	memset(on, 0, sizeof(on));
 	for (unsigned int step = 0; step < 300; step++) {
 		unsigned int n = 1 + (unsigned int)(rnd(&seed) % 48), idx[64], k = 0;

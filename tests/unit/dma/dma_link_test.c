@@ -40,16 +40,9 @@ struct t {
 
 static void setup(struct t *t, enum dg_dma_policy p, bool reference)
 {
-	struct dg_dma_dev_config c;
-
 	assert_int_equal(fixture_init(&t->f, false, 0), 0);
-	dg_dma_dev_config_init(&c);
-	c.policy = p;
-	if (reference)
-		c.flags = DG_DMA_DEV_LINUX_REFERENCE;
-	t->dd = fixture_dev(&t->f, 1, p, &c, &t->dev);
+	t->dd = fixture_idle_dev(&t->f, 1, p, reference, &t->dev);
 	assert_non_null(t->dd);
-	dg_dev_set_auto_offline(t->dev, true);
 	assert_int_equal(dg_dma_iova_alloc(t->dd, SLOTS * PG, &t->st), 0);
 	t->mem = page_alloc(SLOTS * PG);
 	assert_non_null(t->mem);

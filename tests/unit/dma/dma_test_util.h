@@ -87,6 +87,25 @@ static inline struct dg_dma_dev *fixture_dev(struct dma_fixture *f, uint32_t rid
 	return dd;
 }
 
+/* A device @rid under @policy (its Linux-reference variant if @reference) that acknowledges
+ * while idle (auto-offline), so a test's waits need no device thread. */
+static inline struct dg_dma_dev *fixture_idle_dev(struct dma_fixture *f, uint32_t rid,
+						  enum dg_dma_policy policy, bool reference,
+						  struct dg_device **devp)
+{
+	struct dg_dma_dev_config c;
+	struct dg_dma_dev *dd;
+
+	dg_dma_dev_config_init(&c);
+	c.policy = policy;
+	if (reference)
+		c.flags = DG_DMA_DEV_LINUX_REFERENCE;
+	dd = fixture_dev(f, rid, policy, &c, devp);
+	if (dd)
+		dg_dev_set_auto_offline(dg_dma_dev_device(dd), true);
+	return dd;
+}
+
 static inline void fixture_dev_destroy(struct dg_dma_dev *dd)
 {
 	struct dg_device *dev = dg_dma_dev_device(dd);
