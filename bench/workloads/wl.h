@@ -313,7 +313,20 @@ struct wl_run_opts {
 	uint64_t ops;	   /* fixed-count mode: I/Os per driver thread (no timing), 0 = timed */
 	unsigned int threads;
 	unsigned int qd;
+	uint64_t stuck_ns; /* the stuck-run watchdog's limit (wl_run.c), 0 = 10 s (tests) */
 };
+
+/*
+ * The stuck-run watchdog's verdict on a run that made no progress for @stalled_ns, given the
+ * CPU time each of its @n threads ran meanwhile (@ran_ns[i] < 0: that thread has exited):
+ * WAIT while some live thread has not run long enough to have made progress (the scheduler
+ * has not given it a CPU: starvation, not a bug), STUCK once past @stuck_ns every live thread
+ * ran (they loop without progress), STARVED past a hard limit whatever ran (a thread that
+ * never runs again: blocked, or starved for good).
+ */
+enum wl_watch { WL_WATCH_WAIT, WL_WATCH_STUCK, WL_WATCH_STARVED };
+enum wl_watch wl_watch_verdict(uint64_t stalled_ns, uint64_t stuck_ns, const int64_t *ran_ns,
+			       unsigned int n);
 
 /*
  * Run @wl under @cfg once: set up, start the thread pairs, measure (or do ops I/Os), drain,

@@ -28,6 +28,14 @@
  * A run whose threads make no progress for WL_STUCK_NS while draining (or doing a fixed
  * count) is a bug in a model or the library: it is reported with the workload's dump of
  * its rings, stopped, and left allocated (its mappings are still out), never waited for.
+ * "No progress" counts only once every live thread has had the CPU for a while meanwhile
+ * (1/WL_RAN_PART of the limit, read from its CPU clock): the threads are pinned, and on a
+ * loaded machine (sanitizer builds side by side, load 15-20 on 2 CPUs) a pinned thread has
+ * been seen to get no CPU at all for over 5 s while its partner looped - a wait for it then
+ * is starvation, not a stall. Threads that loop without progress burn CPU and are caught
+ * after WL_STUCK_NS as before; a thread that never runs again (blocked) after
+ * WL_STARVED_TIMES times that. WL_STUCK_STACKS=1 in the environment adds, half-way, the
+ * threads' scheduler state and stacks (gdb) to the report.
  *
  * Idle loops spin with a pause hint, yield the CPU after every WL_IDLE_SPINS empty polls
  * (some tens of microseconds) and, once idle for about a millisecond, sleep 20 us per poll:
@@ -49,11 +57,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
-#define WL_STUCK_NS   10000000000ull /* no progress for this long while draining: a bug */
-#define WL_IDLE_SPINS 1024	     /* empty polls between yields */
-#define WL_IDLE_SLEEP 32	     /* yields before idle polls start to sleep 20 us each */
+#define WL_STUCK_NS	 10000000000ull /* no progress for this long while draining: a bug */
+#define WL_RAN_PART	 200		/* ... once every thread ran 1/200 of it (50 ms of CPU) */
+#define WL_STARVED_TIMES 6    /* ... or in any case after 6 times that (a thread never ran) */
+#define WL_IDLE_SPINS	 1024 /* empty polls between yields */
+#define WL_IDLE_SLEEP	 32   /* yields before idle polls start to sleep 20 us each */
 #define WL_MIN_IOS \
 	256 /* a measured interval lasts until at least this many I/Os (and a
 			       quarter as many device units) */
@@ -72,6 +84,7 @@ unsigned int wl_threads_for(const struct wl_workload *wl, unsigned int threads)
 struct thr_arg {
 	struct wl_run *run;
 	unsigned int id;
+	_Atomic long tid; /* the kernel's thread id, for the stuck-run report */
 };
 
 /*
@@ -125,6 +138,7 @@ static void *driver_main(void *arg)
 	unsigned int spins = 0;
 	uint64_t idle_since = 0;
 
+	atomic_store_explicit(&a->tid, (long)syscall(SYS_gettid), memory_order_relaxed);
 	bench_pin_cpu(2 * a->id);
 	d.rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)a->id + 1) * 0x2545f4914f6cdd1dull;
 	atomic_fetch_add(&r->started, 1);
@@ -161,6 +175,7 @@ static void *device_main(void *arg)
 	unsigned int spins = 0;
 	uint64_t idle_since = 0;
 
+	atomic_store_explicit(&a->tid, (long)syscall(SYS_gettid), memory_order_relaxed);
 	bench_pin_cpu(2 * a->id + 1);
 	d.scratch = malloc(65536);
 	for (unsigned int i = 0; i < r->nports; i++)
@@ -292,6 +307,110 @@ static void stuck_report(struct wl_run *r, FILE *out)
 		fprintf(out, "  last IOMMU diagnostic: %s\n", diag);
 }
 
+static void sleep_s(double s);
+
+/* One thread's scheduler state: /proc stat (state, CPU times, last CPU) and schedstat. */
+static void thread_sched(const char *who, unsigned int id, long tid, FILE *out)
+{
+	char path[64], st[512] = "", ss[128] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/stat", tid);
+	if ((f = fopen(path, "r"))) {
+		if (!fgets(st, sizeof(st), f))
+			st[0] = '\0';
+		fclose(f);
+	}
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/schedstat", tid);
+	if ((f = fopen(path, "r"))) {
+		if (!fgets(ss, sizeof(ss), f))
+			ss[0] = '\0';
+		fclose(f);
+	}
+	st[strcspn(st, "\n")] = '\0';
+	ss[strcspn(ss, "\n")] = '\0';
+	/* stat after the command name: state ppid ... utime(14) stime(15) ... processor(39) */
+	const char *p = strrchr(st, ')');
+	char state = '?';
+	unsigned long long ut = 0, stm = 0;
+	int cpu = -1;
+
+	if (p) {
+		char *q = (char *)p + 2;
+
+		state = *q;
+		for (int field = 3; q && field <= 39; field++) {
+			if (field == 14)
+				ut = strtoull(q, NULL, 10);
+			else if (field == 15)
+				stm = strtoull(q, NULL, 10);
+			else if (field == 39)
+				cpu = atoi(q);
+			q = strchr(q, ' ');
+			if (q)
+				q++;
+		}
+	}
+	fprintf(out,
+		"  %s %u tid %ld: state %c, utime %llu stime %llu ticks, cpu %d, schedstat %s\n",
+		who, id, tid, state, ut, stm, cpu, ss);
+}
+
+/*
+ * Opt-in (WL_STUCK_STACKS=1 in the environment): half-way to the stuck verdict, the state,
+ * the threads' scheduler state twice 1 s apart (schedstat: ns on a CPU, ns waiting on a run
+ * queue, time slices), then every thread's stack (gdb attached to this process), while the
+ * threads are still where they stalled - once the run is declared stuck they are stopped.
+ */
+static void stuck_stacks(struct wl_run *r, struct thr_arg *args, unsigned int n)
+{
+	const char *e = getenv("WL_STUCK_STACKS");
+	char cmd[128];
+
+	if (!e || strcmp(e, "1"))
+		return;
+	fprintf(stderr, "bench workloads: %s/%s: no progress for %.0f s; state:\n", r->wl->name,
+		wl_cfg_name[r->cfg], WL_STUCK_NS / 2e9);
+	stuck_report(r, stderr);
+	for (int k = 0; k < 2; k++) {
+		for (unsigned int i = 0; i < n; i++)
+			thread_sched(i % 2 ? "device" : "driver", i / 2,
+				     atomic_load_explicit(&args[i].tid, memory_order_relaxed),
+				     stderr);
+		if (!k)
+			sleep_s(1);
+	}
+	snprintf(cmd, sizeof(cmd), "gdb -batch -p %ld -ex 'thread apply all bt' 1>&2",
+		 (long)getpid());
+	fflush(stderr);
+	if (system(cmd))
+		fprintf(stderr, "bench workloads: %s failed\n", cmd);
+	stuck_report(r, stderr);
+}
+
+/* CPU time of the thread of @clk in ns, or -1 if it has exited. */
+static int64_t thread_cpu_ns(clockid_t clk)
+{
+	struct timespec ts;
+
+	if (clock_gettime(clk, &ts))
+		return -1;
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+enum wl_watch wl_watch_verdict(uint64_t stalled_ns, uint64_t stuck_ns, const int64_t *ran_ns,
+			       unsigned int n)
+{
+	if (stalled_ns > WL_STARVED_TIMES * stuck_ns)
+		return WL_WATCH_STARVED;
+	if (stalled_ns <= stuck_ns)
+		return WL_WATCH_WAIT;
+	for (unsigned int i = 0; i < n; i++)
+		if (ran_ns[i] >= 0 && (uint64_t)ran_ns[i] < stuck_ns / WL_RAN_PART)
+			return WL_WATCH_WAIT; /* this one has not had its chance yet */
+	return WL_WATCH_STUCK;
+}
+
 /* What the threads have done so far (the stuck-run watchdog). */
 static uint64_t progress(struct wl_run *r)
 {
@@ -405,28 +524,61 @@ int wl_run_once(const struct wl_workload *wl, enum wl_cfg cfg, const struct wl_r
 		}
 		wl_run_phase_set(r, WL_DRAIN);
 	}
-	/* Acquire pairs with the release increment at the end of driver_main(). */
-	bool stuck = false;
+	/* The watchdog: every thread's CPU clock, read at each sign of progress. */
+	uint64_t stuck_ns = o->stuck_ns ? o->stuck_ns : WL_STUCK_NS;
+	unsigned int nw = 0;
+	clockid_t clk[2 * WL_MAX_THREADS];
+	int64_t cpu0[2 * WL_MAX_THREADS], ran[2 * WL_MAX_THREADS];
+	enum wl_watch verdict = WL_WATCH_WAIT;
 	uint64_t seen = ~0ull, since = bench_now_ns();
+	bool dumped = false;
 
+	for (unsigned int i = 0; i < ndev; i++) {
+		if (i < ndrv && !pthread_getcpuclockid(drv[i], &clk[nw]))
+			nw++;
+		if (!pthread_getcpuclockid(dev[i], &clk[nw]))
+			nw++;
+	}
+	/* Acquire pairs with the release increment at the end of driver_main(). */
 	while (atomic_load_explicit(&r->drained, memory_order_acquire) < ndrv) {
 		uint64_t now = bench_now_ns(), moved = progress(r);
 
 		if (moved != seen) {
 			seen = moved;
 			since = now;
-		} else if (now - since > WL_STUCK_NS) {
-			stuck = true;
-			break;
+			for (unsigned int i = 0; i < nw; i++)
+				cpu0[i] = thread_cpu_ns(clk[i]);
+		} else if (now - since > stuck_ns / 2) {
+			for (unsigned int i = 0; i < nw; i++) {
+				int64_t c = thread_cpu_ns(clk[i]);
+
+				ran[i] = c < 0 || cpu0[i] < 0 ? -1 : c - cpu0[i];
+			}
+			verdict = wl_watch_verdict(now - since, stuck_ns, ran, nw);
+			if (verdict != WL_WATCH_WAIT)
+				break;
+			if (!dumped) {
+				dumped = true;
+				stuck_stacks(r, args, 2 * ndrv);
+			}
 		}
 		sleep_s(0.0002);
 	}
-	if (stuck) {
-		fprintf(stderr, "bench workloads: %s/%s: no progress for %.0f s; state:\n",
-			wl->name, wl_cfg_name[cfg], WL_STUCK_NS / 1e9);
+	if (verdict != WL_WATCH_WAIT) {
+		fprintf(stderr,
+			"bench workloads: %s/%s: no progress for %.1f s (%s); CPU ms of each thread "
+			"since (driver, device, ...):",
+			wl->name, wl_cfg_name[cfg], (double)(bench_now_ns() - since) / 1e9,
+			verdict == WL_WATCH_STUCK ? "every thread ran" :
+						    "a thread did not run: starved or blocked");
+		for (unsigned int i = 0; i < nw; i++)
+			fprintf(stderr, " %.1f", ran[i] < 0 ? -1.0 : (double)ran[i] / 1e6);
+		fprintf(stderr, "; state:\n");
 		stuck_report(r, stderr);
 		rc = -ETIMEDOUT;
 	}
+	bool stuck = verdict != WL_WATCH_WAIT;
+
 	if (o->ops && !rc)
 		snapshot(r, &b);
 	wl_run_phase_set(r, WL_STOP);

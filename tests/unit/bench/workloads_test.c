@@ -4,7 +4,8 @@
  * (bench_alternating_ratios) against values computed by hand, the per-I/O figures derived from
  * a run's counters, the sg copies the emulated devices use (across segment boundaries, with
  * offsets), the spreading of queues over ports, the ASCII bar chart, and the ring slots of
- * the two-step drivers (wl_slots.c) on a real strict and identity device.
+ * the two-step drivers (wl_slots.c) on a real strict and identity device, and the stuck-run
+ * watchdog's verdict (starvation is not a stall).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,7 +20,9 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 static void test_alternating_ratios(void **state)
 {
@@ -298,6 +301,121 @@ static void test_slots(void **state)
 	free(mem);
 }
 
+/* ---- the stuck-run watchdog ---------------------------------------------------------------- */
+
+static void test_watch_verdict(void **state)
+{
+	const uint64_t lim = 10000000000ull; /* 10 s; a thread "ran" after 50 ms of CPU */
+	int64_t all_ran[3] = {60000000, 2000000000, 50000000};
+	int64_t one_starved[3] = {60000000, 0, 3000000000};
+	int64_t exited[3] = {-1, 60000000, 70000000};
+
+	(void)state;
+	/* within the limit: wait, whatever ran */
+	assert_int_equal(wl_watch_verdict(lim, lim, all_ran, 3), WL_WATCH_WAIT);
+	/* past it, every live thread had the CPU and none moved: stuck */
+	assert_int_equal(wl_watch_verdict(lim + 1, lim, all_ran, 3), WL_WATCH_STUCK);
+	assert_int_equal(wl_watch_verdict(lim + 1, lim, exited, 3), WL_WATCH_STUCK);
+	/* one of them did not get a CPU (49.9 ms is not enough): starvation, wait */
+	one_starved[1] = 49999999;
+	assert_int_equal(wl_watch_verdict(2 * lim, lim, one_starved, 3), WL_WATCH_WAIT);
+	/* ... but not for ever: a thread that never runs again is reported */
+	assert_int_equal(wl_watch_verdict(6 * lim, lim, one_starved, 3), WL_WATCH_WAIT);
+	assert_int_equal(wl_watch_verdict(6 * lim + 1, lim, one_starved, 3), WL_WATCH_STARVED);
+	assert_int_equal(wl_watch_verdict(6 * lim + 1, lim, all_ran, 3), WL_WATCH_STARVED);
+}
+
+/* A workload with no buffers: the driver does one I/O per poll, the device nothing. */
+static atomic_bool starve_once;
+
+static void no_classes(const struct wl_run *r, unsigned int port, struct wl_class *cls,
+		       unsigned int *ncls)
+{
+	(void)r;
+	(void)port;
+	(void)cls;
+	*ncls = 0;
+}
+
+static int fake_init(struct wl_port *p)
+{
+	(void)p;
+	return 0;
+}
+
+static void fake_fini(struct wl_port *p)
+{
+	(void)p;
+}
+
+static bool fake_idle(const struct wl_port *p)
+{
+	(void)p;
+	return true;
+}
+
+static bool fake_dev_poll(struct wl_dev *d, struct wl_port *p)
+{
+	(void)d;
+	(void)p;
+	return false;
+}
+
+#define STARVE_LIMIT_NS 300000000ull /* the watchdog limit of this test: 0.3 s */
+
+/*
+ * After its first I/O (the watchdog reads the CPU clocks at that progress, so the thread's
+ * start-up does not count), the driver's thread gets no CPU for 3 watchdog limits once (a
+ * sleep: what a pinned thread starved on a loaded machine looks like, see wl_run.c); then
+ * one I/O per poll.
+ */
+static bool starved_drv_poll(struct wl_drv *d, struct wl_port *p)
+{
+	struct timespec ts = {0, 3 * STARVE_LIMIT_NS};
+
+	(void)p;
+	if (!d->posting)
+		return false;
+	wl_drv_poll_start(d);
+	wl_drv_poll_end(d, 1, 64);
+	if (atomic_exchange(&starve_once, false))
+		nanosleep(&ts, NULL);
+	return true;
+}
+
+static const struct wl_workload wl_starved = {
+	.name = "starved",
+	.summary = "a driver thread off its CPU for 3 watchdog limits",
+	.unit = "Mpps",
+	.io = "packet",
+	.unit_div = 1e6,
+	.max_threads = 1,
+	.classes = no_classes,
+	.port_init = fake_init,
+	.port_fini = fake_fini,
+	.drv_poll = starved_drv_poll,
+	.drv_idle = fake_idle,
+	.dev_poll = fake_dev_poll,
+};
+
+/*
+ * A run whose driver thread does not run for 3 watchdog limits is not stuck: no progress
+ * while a thread had no CPU is starvation (on this machine, seen for over 5 s under load).
+ * The watchdog used to count wall time only and called it stuck (-ETIMEDOUT).
+ */
+static void test_watch_starved_run(void **state)
+{
+	struct wl_run_opts o = {.threads = 1, .ops = 100, .stuck_ns = STARVE_LIMIT_NS};
+	struct wl_totals t = {0};
+	double thr;
+
+	(void)state;
+	atomic_store(&starve_once, true);
+	assert_int_equal(wl_run_once(&wl_starved, WL_IDENTITY, &o, &t, &thr), 0);
+	assert_false(atomic_load(&starve_once)); /* the driver did sleep */
+	assert_true(t.ios >= 100);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -308,6 +426,8 @@ int main(void)
 		cmocka_unit_test(test_port_queues),
 		cmocka_unit_test(test_threads_for),
 		cmocka_unit_test(test_plot_ascii),
+		cmocka_unit_test(test_watch_verdict),
+		cmocka_unit_test(test_watch_starved_run),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
