@@ -44,9 +44,9 @@
 #include <string.h>
 
 /* Kinds of batch entries, in the low bits of ent[].size (sizes are multiples of 64). */
-#define BATCH_IOVA   1u		    /* IOVA range to unmap, free after the wait */
-#define BATCH_LINK   DMA_BATCH_LINK /* two-step unlink: invalidate, then settle (token: links) */
-#define BATCH_BOUNCE 3u		    /* bounce slot to free (no invalidation needed) */
+#define BATCH_IOVA   1u		      /* IOVA range to unmap, free after the wait */
+#define BATCH_LINK   DMA_BATCH_LINK   /* two-step unlink: invalidate, then settle (token: links) */
+#define BATCH_BOUNCE DMA_BATCH_BOUNCE /* bounce slot to free (no invalidation needed) */
 
 /* Separate runs a batch invalidates page-selectively at most (see the preamble). */
 #define BATCH_PSI_RUNS 8
@@ -314,12 +314,12 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
  * sort (a batch holds up to 256: no quadratic sort) and merged after.
  */
 static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
-			 uint64_t *sum, uint32_t *niova)
+			 uint64_t *sum, uint32_t *niova, uint32_t *nlink)
 {
 	struct iova_owned t[DG_DMA_BATCH_MAX];
 	size_t n = 0, m = 0;
 	uint64_t s = 0, chi = 0; /* the open run's end, in a register */
-	uint32_t ni = 0;
+	uint32_t ni = 0, nl = 0;
 
 	for (uint32_t i = from; i < b->n; i++) {
 		const uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr;
@@ -329,6 +329,7 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 			continue;
 		s += e - a;
 		ni += k == BATCH_IOVA;
+		nl += k == BATCH_LINK;
 		if (dg_likely(a == chi) && m) { /* the next slot of a ring: extend */
 			chi = e;
 			continue;
@@ -344,10 +345,12 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 		hi[m - 1] = chi;
 	*sum = s;
 	*niova = ni;
+	*nlink = nl;
 	return m;
 sort:
 	s = 0;
 	ni = 0;
+	nl = 0;
 	for (uint32_t i = from; i < b->n; i++) {
 		const uint64_t k = b->ent[i].size & BATCH_KIND;
 
@@ -357,6 +360,7 @@ sort:
 					   .size = b->ent[i].size & ~(uint64_t)BATCH_KIND};
 		s += t[n].size;
 		ni += k == BATCH_IOVA;
+		nl += k == BATCH_LINK;
 		n++;
 	}
 	dma_order_frees(t, (uint32_t)n); /* descending: read back to front */
@@ -372,6 +376,7 @@ sort:
 	}
 	*sum = s;
 	*niova = ni;
+	*nlink = nl;
 	return m;
 }
 
@@ -445,9 +450,10 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
  * streaming unmaps - one page-table call per run of adjacent IOVAs, so a ring's consecutive
  * buffers cost one walk (two-step unlinks cleared theirs already) - and submit the commands
  * (one over the hull when it is at most four times the bytes unmapped, one per run up to
- * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
+ * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq. *nranges gets the number of
+ * runs of ent[nsub..n) (0: bounce slots only, or nothing to submit).
  */
-static int batch_issue(struct dg_dma_batch *b)
+static int batch_issue(struct dg_dma_batch *b, size_t *nranges)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
@@ -459,17 +465,14 @@ static int batch_issue(struct dg_dma_batch *b)
 	uint32_t niova, nlink;
 	int r;
 
+	*nranges = 0;
 	if (b->nsub == b->n)
 		return 0;
-	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova);
+	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink);
+	*nranges = nr;
 	if (!nr) {
 		b->nsub = b->n;
 		return 0; /* bounce slots only */
-	}
-	nlink = 0;
-	if (niova) {
-		for (uint32_t i = b->nsub; i < b->n; i++)
-			nlink += (b->ent[i].size & BATCH_KIND) == BATCH_LINK;
 	}
 	if (niova && !nlink) { /* streaming unmaps only: a page-table call per run */
 		for (size_t i = 0; i < nr; i++)
@@ -532,33 +535,49 @@ static int batch_flush(struct dg_dma_batch *b)
 	struct dma_space *sp = dd->sp;
 	uint64_t qi[DG_DMA_BATCH_MAX], qs[DG_DMA_BATCH_MAX];
 	struct iova_owned fr[DG_DMA_BATCH_MAX];
+	const uint32_t nsub = b->nsub;
 	uint32_t nf = 0, nb = 0;
+	uint64_t prev = UINT64_MAX;
+	bool desc = true;
+	size_t nr;
 	int r;
 
 	if (!b->n)
 		return 0;
-	r = batch_issue(b);
+	r = batch_issue(b, &nr);
+	if (!nsub && !nr) {
+		/* bounce slots only (nothing submitted before, no range now): no invalidation,
+		 * no wait, no table page; give the slots back in one pass */
+		for (uint32_t i = 0; i < b->n; i++)
+			dma_bounce_free(dd, b->ent[i].addr);
+		goto done;
+	}
 	if (!r && b->seq)
 		r = dma_inval_wait(dd, b->seq);
-	for (uint32_t i = 0; i < b->n; i++) {
-		const uint64_t k = b->ent[i].size & BATCH_KIND;
+	/* back to front: a batch unmapped in ascending order (a ring's) lands in fr[] in the
+	 * descending order dma_order_frees() would make - checked on the way, no sort then */
+	for (uint32_t i = b->n; i-- > 0;) {
+		const uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr;
 
-		if (dg_likely(k == BATCH_IOVA))
+		if (dg_likely(k == BATCH_IOVA)) {
 			fr[nf++] =
-				(struct iova_owned){.iova = b->ent[i].addr,
+				(struct iova_owned){.iova = a,
 						    .size = b->ent[i].size & ~(uint64_t)BATCH_KIND,
 						    .token = b->ent[i].token};
-		else if (k == BATCH_LINK)
-			dma_links_settle((struct dma_links *)(uintptr_t)b->ent[i].token,
-					 b->ent[i].addr, b->ent[i].size & ~(uint64_t)BATCH_KIND);
-		else
+			desc &= a < prev;
+			prev = a;
+		} else if (k == BATCH_LINK) {
+			dma_links_settle((struct dma_links *)(uintptr_t)b->ent[i].token, a,
+					 b->ent[i].size & ~(uint64_t)BATCH_KIND);
+		} else {
 			nb++;
+		}
 	}
 	if (nb < b->n) {
 		if (r) {
-			for (uint32_t i = 0; i < nf; i++) {
-				qi[i] = fr[i].iova;
-				qs[i] = fr[i].size;
+			for (uint32_t i = 0; i < nf; i++) { /* in the batch's order */
+				qi[i] = fr[nf - 1 - i].iova;
+				qs[i] = fr[nf - 1 - i].size;
 			}
 			dma_quarantine_add(dd, sp, b->seq, &b->gather, qi, qs, nf, NULL);
 			nf = 0; /* parked: given back once a completion confirms */
@@ -567,13 +586,15 @@ static int batch_flush(struct dg_dma_batch *b)
 		}
 	}
 	if (nf) {
-		dma_order_frees(fr, nf);
+		if (!desc)
+			dma_order_frees(fr, nf);
 		iova_free_owned(sp->iova, fr, nf);
 	}
 	if (nb) /* bounce slots: no translation of theirs changed */
 		for (uint32_t i = 0; i < b->n; i++)
 			if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
 				dma_bounce_free(dd, b->ent[i].addr);
+done:
 	b->n = 0;
 	b->nsub = 0;
 	b->seq = 0;
@@ -603,15 +624,6 @@ void dma_batch_room(struct dg_dma_batch *b, uint32_t n)
 	}
 }
 
-void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma)
-{
-	batch_reserve(b);
-	b->ent[b->n].addr = dma;
-	b->ent[b->n].size = BATCH_BOUNCE;
-	b->ent[b->n].token = 0;
-	b->n++;
-}
-
 void dma_batch_add_link(struct dg_dma_batch *b, uint64_t iova, uint64_t size, struct dma_links *l)
 {
 	batch_reserve(b);
@@ -638,11 +650,12 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 
 int dg_dma_batch_submit(struct dg_dma_batch *b)
 {
+	size_t nr;
 	int r;
 
 	if (!b || !b->dev)
 		return -EINVAL;
-	r = batch_issue(b);
+	r = batch_issue(b, &nr);
 	if (r && !b->status)
 		b->status = r;
 	return r ? dma_err(b->dev, r) : 0;
