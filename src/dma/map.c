@@ -314,22 +314,23 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
  * sort (a batch holds up to 256: no quadratic sort) and merged after.
  */
 static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
-			 uint64_t *sum, uint32_t *niova, uint32_t *nlink)
+			 uint64_t *sum, uint32_t *niova, uint32_t *nlink, bool *sorted)
 {
 	struct iova_owned t[DG_DMA_BATCH_MAX];
 	size_t n = 0, m = 0;
 	uint64_t s = 0, chi = 0; /* the open run's end, in a register */
-	uint32_t ni = 0, nl = 0;
+	uint32_t ni = 0, nb = 0;
 
 	for (uint32_t i = from; i < b->n; i++) {
 		const uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr;
 		const uint64_t e = a + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
 
-		if (k == BATCH_BOUNCE)
+		if (k == BATCH_BOUNCE) {
+			nb++;
 			continue;
+		}
 		s += e - a;
 		ni += k == BATCH_IOVA;
-		nl += k == BATCH_LINK;
 		if (dg_likely(a == chi) && m) { /* the next slot of a ring: extend */
 			chi = e;
 			continue;
@@ -345,12 +346,12 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 		hi[m - 1] = chi;
 	*sum = s;
 	*niova = ni;
-	*nlink = nl;
+	*nlink = b->n - from - nb - ni; /* the rest are two-step unlinks */
+	*sorted = true;
 	return m;
 sort:
 	s = 0;
 	ni = 0;
-	nl = 0;
 	for (uint32_t i = from; i < b->n; i++) {
 		const uint64_t k = b->ent[i].size & BATCH_KIND;
 
@@ -360,7 +361,6 @@ sort:
 					   .size = b->ent[i].size & ~(uint64_t)BATCH_KIND};
 		s += t[n].size;
 		ni += k == BATCH_IOVA;
-		nl += k == BATCH_LINK;
 		n++;
 	}
 	dma_order_frees(t, (uint32_t)n); /* descending: read back to front */
@@ -376,7 +376,8 @@ sort:
 	}
 	*sum = s;
 	*niova = ni;
-	*nlink = nl;
+	*nlink = (uint32_t)n - ni;
+	*sorted = false;
 	return m;
 }
 
@@ -450,10 +451,10 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
  * streaming unmaps - one page-table call per run of adjacent IOVAs, so a ring's consecutive
  * buffers cost one walk (two-step unlinks cleared theirs already) - and submit the commands
  * (one over the hull when it is at most four times the bytes unmapped, one per run up to
- * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq. *nranges gets the number of
- * runs of ent[nsub..n) (0: bounce slots only, or nothing to submit).
+ * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq. *asc: whether the whole batch
+ * (nothing submitted before) is streaming unmaps in ascending order.
  */
-static int batch_issue(struct dg_dma_batch *b, size_t *nranges)
+static int batch_issue(struct dg_dma_batch *b, bool *asc)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
@@ -463,13 +464,14 @@ static int batch_issue(struct dg_dma_batch *b, size_t *nranges)
 	uint64_t start, end;
 	size_t nr, nc = 1;
 	uint32_t niova, nlink;
+	bool sorted;
 	int r;
 
-	*nranges = 0;
+	*asc = false;
 	if (b->nsub == b->n)
 		return 0;
-	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink);
-	*nranges = nr;
+	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, &sorted);
+	*asc = sorted && !b->nsub && niova == b->n;
 	if (!nr) {
 		b->nsub = b->n;
 		return 0; /* bounce slots only */
@@ -539,21 +541,41 @@ static int batch_flush(struct dg_dma_batch *b)
 	uint32_t nf = 0, nb = 0;
 	uint64_t prev = UINT64_MAX;
 	bool desc = true;
-	size_t nr;
-	int r;
+	bool asc;
+	int r = 0;
 
 	if (!b->n)
 		return 0;
-	r = batch_issue(b, &nr);
-	if (!nsub && !nr) {
-		/* bounce slots only (nothing submitted before, no range now): no invalidation,
-		 * no wait, no table page; give the slots back in one pass */
-		for (uint32_t i = 0; i < b->n; i++)
-			dma_bounce_free(dd, b->ent[i].addr);
-		goto done;
+	if (!nsub) {
+		/* bounce slots only (nothing submitted, so nothing to wait for): no invalidation,
+		 * no table page; give the slots back. A batch of another policy stops at once. */
+		uint32_t i = 0;
+
+		while (i < b->n && (b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
+			i++;
+		if (i == b->n) {
+			for (i = 0; i < b->n; i++)
+				dma_bounce_free(dd, b->ent[i].addr);
+			goto done;
+		}
 	}
+	r = batch_issue(b, &asc);
 	if (!r && b->seq)
 		r = dma_inval_wait(dd, b->seq);
+	if (asc && !r) {
+		/* streaming unmaps only, ascending (a ring's): give the IOVAs back highest first
+		 * straight from the entries, no copy and no sort */
+		struct iova_tcache *tc = NULL;
+
+		if (!gather_empty(&b->gather))
+			dg_pt_gather_release(sp->pt, &b->gather);
+		for (uint32_t i = b->n; i-- > 0;)
+			iova_free_owned_one(sp->iova, &tc, b->ent[i].addr,
+					    b->ent[i].size & ~(uint64_t)BATCH_KIND,
+					    b->ent[i].token);
+		iova_free_owned_end(tc);
+		goto done;
+	}
 	/* back to front: a batch unmapped in ascending order (a ring's) lands in fr[] in the
 	 * descending order dma_order_frees() would make - checked on the way, no sort then */
 	for (uint32_t i = b->n; i-- > 0;) {
@@ -650,12 +672,12 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 
 int dg_dma_batch_submit(struct dg_dma_batch *b)
 {
-	size_t nr;
+	bool asc;
 	int r;
 
 	if (!b || !b->dev)
 		return -EINVAL;
-	r = batch_issue(b, &nr);
+	r = batch_issue(b, &asc);
 	if (r && !b->status)
 		b->status = r;
 	return r ? dma_err(b->dev, r) : 0;
