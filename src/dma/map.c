@@ -1308,8 +1308,9 @@ static dg_noinline int xl_map_page(struct dg_dma_dev *dd, void *buf, size_t len,
 	return xl_map_counted(dd, buf, len, dir, KIND_PAGE, dma);
 }
 
-/* The map of the other policies through the ops table, counted (one function per kind: six
- * arguments, so the callers' calls are tail calls). */
+/* The map of the other policies (bounce, window, pool) through the ops table, counted; inline
+ * in the entry point (no call of its own: the register saves it needs stay on its path, the
+ * identity and strict paths keep none). */
 static dg_always_inline int map_ops(struct dg_dma_dev *dd, void *buf, size_t len,
 				    enum dg_dma_dir dir, unsigned int attrs, enum dma_kind kind,
 				    uint64_t *dma)
@@ -1319,23 +1320,11 @@ static dg_always_inline int map_ops(struct dg_dma_dev *dd, void *buf, size_t len
 	return dg_unlikely(r) ? dma_err(dd, r) : count_map(dd, len);
 }
 
-static dg_noinline int map_ops_single(struct dg_dma_dev *dd, void *buf, size_t len,
-				      enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
-{
-	return map_ops(dd, buf, len, dir, attrs, KIND_SINGLE, dma);
-}
-
-static dg_noinline int map_ops_page(struct dg_dma_dev *dd, void *buf, size_t len,
-				    enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
-{
-	return map_ops(dd, buf, len, dir, attrs, KIND_PAGE, dma);
-}
-
 /*
  * The streaming map of every policy. The hot path: one branch per argument check (a failure
  * goes out of line to map_args_err(), which says which); identity inline and a leaf (no call,
  * no register saved); strict and lazy a tail call of xl_map_counted(), without the ops
- * table's indirect call; the others a tail call of map_ops_*().
+ * table's indirect call; the others map_ops() inline.
  */
 static dg_always_inline int map_common(struct dg_dma_dev *dd, void *buf, size_t len,
 				       enum dg_dma_dir dir, unsigned int attrs, enum dma_kind kind,
@@ -1361,8 +1350,7 @@ static dg_always_inline int map_common(struct dg_dma_dev *dd, void *buf, size_t 
 	if (dg_likely(ops == &dma_strict_ops))
 		return kind == KIND_SINGLE ? xl_map_single(dd, buf, len, dir, dma) :
 					     xl_map_page(dd, buf, len, dir, dma);
-	return kind == KIND_SINGLE ? map_ops_single(dd, buf, len, dir, attrs, dma) :
-				     map_ops_page(dd, buf, len, dir, attrs, dma);
+	return map_ops(dd, buf, len, dir, attrs, kind, dma);
 }
 
 /* The error of unmap arguments the fast check in unmap_common() refused. */
@@ -1435,20 +1423,6 @@ static dg_always_inline int unmap_ops(struct dg_dma_dev *dd, uint64_t dma, size_
 	return dg_unlikely(r) ? unmap_failed(dd, r) : count_unmap(dd);
 }
 
-static dg_noinline int unmap_ops_single(struct dg_dma_dev *dd, uint64_t dma, size_t len,
-					enum dg_dma_dir dir, unsigned int attrs,
-					struct dg_dma_batch *b)
-{
-	return unmap_ops(dd, dma, len, dir, attrs, KIND_SINGLE, b);
-}
-
-static dg_noinline int unmap_ops_page(struct dg_dma_dev *dd, uint64_t dma, size_t len,
-				      enum dg_dma_dir dir, unsigned int attrs,
-				      struct dg_dma_batch *b)
-{
-	return unmap_ops(dd, dma, len, dir, attrs, KIND_PAGE, b);
-}
-
 /* The streaming unmap of every policy, built as map_common(). */
 static dg_always_inline int unmap_common(struct dg_dma_dev *dd, uint64_t dma, size_t len,
 					 enum dg_dma_dir dir, unsigned int attrs,
@@ -1474,8 +1448,7 @@ static dg_always_inline int unmap_common(struct dg_dma_dev *dd, uint64_t dma, si
 	if (dg_likely(ops == &dma_strict_ops))
 		return kind == KIND_SINGLE ? xl_unmap_single(dd, dma, len, dir, b) :
 					     xl_unmap_page(dd, dma, len, dir, b);
-	return kind == KIND_SINGLE ? unmap_ops_single(dd, dma, len, dir, attrs, b) :
-				     unmap_ops_page(dd, dma, len, dir, attrs, b);
+	return unmap_ops(dd, dma, len, dir, attrs, kind, b);
 }
 
 int dg_dma_map_single(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
