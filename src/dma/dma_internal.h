@@ -565,8 +565,22 @@ int dma_sg_layout(struct dg_dma_dev *dd, const struct dg_dma_sg *sg, unsigned in
  */
 void dma_order_frees(struct iova_owned *fr, uint32_t n);
 
-/* Defer the release of a claimed bounce slot to the batch's end (map.c). */
-void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma);
+/* Make room for @n more entries (n <= DG_DMA_BATCH_MAX): flush the batch early if it lacks
+ * them, as a full batch does (map.c). */
+void dma_batch_room(struct dg_dma_batch *b, uint32_t n);
+#define DMA_BATCH_BOUNCE 3u /* kind of a bounce slot's entry (low bits of ent[].size, map.c) */
+
+/* Defer the release of a claimed bounce slot to the batch's end (map.c), inline: a full
+ * batch flushes first (dma_batch_room()). */
+static inline void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma)
+{
+	if (dg_unlikely(b->n == DG_DMA_BATCH_MAX))
+		dma_batch_room(b, 1);
+	b->ent[b->n].addr = dma;
+	b->ent[b->n].size = DMA_BATCH_BOUNCE;
+	b->ent[b->n].token = 0;
+	b->n++;
+}
 
 /* ---- the two-step API (iova_link.c) ------------------------------------------------------- */
 
@@ -598,9 +612,6 @@ struct dma_links {
  * granules linkable again (dma_links_settle()). No IOVA goes back.
  */
 void dma_batch_add_link(struct dg_dma_batch *b, uint64_t iova, uint64_t size, struct dma_links *l);
-/* Make room for @n more entries (n <= DG_DMA_BATCH_MAX): flush the batch early if it lacks
- * them, as a full batch does (map.c). */
-void dma_batch_room(struct dg_dma_batch *b, uint32_t n);
 #define DMA_BATCH_LINK 2u /* kind of such an entry (the low bits of ent[].size, map.c) */
 
 /* The invalidation covering unlinks of [iova, iova + size) of @l completed (or timed out, as

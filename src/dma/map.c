@@ -44,9 +44,9 @@
 #include <string.h>
 
 /* Kinds of batch entries, in the low bits of ent[].size (sizes are multiples of 64). */
-#define BATCH_IOVA   1u		    /* IOVA range to unmap, free after the wait */
-#define BATCH_LINK   DMA_BATCH_LINK /* two-step unlink: invalidate, then settle (token: links) */
-#define BATCH_BOUNCE 3u		    /* bounce slot to free (no invalidation needed) */
+#define BATCH_IOVA   1u		      /* IOVA range to unmap, free after the wait */
+#define BATCH_LINK   DMA_BATCH_LINK   /* two-step unlink: invalidate, then settle (token: links) */
+#define BATCH_BOUNCE DMA_BATCH_BOUNCE /* bounce slot to free (no invalidation needed) */
 
 /* Separate runs a batch invalidates page-selectively at most (see the preamble). */
 #define BATCH_PSI_RUNS 8
@@ -314,19 +314,21 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
  * sort (a batch holds up to 256: no quadratic sort) and merged after.
  */
 static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
-			 uint64_t *sum, uint32_t *niova)
+			 uint64_t *sum, uint32_t *niova, uint32_t *nlink, bool *sorted)
 {
 	struct iova_owned t[DG_DMA_BATCH_MAX];
 	size_t n = 0, m = 0;
 	uint64_t s = 0, chi = 0; /* the open run's end, in a register */
-	uint32_t ni = 0;
+	uint32_t ni = 0, nb = 0;
 
 	for (uint32_t i = from; i < b->n; i++) {
 		const uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr;
 		const uint64_t e = a + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
 
-		if (k == BATCH_BOUNCE)
+		if (k == BATCH_BOUNCE) {
+			nb++;
 			continue;
+		}
 		s += e - a;
 		ni += k == BATCH_IOVA;
 		if (dg_likely(a == chi) && m) { /* the next slot of a ring: extend */
@@ -344,6 +346,8 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 		hi[m - 1] = chi;
 	*sum = s;
 	*niova = ni;
+	*nlink = b->n - from - nb - ni; /* the rest are two-step unlinks */
+	*sorted = true;
 	return m;
 sort:
 	s = 0;
@@ -372,6 +376,8 @@ sort:
 	}
 	*sum = s;
 	*niova = ni;
+	*nlink = (uint32_t)n - ni;
+	*sorted = false;
 	return m;
 }
 
@@ -445,9 +451,10 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
  * streaming unmaps - one page-table call per run of adjacent IOVAs, so a ring's consecutive
  * buffers cost one walk (two-step unlinks cleared theirs already) - and submit the commands
  * (one over the hull when it is at most four times the bytes unmapped, one per run up to
- * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
+ * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq. *asc: whether the whole batch
+ * (nothing submitted before) is streaming unmaps in ascending order.
  */
-static int batch_issue(struct dg_dma_batch *b)
+static int batch_issue(struct dg_dma_batch *b, bool *asc)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
@@ -457,19 +464,17 @@ static int batch_issue(struct dg_dma_batch *b)
 	uint64_t start, end;
 	size_t nr, nc = 1;
 	uint32_t niova, nlink;
+	bool sorted;
 	int r;
 
+	*asc = false;
 	if (b->nsub == b->n)
 		return 0;
-	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova);
+	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, &sorted);
+	*asc = sorted && !b->nsub && niova == b->n;
 	if (!nr) {
 		b->nsub = b->n;
 		return 0; /* bounce slots only */
-	}
-	nlink = 0;
-	if (niova) {
-		for (uint32_t i = b->nsub; i < b->n; i++)
-			nlink += (b->ent[i].size & BATCH_KIND) == BATCH_LINK;
 	}
 	if (niova && !nlink) { /* streaming unmaps only: a page-table call per run */
 		for (size_t i = 0; i < nr; i++)
@@ -532,33 +537,69 @@ static int batch_flush(struct dg_dma_batch *b)
 	struct dma_space *sp = dd->sp;
 	uint64_t qi[DG_DMA_BATCH_MAX], qs[DG_DMA_BATCH_MAX];
 	struct iova_owned fr[DG_DMA_BATCH_MAX];
+	const uint32_t nsub = b->nsub;
 	uint32_t nf = 0, nb = 0;
-	int r;
+	uint64_t prev = UINT64_MAX;
+	bool desc = true;
+	bool asc;
+	int r = 0;
 
 	if (!b->n)
 		return 0;
-	r = batch_issue(b);
+	if (!nsub) {
+		/* bounce slots only (nothing submitted, so nothing to wait for): no invalidation,
+		 * no table page; give the slots back. A batch of another policy stops at once. */
+		uint32_t i = 0;
+
+		while (i < b->n && (b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
+			i++;
+		if (i == b->n) {
+			for (i = 0; i < b->n; i++)
+				dma_bounce_free(dd, b->ent[i].addr);
+			goto done;
+		}
+	}
+	r = batch_issue(b, &asc);
 	if (!r && b->seq)
 		r = dma_inval_wait(dd, b->seq);
-	for (uint32_t i = 0; i < b->n; i++) {
-		const uint64_t k = b->ent[i].size & BATCH_KIND;
+	if (asc && !r) {
+		/* streaming unmaps only, ascending (a ring's): give the IOVAs back highest first
+		 * straight from the entries, no copy and no sort */
+		struct iova_tcache *tc = NULL;
 
-		if (dg_likely(k == BATCH_IOVA))
+		if (!gather_empty(&b->gather))
+			dg_pt_gather_release(sp->pt, &b->gather);
+		for (uint32_t i = b->n; i-- > 0;)
+			iova_free_owned_one(sp->iova, &tc, b->ent[i].addr,
+					    b->ent[i].size & ~(uint64_t)BATCH_KIND,
+					    b->ent[i].token);
+		iova_free_owned_end(tc);
+		goto done;
+	}
+	/* back to front: a batch unmapped in ascending order (a ring's) lands in fr[] in the
+	 * descending order dma_order_frees() would make - checked on the way, no sort then */
+	for (uint32_t i = b->n; i-- > 0;) {
+		const uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr;
+
+		if (dg_likely(k == BATCH_IOVA)) {
 			fr[nf++] =
-				(struct iova_owned){.iova = b->ent[i].addr,
+				(struct iova_owned){.iova = a,
 						    .size = b->ent[i].size & ~(uint64_t)BATCH_KIND,
 						    .token = b->ent[i].token};
-		else if (k == BATCH_LINK)
-			dma_links_settle((struct dma_links *)(uintptr_t)b->ent[i].token,
-					 b->ent[i].addr, b->ent[i].size & ~(uint64_t)BATCH_KIND);
-		else
+			desc &= a < prev;
+			prev = a;
+		} else if (k == BATCH_LINK) {
+			dma_links_settle((struct dma_links *)(uintptr_t)b->ent[i].token, a,
+					 b->ent[i].size & ~(uint64_t)BATCH_KIND);
+		} else {
 			nb++;
+		}
 	}
 	if (nb < b->n) {
 		if (r) {
-			for (uint32_t i = 0; i < nf; i++) {
-				qi[i] = fr[i].iova;
-				qs[i] = fr[i].size;
+			for (uint32_t i = 0; i < nf; i++) { /* in the batch's order */
+				qi[i] = fr[nf - 1 - i].iova;
+				qs[i] = fr[nf - 1 - i].size;
 			}
 			dma_quarantine_add(dd, sp, b->seq, &b->gather, qi, qs, nf, NULL);
 			nf = 0; /* parked: given back once a completion confirms */
@@ -567,13 +608,15 @@ static int batch_flush(struct dg_dma_batch *b)
 		}
 	}
 	if (nf) {
-		dma_order_frees(fr, nf);
+		if (!desc)
+			dma_order_frees(fr, nf);
 		iova_free_owned(sp->iova, fr, nf);
 	}
 	if (nb) /* bounce slots: no translation of theirs changed */
 		for (uint32_t i = 0; i < b->n; i++)
 			if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
 				dma_bounce_free(dd, b->ent[i].addr);
+done:
 	b->n = 0;
 	b->nsub = 0;
 	b->seq = 0;
@@ -603,15 +646,6 @@ void dma_batch_room(struct dg_dma_batch *b, uint32_t n)
 	}
 }
 
-void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma)
-{
-	batch_reserve(b);
-	b->ent[b->n].addr = dma;
-	b->ent[b->n].size = BATCH_BOUNCE;
-	b->ent[b->n].token = 0;
-	b->n++;
-}
-
 void dma_batch_add_link(struct dg_dma_batch *b, uint64_t iova, uint64_t size, struct dma_links *l)
 {
 	batch_reserve(b);
@@ -638,11 +672,12 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 
 int dg_dma_batch_submit(struct dg_dma_batch *b)
 {
+	bool asc;
 	int r;
 
 	if (!b || !b->dev)
 		return -EINVAL;
-	r = batch_issue(b);
+	r = batch_issue(b, &asc);
 	if (r && !b->status)
 		b->status = r;
 	return r ? dma_err(b->dev, r) : 0;
@@ -1273,8 +1308,9 @@ static dg_noinline int xl_map_page(struct dg_dma_dev *dd, void *buf, size_t len,
 	return xl_map_counted(dd, buf, len, dir, KIND_PAGE, dma);
 }
 
-/* The map of the other policies through the ops table, counted (one function per kind: six
- * arguments, so the callers' calls are tail calls). */
+/* The map of the other policies (bounce, window, pool) through the ops table, counted; inline
+ * in the entry point (no call of its own: the register saves it needs stay on its path, the
+ * identity and strict paths keep none). */
 static dg_always_inline int map_ops(struct dg_dma_dev *dd, void *buf, size_t len,
 				    enum dg_dma_dir dir, unsigned int attrs, enum dma_kind kind,
 				    uint64_t *dma)
@@ -1284,23 +1320,11 @@ static dg_always_inline int map_ops(struct dg_dma_dev *dd, void *buf, size_t len
 	return dg_unlikely(r) ? dma_err(dd, r) : count_map(dd, len);
 }
 
-static dg_noinline int map_ops_single(struct dg_dma_dev *dd, void *buf, size_t len,
-				      enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
-{
-	return map_ops(dd, buf, len, dir, attrs, KIND_SINGLE, dma);
-}
-
-static dg_noinline int map_ops_page(struct dg_dma_dev *dd, void *buf, size_t len,
-				    enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
-{
-	return map_ops(dd, buf, len, dir, attrs, KIND_PAGE, dma);
-}
-
 /*
  * The streaming map of every policy. The hot path: one branch per argument check (a failure
  * goes out of line to map_args_err(), which says which); identity inline and a leaf (no call,
  * no register saved); strict and lazy a tail call of xl_map_counted(), without the ops
- * table's indirect call; the others a tail call of map_ops_*().
+ * table's indirect call; the others map_ops() inline.
  */
 static dg_always_inline int map_common(struct dg_dma_dev *dd, void *buf, size_t len,
 				       enum dg_dma_dir dir, unsigned int attrs, enum dma_kind kind,
@@ -1326,8 +1350,7 @@ static dg_always_inline int map_common(struct dg_dma_dev *dd, void *buf, size_t 
 	if (dg_likely(ops == &dma_strict_ops))
 		return kind == KIND_SINGLE ? xl_map_single(dd, buf, len, dir, dma) :
 					     xl_map_page(dd, buf, len, dir, dma);
-	return kind == KIND_SINGLE ? map_ops_single(dd, buf, len, dir, attrs, dma) :
-				     map_ops_page(dd, buf, len, dir, attrs, dma);
+	return map_ops(dd, buf, len, dir, attrs, kind, dma);
 }
 
 /* The error of unmap arguments the fast check in unmap_common() refused. */
@@ -1400,20 +1423,6 @@ static dg_always_inline int unmap_ops(struct dg_dma_dev *dd, uint64_t dma, size_
 	return dg_unlikely(r) ? unmap_failed(dd, r) : count_unmap(dd);
 }
 
-static dg_noinline int unmap_ops_single(struct dg_dma_dev *dd, uint64_t dma, size_t len,
-					enum dg_dma_dir dir, unsigned int attrs,
-					struct dg_dma_batch *b)
-{
-	return unmap_ops(dd, dma, len, dir, attrs, KIND_SINGLE, b);
-}
-
-static dg_noinline int unmap_ops_page(struct dg_dma_dev *dd, uint64_t dma, size_t len,
-				      enum dg_dma_dir dir, unsigned int attrs,
-				      struct dg_dma_batch *b)
-{
-	return unmap_ops(dd, dma, len, dir, attrs, KIND_PAGE, b);
-}
-
 /* The streaming unmap of every policy, built as map_common(). */
 static dg_always_inline int unmap_common(struct dg_dma_dev *dd, uint64_t dma, size_t len,
 					 enum dg_dma_dir dir, unsigned int attrs,
@@ -1439,8 +1448,7 @@ static dg_always_inline int unmap_common(struct dg_dma_dev *dd, uint64_t dma, si
 	if (dg_likely(ops == &dma_strict_ops))
 		return kind == KIND_SINGLE ? xl_unmap_single(dd, dma, len, dir, b) :
 					     xl_unmap_page(dd, dma, len, dir, b);
-	return kind == KIND_SINGLE ? unmap_ops_single(dd, dma, len, dir, attrs, b) :
-				     unmap_ops_page(dd, dma, len, dir, attrs, b);
+	return unmap_ops(dd, dma, len, dir, attrs, kind, b);
 }
 
 int dg_dma_map_single(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,

@@ -710,12 +710,12 @@ int iova_alloc_owned_miss(struct dg_iova_space *s, uint64_t size, uint64_t limit
 }
 
 /* An owned free that cannot take the short way: the validated public path. */
-static dg_noinline void free_owned_slow(struct dg_iova_space *s, struct iova_tcache *tc,
-					const struct iova_owned *r)
+void iova_free_owned_slow(struct dg_iova_space *s, struct iova_tcache *tc, uint64_t iova,
+			  uint64_t size)
 {
 	if (tc)
 		iova_tc_exit(tc);
-	dg_iova_free(s, r->iova, r->size);
+	dg_iova_free(s, iova, size);
 }
 
 /*
@@ -772,46 +772,9 @@ void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsign
 {
 	struct iova_tcache *tc = NULL;
 
-	for (unsigned int i = 0; i < n; i++) {
-		struct iova_node *x = (struct iova_node *)(uintptr_t)r[i].token;
-		struct iova_mag *m;
-		uint64_t st;
-
-		/*
-		 * The token is the node alloc_hit() popped; the owner's proof (a claimed map
-		 * record) makes this thread the only one freeing it. Still checked on its face:
-		 * a token of another range or another size takes the validated path.
-		 * Relaxed: the owner's claim ordered the allocator's LIVE store before us.
-		 */
-		if (dg_unlikely(!x || x->lo != r[i].iova >> s->shift))
-			goto slow;
-		st = atomic_load_explicit(&x->state, memory_order_relaxed);
-		if (dg_unlikely((st & IOVA_ST_LOW) != IOVA_LIVE_SIZE(s, r[i].size)))
-			goto slow;
-		if (dg_unlikely(!tc) && !iova_tc_enter(s, &tc) && !(tc = iova_tc_lock(s))) {
-			free_owned_slow(s, NULL, &r[i]); /* no memory for a cache */
-			continue;
-		}
-		/* Relaxed: only this thread pops it from its cache (a stealer releases it to the
-		 * tree after its handshake with us, iova_mag.c); stored inside the cache so that
-		 * dg_iova_check(), which steals every cache, sees CACHED exactly for the nodes in
-		 * a magazine. A stealer never changes the state of a LIVE node: @st is current. */
-		atomic_store_explicit(&x->state, (st & ~IOVA_ST_LOW) | IOVA_ST_CACHED,
-				      memory_order_relaxed);
-		m = tc->cc[x->cc_idx].loaded;
-		if (dg_likely(m->n < DG_IOVA_MAG_SIZE)) {
-			m->e[m->n++] = x;
-			continue;
-		}
-		iova_mag_free_slow(s, tc, x); /* leaves */
-		tc = NULL;
-		continue;
-slow:
-		free_owned_slow(s, tc, &r[i]);
-		tc = NULL;
-	}
-	if (tc)
-		iova_tc_exit(tc);
+	for (unsigned int i = 0; i < n; i++)
+		iova_free_owned_one(s, &tc, r[i].iova, r[i].size, r[i].token);
+	iova_free_owned_end(tc);
 }
 
 /* ---- find, reserve, caches ---- */

@@ -64,4 +64,67 @@ int iova_alloc_owned_bulk(struct dg_iova_space *s, uint64_t size, uint64_t limit
  * dg_iova_free() (counted as bad frees there if they are bad). Any thread. */
 void iova_free_owned(struct dg_iova_space *s, const struct iova_owned *r, unsigned int n);
 
+/* An owned free that cannot take the short way (leaves the cache @tc if entered, then the
+ * validated dg_iova_free()) (iova.c). */
+void iova_free_owned_slow(struct dg_iova_space *s, struct iova_tcache *tc, uint64_t iova,
+			  uint64_t size);
+
+/*
+ * iova_free_owned() one range at a time, for a caller that walks its own list (the DMA
+ * batch end): *tcp starts NULL, and iova_free_owned_end() after the last range. This
+ * thread's cache is entered once for the whole walk (again after a slow step, which leaves
+ * it); each range is checked on its face with one load of its node's state, then pushed
+ * into its magazine.
+ */
+static dg_always_inline void iova_free_owned_one(struct dg_iova_space *s, struct iova_tcache **tcp,
+						 uint64_t iova, uint64_t size, uint64_t token)
+{
+	struct iova_node *x = (struct iova_node *)(uintptr_t)token;
+	struct iova_tcache *tc = *tcp;
+	struct iova_mag *m;
+	uint64_t st;
+
+	/*
+	 * The token is the node alloc_hit() popped; the owner's proof (a claimed map record)
+	 * makes this thread the only one freeing it. Still checked on its face: a token of
+	 * another range or another size takes the validated path. Relaxed: the owner's claim
+	 * ordered the allocator's LIVE store before us.
+	 */
+	if (dg_unlikely(!x || x->lo != iova >> s->shift))
+		goto slow;
+	st = atomic_load_explicit(&x->state, memory_order_relaxed);
+	if (dg_unlikely((st & IOVA_ST_LOW) != IOVA_LIVE_SIZE(s, size)))
+		goto slow;
+	if (dg_unlikely(!tc) && !iova_tc_enter(s, &tc) && !(tc = iova_tc_lock(s))) {
+		iova_free_owned_slow(s, NULL, iova, size); /* no memory for a cache */
+		*tcp = NULL;
+		return;
+	}
+	/* Relaxed: only this thread pops it from its cache (a stealer releases it to the tree
+	 * after its handshake with us, iova_mag.c); stored inside the cache so that
+	 * dg_iova_check(), which steals every cache, sees CACHED exactly for the nodes in a
+	 * magazine. A stealer never changes the state of a LIVE node: @st is current. */
+	atomic_store_explicit(&x->state, (st & ~IOVA_ST_LOW) | IOVA_ST_CACHED,
+			      memory_order_relaxed);
+	m = tc->cc[x->cc_idx].loaded;
+	if (dg_likely(m->n < DG_IOVA_MAG_SIZE)) {
+		m->e[m->n++] = x;
+		*tcp = tc;
+		return;
+	}
+	iova_mag_free_slow(s, tc, x); /* leaves */
+	*tcp = NULL;
+	return;
+slow:
+	iova_free_owned_slow(s, tc, iova, size);
+	*tcp = NULL;
+}
+
+/* The end of a walk of iova_free_owned_one(): leave the cache if it is entered. */
+static inline void iova_free_owned_end(struct iova_tcache *tc)
+{
+	if (tc)
+		iova_tc_exit(tc);
+}
+
 #endif /* DG_IOVA_OWNED_H */
