@@ -477,7 +477,7 @@ DG_EXPORT int dg_dma_iova_link(struct dg_dma_iova_state *st, uint64_t offset, co
 			       size_t len, enum dg_dma_dir dir, uint64_t *dma);
 
 /*
-  * Make links in [offset, offset + size) usable. Links never map over a present entry and
+ * Make links in [offset, offset + size) usable. Links never map over a present entry and
  * invalidate any table page they replace themselves, so this only checks its arguments (kept
  * for the protocol of Linux's dma_iova_sync()). Errors: -EINVAL size 0 or no range;
  * -ERANGE outside the range.
@@ -499,8 +499,8 @@ DG_EXPORT int dg_dma_iova_unlink(struct dg_dma_iova_state *st, uint64_t offset, 
  * @offset + i * @stride for i < @n (@stride a multiple of the granule, at least the span of a
  * buffer), and dg_dma_iova_unlink() of the same offsets; @len and @dir are common. The
  * arguments and every offset's state are checked before anything changes: all or nothing, as
- * the streaming bulk calls (the slots of a ring that wraps take two calls). No
- * dg_dma_iova_sync() is needed between a bulk link and the device's use (as for a link).
+ * the streaming bulk calls (the slots of a ring that wraps take two calls). As for a link,
+ * the device may use them once a dg_dma_iova_sync() covering them returned (one per refill).
  * Errors of link_bulk (nothing linked): those of dg_dma_iova_link(), plus -EINVAL n 0 or above
  * DG_DMA_BULK_MAX, bad stride, NULL @bufs; -ERANGE the last offset leaves the range.
  * Errors of unlink_bulk (nothing unlinked): those of dg_dma_iova_unlink() for any offset, plus
