@@ -33,14 +33,9 @@ struct env {
 
 static void env_init(struct env *e)
 {
-	struct dg_dma_dev_config c;
-
 	assert_int_equal(fixture_init(&e->f, false, 0), 0);
-	dg_dma_dev_config_init(&c);
-	c.policy = DG_DMA_BOUNCE;
-	e->dd = fixture_dev(&e->f, 1, DG_DMA_BOUNCE, &c, &e->dev);
+	e->dd = fixture_idle_dev(&e->f, 1, DG_DMA_BOUNCE, false, &e->dev);
 	assert_non_null(e->dd);
-	dg_dev_set_auto_offline(e->dev, true);
 }
 
 static void env_fini(struct env *e)
