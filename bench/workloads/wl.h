@@ -254,6 +254,7 @@ struct wl_run {
 	unsigned int nports;
 	unsigned int qd;    /* nvme4k queue depth per job */
 	uint64_t ops_limit; /* fixed-count mode: I/Os per driver thread, 0 = timed */
+	bool unpinned;	    /* wl_run_opts.unpinned */
 	struct dg_iommu *mmu;
 	struct dg_dma *dma;
 	struct wl_port port[WL_MAX_PORTS];
@@ -314,6 +315,7 @@ struct wl_run_opts {
 	unsigned int threads;
 	unsigned int qd;
 	uint64_t stuck_ns; /* the stuck-run watchdog's limit (wl_run.c), 0 = 10 s (tests) */
+	bool unpinned;	   /* threads left to the scheduler (tests: see wl_run.c), not pinned */
 };
 
 /*

@@ -29,10 +29,12 @@
  * count) is a bug in a model or the library: it is reported with the workload's dump of
  * its rings, stopped, and left allocated (its mappings are still out), never waited for.
  * "No progress" counts only once every live thread has had the CPU for a while meanwhile
- * (1/WL_RAN_PART of the limit, read from its CPU clock): the threads are pinned, and on a
- * loaded machine (sanitizer builds side by side, load 15-20 on 2 CPUs) a pinned thread has
- * been seen to get no CPU at all for over 5 s while its partner looped - a wait for it then
- * is starvation, not a stall. Threads that loop without progress burn CPU and are caught
+ * (1/WL_RAN_PART of the limit, read from its CPU clock): the threads are pinned (driver i to
+ * CPU 2i, device i to 2i+1, so the measurements repeat), and on a loaded machine (sanitizer
+ * builds side by side, load 15-20 on 2 CPUs) a pinned thread has been seen to get no CPU at
+ * all for over 5 s while its partner looped - a wait for it then is starvation, not a stall.
+ * Tests that measure nothing (the stress test) run them unpinned (wl_run_opts.unpinned), so
+ * that the scheduler can move a starved thread to the other CPU. Threads that loop without progress burn CPU and are caught
  * after WL_STUCK_NS as before; a thread that never runs again (blocked) after
  * WL_STARVED_TIMES times that. WL_STUCK_STACKS=1 in the environment adds, half-way, the
  * threads' scheduler state and stacks (gdb) to the report.
@@ -139,7 +141,8 @@ static void *driver_main(void *arg)
 	uint64_t idle_since = 0;
 
 	atomic_store_explicit(&a->tid, (long)syscall(SYS_gettid), memory_order_relaxed);
-	bench_pin_cpu(2 * a->id);
+	if (!r->unpinned)
+		bench_pin_cpu(2 * a->id);
 	d.rng = 0x9e3779b97f4a7c15ull ^ ((uint64_t)a->id + 1) * 0x2545f4914f6cdd1dull;
 	atomic_fetch_add(&r->started, 1);
 	for (;;) {
@@ -176,7 +179,8 @@ static void *device_main(void *arg)
 	uint64_t idle_since = 0;
 
 	atomic_store_explicit(&a->tid, (long)syscall(SYS_gettid), memory_order_relaxed);
-	bench_pin_cpu(2 * a->id + 1);
+	if (!r->unpinned)
+		bench_pin_cpu(2 * a->id + 1);
 	d.scratch = malloc(65536);
 	for (unsigned int i = 0; i < r->nports; i++)
 		if (r->port[i].dev_thr == a->id)
@@ -489,6 +493,7 @@ int wl_run_once(const struct wl_workload *wl, enum wl_cfg cfg, const struct wl_r
 	r->nthreads = wl_threads_for(wl, o->threads);
 	r->qd = o->qd ? o->qd : WL_DEFAULT_QD;
 	r->ops_limit = o->ops;
+	r->unpinned = o->unpinned;
 	rc = wl_run_setup(r);
 	if (rc)
 		goto out;

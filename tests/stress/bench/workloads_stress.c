@@ -36,7 +36,10 @@ int main(int argc, char **argv)
 
 			if (!all && !always && c != WL_LAZY + w % (WL_IDENTITY_2STEP + 1 - WL_LAZY))
 				continue;
+			/* unpinned: a thread starved on its CPU by other load can move to the
+			   other one (pinned, sanitizer runs side by side under load stalled) */
 			struct wl_run_opts o = {.threads = threads,
+						.unpinned = true,
 						.qd = 8,
 						.ops = wls[w]->unit_bits && !wls[w]->fixed_ports ?
 							       (ops + 15) / 16 :
