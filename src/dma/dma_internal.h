@@ -568,7 +568,23 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n);
 /* Make room for @n more entries (n <= DG_DMA_BATCH_MAX): flush the batch early if it lacks
  * them, as a full batch does (map.c). */
 void dma_batch_room(struct dg_dma_batch *b, uint32_t n);
-#define DMA_BATCH_BOUNCE 3u /* kind of a bounce slot's entry (low bits of ent[].size, map.c) */
+
+/* Kinds of batch entries, in the low bits of ent[].size (sizes are multiples of 64; map.c). */
+#define DMA_BATCH_IOVA	 1u /* IOVA range to unmap, free after the wait (token: the IOVA's) */
+#define DMA_BATCH_LINK	 2u /* two-step unlink: invalidate, then settle (token: the links) */
+#define DMA_BATCH_BOUNCE 3u /* bounce slot to free (addr: its DMA address; no invalidation) */
+#define DMA_BATCH_KIND	 3u
+
+/* Append an entry to @b, which has room for it (dma_batch_room()); @size_kind is the size
+ * with the entry's kind in its low bits. */
+static inline void dma_batch_put(struct dg_dma_batch *b, uint64_t addr, uint64_t size_kind,
+				 uint64_t token)
+{
+	b->ent[b->n].addr = addr;
+	b->ent[b->n].size = size_kind;
+	b->ent[b->n].token = token;
+	b->n++;
+}
 
 /* Defer the release of a claimed bounce slot to the batch's end (map.c), inline: a full
  * batch flushes first (dma_batch_room()). */
@@ -576,10 +592,7 @@ static inline void dma_batch_add_bounce(struct dg_dma_batch *b, uint64_t dma)
 {
 	if (dg_unlikely(b->n == DG_DMA_BATCH_MAX))
 		dma_batch_room(b, 1);
-	b->ent[b->n].addr = dma;
-	b->ent[b->n].size = DMA_BATCH_BOUNCE;
-	b->ent[b->n].token = 0;
-	b->n++;
+	dma_batch_put(b, dma, DMA_BATCH_BOUNCE, 0);
 }
 
 /* ---- the two-step API (iova_link.c) ------------------------------------------------------- */
@@ -612,7 +625,6 @@ struct dma_links {
  * granules linkable again (dma_links_settle()). No IOVA goes back.
  */
 void dma_batch_add_link(struct dg_dma_batch *b, uint64_t iova, uint64_t size, struct dma_links *l);
-#define DMA_BATCH_LINK 2u /* kind of such an entry (the low bits of ent[].size, map.c) */
 
 /* The invalidation covering unlinks of [iova, iova + size) of @l completed (or timed out, as
  * a streaming unmap's does): those granules can be linked again. */

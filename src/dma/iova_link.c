@@ -287,7 +287,7 @@ static dg_noinline int unlink_general(struct dg_dma_iova_state *st, uint64_t off
 	struct dg_dma_dev *dd;
 	struct dma_links *l;
 	uint64_t v, span, i;
-	int r = 0;
+	int r;
 
 	if (!st || !st->dev)
 		return -EINVAL;
@@ -309,17 +309,7 @@ static dg_noinline int unlink_general(struct dg_dma_iova_state *st, uint64_t off
 	if (dg_unlikely((v & LINK_LEN_MASK) != len || ((v >> LINK_DIR_SHIFT) & 3) != dir))
 		return dma_err(dd, -EINVAL);
 	span = dg_align_up(((v >> LINK_OFF_SHIFT) & LINK_OFF_MASK) + len, st->granule);
-	if (dg_likely(span == st->granule && b && l->slots && b->n < DG_DMA_BATCH_MAX)) {
-		/* a ring slot into a batch: dma_batch_add_link(), inline */
-		pt_slot_unmap(l->slots, i);
-		atomic_store_explicit(&l->w[i], DMA_LINK_PENDING, memory_order_relaxed);
-		b->ent[b->n].addr = st->addr + offset;
-		b->ent[b->n].size = span | DMA_BATCH_LINK;
-		b->ent[b->n].token = (uint64_t)(uintptr_t)l;
-		b->n++;
-	} else {
-		r = unlink_slow(dd, st, l, i, span, b);
-	}
+	r = unlink_slow(dd, st, l, i, span, b); /* a ring slot into a batch: dg_dma_iova_unlink() */
 	ctr_add(dma_tstats(dd), CTR_UNLINKS, 1);
 	return dg_unlikely(r) ? dma_err(dd, r) : 0;
 }
@@ -415,10 +405,7 @@ int dg_dma_iova_unlink(struct dg_dma_iova_state *st, uint64_t offset, size_t len
 		return unlink_general(st, offset, len, dir, b);
 	pt_slot_unmap(l->slots, i);
 	atomic_store_explicit(&l->w[i], DMA_LINK_PENDING, memory_order_relaxed);
-	b->ent[b->n].addr = st->addr + offset;
-	b->ent[b->n].size = st->granule | DMA_BATCH_LINK;
-	b->ent[b->n].token = (uint64_t)(uintptr_t)l;
-	b->n++;
+	dma_batch_put(b, st->addr + offset, st->granule | DMA_BATCH_LINK, (uint64_t)(uintptr_t)l);
 	t = links_tstats(l);
 	if (dg_unlikely(!t))
 		return link_count_slow(st->dev, l, CTR_UNLINKS, 0);
@@ -656,17 +643,12 @@ int dg_dma_iova_unlink_bulk(struct dg_dma_iova_state *st, uint64_t offset, uint6
 		atomic_store_explicit(&l->w[wi], DMA_LINK_PENDING, memory_order_relaxed);
 	}
 	if (ws == 1) { /* adjacent slots: one entry, settled in one pass */
-		b->ent[b->n].addr = st->addr + offset;
-		b->ent[b->n].size = (uint64_t)n * st->granule | DMA_BATCH_LINK;
-		b->ent[b->n].token = (uint64_t)(uintptr_t)l;
-		b->n++;
+		dma_batch_put(b, st->addr + offset, (uint64_t)n * st->granule | DMA_BATCH_LINK,
+			      (uint64_t)(uintptr_t)l);
 	} else {
-		for (i = 0; i < n; i++) {
-			b->ent[b->n].addr = st->addr + offset + i * stride;
-			b->ent[b->n].size = st->granule | DMA_BATCH_LINK;
-			b->ent[b->n].token = (uint64_t)(uintptr_t)l;
-			b->n++;
-		}
+		for (i = 0; i < n; i++)
+			dma_batch_put(b, st->addr + offset + i * stride,
+				      st->granule | DMA_BATCH_LINK, (uint64_t)(uintptr_t)l);
 	}
 	ctr_add(dma_tstats(dd), CTR_UNLINKS, n);
 	return b == &local ? dg_dma_batch_end(&local) : 0;

@@ -43,14 +43,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Kinds of batch entries, in the low bits of ent[].size (sizes are multiples of 64). */
-#define BATCH_IOVA   1u		      /* IOVA range to unmap, free after the wait */
-#define BATCH_LINK   DMA_BATCH_LINK   /* two-step unlink: invalidate, then settle (token: links) */
-#define BATCH_BOUNCE DMA_BATCH_BOUNCE /* bounce slot to free (no invalidation needed) */
+/* Kinds of batch entries (dma_internal.h), short names. */
+#define BATCH_IOVA   DMA_BATCH_IOVA
+#define BATCH_LINK   DMA_BATCH_LINK
+#define BATCH_BOUNCE DMA_BATCH_BOUNCE
+#define BATCH_KIND   DMA_BATCH_KIND
 
 /* Separate runs a batch invalidates page-selectively at most (see the preamble). */
 #define BATCH_PSI_RUNS 8
-#define BATCH_KIND     3u
 
 static inline bool gather_empty(const struct dg_pt_gather *g)
 {
@@ -649,10 +649,7 @@ void dma_batch_room(struct dg_dma_batch *b, uint32_t n)
 void dma_batch_add_link(struct dg_dma_batch *b, uint64_t iova, uint64_t size, struct dma_links *l)
 {
 	batch_reserve(b);
-	b->ent[b->n].addr = iova;
-	b->ent[b->n].size = size | BATCH_LINK;
-	b->ent[b->n].token = (uint64_t)(uintptr_t)l;
-	b->n++;
+	dma_batch_put(b, iova, size | BATCH_LINK, (uint64_t)(uintptr_t)l);
 }
 
 void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
@@ -827,14 +824,21 @@ static dg_noinline int xl_map_undo(struct dg_dma_dev *dd, struct dma_space *sp, 
  * Publish a mapping's record (the claim of its unmap reads it) and count its sub-page bytes
  * in @t (this thread's block of the device): the last step of dma_xl_map() and xl_map_one().
  */
-static dg_always_inline void rec_publish(struct dma_tstats *t, struct dma_rec *rec, uint64_t len,
-					 uint64_t total, uint64_t token, uint64_t w0, uint64_t sub)
+/* A mapping's record: w1..w3, then w0 (the word a claim compares with) makes it live. */
+static dg_always_inline void rec_write(struct dma_rec *rec, uint64_t len, uint64_t total,
+				       uint64_t token, uint64_t w0)
 {
 	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
 	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
 	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
-	/* Release pairs with the acquire load in xl_claim(): w1..w3 are visible. */
+	/* Release pairs with the acquire load in xl_check(): w1..w3 are visible. */
 	atomic_store_explicit(&rec->w0, w0, memory_order_release);
+}
+
+static dg_always_inline void rec_publish(struct dma_tstats *t, struct dma_rec *rec, uint64_t len,
+					 uint64_t total, uint64_t token, uint64_t w0, uint64_t sub)
+{
+	rec_write(rec, len, total, token, w0);
 	ctr_add(t, CTR_SUBPAGE, sub);
 	ctr_max(&t->subpage_max, sub);
 }
@@ -992,12 +996,12 @@ static inline int xl_claim_err(uint64_t w0, uint64_t off)
  * compare of w0 against the word the map wrote (rec_w0() of the arguments) and one of w1;
  * xl_claim_err() sorts out a failure.
  */
-static dg_always_inline int xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len,
-				     enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents,
-				     uint64_t *iova, uint64_t *iova_size, uint64_t *token)
+/* The record of the live mapping at @dma whose word is @want and length @len: 0 with *recp
+ * and *w0p (the word to claim it with), else why not (nothing changed). */
+static dg_always_inline int xl_check(struct dma_space *sp, uint64_t dma, uint64_t len,
+				     uint64_t want, struct dma_rec **recp, uint64_t *w0p)
 {
-	const uint64_t d = dma - sp->first, off = dma & sp->gmask;
-	const uint64_t want = rec_w0(kind, dir, kind == KIND_SG ? nents : 0, off);
+	const uint64_t d = dma - sp->first;
 	struct dma_rec *rec;
 	uint64_t w0;
 
@@ -1006,10 +1010,27 @@ static dg_always_inline int xl_claim(struct dma_space *sp, uint64_t dma, uint64_
 	rec = dma_rec_in(&sp->rec, dma, d >> sp->gshift, false);
 	if (dg_unlikely(!rec))
 		return -ENOENT;
-	/* Acquire pairs with the release store of w0 in rec_publish(): w1..w3 are visible. */
+	/* Acquire pairs with the release store of w0 in rec_write(): w1..w3 are visible. */
 	w0 = atomic_load_explicit(&rec->w0, memory_order_acquire);
 	if (dg_unlikely(w0 != want || atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
-		return xl_claim_err(w0, off);
+		return xl_claim_err(w0, dma & sp->gmask);
+	*recp = rec;
+	*w0p = w0;
+	return 0;
+}
+
+static dg_always_inline int xl_claim(struct dma_space *sp, uint64_t dma, uint64_t len,
+				     enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents,
+				     uint64_t *iova, uint64_t *iova_size, uint64_t *token)
+{
+	const uint64_t off = dma & sp->gmask;
+	const uint64_t want = rec_w0(kind, dir, kind == KIND_SG ? nents : 0, off);
+	struct dma_rec *rec;
+	uint64_t w0;
+	int r = xl_check(sp, dma, len, want, &rec, &w0);
+
+	if (dg_unlikely(r))
+		return r;
 	/* Of two racing unmaps one wins. Acquire: the reads of w2 and w3 below stay after it
 	 * (they are the claimed mapping's: nobody writes them again before its IOVA is freed). */
 	if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
@@ -1038,10 +1059,7 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 
 	if (b && free_iova && !dd->reference) { /* the pages go at the batch's end */
 		batch_reserve(b);
-		b->ent[b->n].addr = iova;
-		b->ent[b->n].size = size | BATCH_IOVA;
-		b->ent[b->n].token = token;
-		b->n++;
+		dma_batch_put(b, iova, size | BATCH_IOVA, token);
 		return 0;
 	}
 	dg_pt_gather_init(&g);
@@ -1071,16 +1089,6 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 	return 0;
 }
 
-/* dma_strict_retire()'s batch case, inline (the common one): the batch has room. */
-static dg_always_inline void xl_batch_add(struct dg_dma_batch *b, uint64_t iova, uint64_t size,
-					  uint64_t token)
-{
-	b->ent[b->n].addr = iova;
-	b->ent[b->n].size = size | BATCH_IOVA;
-	b->ent[b->n].token = token;
-	b->n++;
-}
-
 static dg_always_inline int xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma,
 				     size_t len, enum dg_dma_dir dir, enum dma_kind kind,
 				     uint32_t nents, struct dg_dma_batch *b)
@@ -1093,7 +1101,7 @@ static dg_always_inline int xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp
 	if (dd->lazy && kind != KIND_COHERENT)
 		return dma_lazy_retire(dd, iova, size, token);
 	if (b && !dd->reference && dg_likely(b->n < DG_DMA_BATCH_MAX)) {
-		xl_batch_add(b, iova, size, token);
+		dma_batch_put(b, iova, size | BATCH_IOVA, token);
 		return 0;
 	}
 	return dma_strict_retire(dd, sp, iova, size, true, token, b, NULL);
@@ -1395,7 +1403,7 @@ static dg_always_inline int xl_unmap_counted(struct dg_dma_dev *dd, uint64_t dma
 	if (dg_unlikely(r))
 		return dma_err(dd, r);
 	if (dg_likely(b && !dd->lazy && !dd->reference && b->n < DG_DMA_BATCH_MAX)) {
-		xl_batch_add(b, iova, size, token);
+		dma_batch_put(b, iova, size | BATCH_IOVA, token);
 		return count_unmap(dd);
 	}
 	return xl_unmap_retire(dd, iova, size, token, b);
@@ -1705,12 +1713,7 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	for (i = 0; i < n; i++) {
 		const uint64_t off = (uintptr_t)bufs[i] & gm;
 
-		atomic_store_explicit(&rec[i]->w1, len, memory_order_relaxed);
-		atomic_store_explicit(&rec[i]->w2, g, memory_order_relaxed);
-		atomic_store_explicit(&rec[i]->w3, token[i], memory_order_relaxed);
-		/* Release pairs with the acquire load in xl_claim(): w1..w3 are visible. */
-		atomic_store_explicit(&rec[i]->w0, rec_w0(KIND_SINGLE, dir, 0, off),
-				      memory_order_release);
+		rec_write(rec[i], len, g, token[i], rec_w0(KIND_SINGLE, dir, 0, off));
 		dma[i] = iova[i] + off;
 		sub += waste;
 	}
@@ -1773,20 +1776,6 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 	return 0;
 }
 
-/* Why a record check failed (the claim's own answer, nothing changed). */
-static dg_noinline int bulk_claim_err(struct dma_space *sp, uint64_t dma)
-{
-	const uint64_t d = dma - sp->first;
-	struct dma_rec *rec;
-
-	if (d > sp->last - sp->first)
-		return -ENOENT;
-	rec = dma_rec_in(&sp->rec, dma, d >> sp->gshift, false);
-	if (!rec)
-		return -ENOENT;
-	return xl_claim_err(atomic_load_explicit(&rec->w0, memory_order_relaxed), dma & sp->gmask);
-}
-
 int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
 		      enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
 {
@@ -1822,21 +1811,14 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 	sp = dd->sp;
 	/* 1. every record on its face: the word the map wrote and the length */
 	for (i = 0; i < n; i++) {
-		const uint64_t d = dma[i] - sp->first, off = dma[i] & sp->gmask;
-
-		rec[i] = d <= sp->last - sp->first ?
-				 dma_rec_in(&sp->rec, dma[i], d >> sp->gshift, false) :
-				 NULL;
-		/* Acquire pairs with the release store of w0 in rec_publish() (and in
-		 * map_bulk_fast()): w1..w3 are visible. */
-		w0[i] = rec[i] ? atomic_load_explicit(&rec[i]->w0, memory_order_acquire) : 0;
-		if (dg_unlikely(!rec[i] || w0[i] != rec_w0(KIND_SINGLE, dir, 0, off) ||
-				atomic_load_explicit(&rec[i]->w1, memory_order_relaxed) != len))
-			return dma_err(dd, bulk_claim_err(sp, dma[i]));
+		r = xl_check(sp, dma[i], len, rec_w0(KIND_SINGLE, dir, 0, dma[i] & sp->gmask),
+			     &rec[i], &w0[i]);
+		if (dg_unlikely(r))
+			return dma_err(dd, r);
 	}
-	/* 2. claim them - strict: straight into the batch's free entries, counted in only once
-	 * all are claimed (room made for all first); a lost claim gives back this call's
-	 * claims (the mappings were live throughout) and leaves the batch as it was */
+	/* 2. claim them - strict: straight into the batch (room made for all first); a lost
+	 * claim gives back this call's claims (the mappings were live throughout) and takes
+	 * its entries out of the batch again */
 	into = !dd->lazy && !dd->reference;
 	if (into && !b)
 		dg_dma_batch_begin(dd, b = &local);
@@ -1848,8 +1830,10 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 		/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
 		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
 			    &rec[i]->w0, &w, 0, memory_order_acquire, memory_order_relaxed))) {
+			if (into)
+				b->n -= i;
 			while (i--)
-				/* Release pairs with the acquire load in xl_claim(), as the map's. */
+				/* Release pairs with the acquire load in xl_check(), as the map's. */
 				atomic_store_explicit(&rec[i]->w0, w0[i], memory_order_release);
 			if (b == &local)
 				dg_dma_batch_end(&local); /* empty */
@@ -1857,15 +1841,11 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 		}
 		size[i] = atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
 		token[i] = atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
-		if (into) {
-			b->ent[b->n + i].addr = dma[i] & ~sp->gmask;
-			b->ent[b->n + i].size = size[i] | BATCH_IOVA;
-			b->ent[b->n + i].token = token[i];
-		}
+		if (into)
+			dma_batch_put(b, dma[i] & ~sp->gmask, size[i] | BATCH_IOVA, token[i]);
 	}
 	/* 3. retire: the batch's entries taken, or one by one (lazy, the reference) */
 	if (into) {
-		b->n += n;
 		if (b == &local)
 			r = dg_dma_batch_end(&local);
 	} else {
