@@ -4,6 +4,9 @@
 # (functions with at least 1 instruction per operation). Setup costs cancel out.
 #   scripts/callgrind-per-op.sh SUITE CASE [N]      e.g. scripts/callgrind-per-op.sh pt vtd/4k-seq
 # DMAGUARD=path/to/dmaguard overrides build/tools/dmaguard/dmaguard.
+# --fair-sched=yes: valgrind runs one thread at a time, and with its default scheduling a thread
+# spinning on another's progress (a driver polling for the device's acknowledgement) can keep
+# the CPU for minutes (bench workloads --case tcp-x1/strict ran 10 minutes without it, 2 s with).
 set -eu
 suite=$1
 case=$2
@@ -12,7 +15,7 @@ exe=${DMAGUARD:-build/tools/dmaguard/dmaguard}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for k in 1 2; do
-	valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.$k" \
+	valgrind --tool=callgrind --fair-sched=yes --callgrind-out-file="$tmp/cg.$k" \
 		"$exe" bench "$suite" --case "$case" --ops $((k * n)) >/dev/null 2>&1
 	callgrind_annotate --threshold=100 "$tmp/cg.$k" |
 		sed -n 's/^ *\([0-9,][0-9,]*\) *([ 0-9.]*%) *\(.*\)$/\1\t\2/p' | tr -d ',' \
