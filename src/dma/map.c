@@ -306,21 +306,66 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 /* ---- batches ------------------------------------------------------------------------------ */
 
 /*
+ * A batch in ascending pieces. A ring's reap unmaps its buffers in ring order and a magazine
+ * handed them out ascending, so each bulk unmap (a queue's rx reap, its tx reap) is one
+ * ascending piece, and a poll's batch is a few of them one after the other (fwd64: rx, then
+ * tx). Up to BATCH_PIECES such pieces are put in order without a sort: the runs of each piece
+ * are merged (a k-way merge of k sorted lists), and the batch end gives the IOVAs back piece
+ * by piece from the entries (batch_pieces()). Only more pieces than that - a scrambled batch -
+ * take dma_order_frees()' merge sort.
+ */
+#define BATCH_PIECES 8
+
+/* Merge the @k ascending lists of runs [seg[j], seg[j + 1]) of lo/hi[0..m) into one
+ * ascending list (adjacent runs joined); returns its length. seg[k] must be m. */
+static size_t runs_merge(uint64_t *lo, uint64_t *hi, size_t m, const uint32_t *seg, unsigned int k)
+{
+	uint64_t tlo[DG_DMA_BATCH_MAX], thi[DG_DMA_BATCH_MAX];
+	uint32_t pos[BATCH_PIECES];
+	size_t out = 0;
+
+	for (unsigned int j = 0; j < k; j++)
+		pos[j] = seg[j];
+	for (size_t c = 0; c < m; c++) {
+		unsigned int best = k;
+		uint64_t a, e;
+
+		for (unsigned int j = 0; j < k; j++)
+			if (pos[j] < seg[j + 1] && (best == k || lo[pos[j]] < lo[pos[best]]))
+				best = j;
+		a = lo[pos[best]];
+		e = hi[pos[best]];
+		pos[best]++;
+		if (out && a == thi[out - 1]) {
+			thi[out - 1] = e;
+			continue;
+		}
+		tlo[out] = a;
+		thi[out++] = e;
+	}
+	memcpy(lo, tlo, out * sizeof(*lo));
+	memcpy(hi, thi, out * sizeof(*hi));
+	return out;
+}
+
+/*
  * The ranges of ent[from..n) (streaming unmaps and two-step unlinks; bounce slots have none)
  * in address order, adjacent ones merged into runs; *sum gets their bytes, *niova the
- * streaming ones among them. Magazines hand ranges back last-in first-out and a ring unlinks
- * its slots in order, so a batch is nearly always ascending: one pass merges it as it goes.
- * Anything else (descending, scrambled) is put in order by dma_order_frees()' natural merge
- * sort (a batch holds up to 256: no quadratic sort) and merged after.
+ * streaming ones among them. A batch is nearly always a few ascending pieces (see above):
+ * one pass merges each piece's neighbours as it goes, and the pieces' runs are merged after.
+ * Anything else (more pieces: descending, scrambled) is put in order by dma_order_frees()'
+ * natural merge sort (a batch holds up to 256: no quadratic sort) and merged after.
  */
 static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
-			 uint64_t *sum, uint32_t *niova, uint32_t *nlink, bool *sorted)
+			 uint64_t *sum, uint32_t *niova, uint32_t *nlink)
 {
 	struct iova_owned t[DG_DMA_BATCH_MAX];
+	uint32_t seg[BATCH_PIECES + 1], ns = 1; /* seg[j]: the first run of piece j */
 	size_t n = 0, m = 0;
 	uint64_t s = 0, chi = 0; /* the open run's end, in a register */
 	uint32_t ni = 0, nb = 0;
 
+	seg[0] = 0;
 	for (uint32_t i = from; i < b->n; i++) {
 		const uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr;
 		const uint64_t e = a + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
@@ -335,19 +380,25 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 			chi = e;
 			continue;
 		}
-		if (dg_unlikely(a < chi))
-			goto sort;
 		if (m)
 			hi[m - 1] = chi;
+		if (dg_unlikely(a < chi)) { /* a new ascending piece */
+			if (ns == BATCH_PIECES)
+				goto sort;
+			seg[ns++] = (uint32_t)m;
+		}
 		lo[m++] = a;
 		chi = e;
 	}
 	if (m)
 		hi[m - 1] = chi;
+	if (dg_unlikely(ns > 1)) {
+		seg[ns] = (uint32_t)m;
+		m = runs_merge(lo, hi, m, seg, ns);
+	}
 	*sum = s;
 	*niova = ni;
 	*nlink = b->n - from - nb - ni; /* the rest are two-step unlinks */
-	*sorted = true;
 	return m;
 sort:
 	s = 0;
@@ -377,8 +428,35 @@ sort:
 	*sum = s;
 	*niova = ni;
 	*nlink = (uint32_t)n - ni;
-	*sorted = false;
 	return m;
+}
+
+/*
+ * Is the whole batch streaming unmaps in at most BATCH_PIECES ascending pieces? Then
+ * seg[0..*k] gets the pieces' first entries (seg[*k] = n) and the batch end frees from the
+ * entries, no copy and no sort. One pass of a load and two compares per entry.
+ */
+static bool batch_pieces(const struct dg_dma_batch *b, uint32_t *seg, unsigned int *k)
+{
+	uint64_t prev = 0;
+	unsigned int ns = 1;
+
+	seg[0] = 0;
+	for (uint32_t i = 0; i < b->n; i++) {
+		const uint64_t a = b->ent[i].addr;
+
+		if (dg_unlikely((b->ent[i].size & BATCH_KIND) != BATCH_IOVA))
+			return false;
+		if (dg_unlikely(a < prev)) {
+			if (ns == BATCH_PIECES)
+				return false;
+			seg[ns++] = i;
+		}
+		prev = a;
+	}
+	seg[ns] = b->n;
+	*k = ns;
+	return true;
 }
 
 /*
@@ -451,10 +529,9 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
  * streaming unmaps - one page-table call per run of adjacent IOVAs, so a ring's consecutive
  * buffers cost one walk (two-step unlinks cleared theirs already) - and submit the commands
  * (one over the hull when it is at most four times the bytes unmapped, one per run up to
- * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq. *asc: whether the whole batch
- * (nothing submitted before) is streaming unmaps in ascending order.
+ * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
  */
-static int batch_issue(struct dg_dma_batch *b, bool *asc)
+static int batch_issue(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
@@ -464,14 +541,11 @@ static int batch_issue(struct dg_dma_batch *b, bool *asc)
 	uint64_t start, end;
 	size_t nr, nc = 1;
 	uint32_t niova, nlink;
-	bool sorted;
 	int r;
 
-	*asc = false;
 	if (b->nsub == b->n)
 		return 0;
-	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, &sorted);
-	*asc = sorted && !b->nsub && niova == b->n;
+	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink);
 	if (!nr) {
 		b->nsub = b->n;
 		return 0; /* bounce slots only */
@@ -540,8 +614,9 @@ static int batch_flush(struct dg_dma_batch *b)
 	const uint32_t nsub = b->nsub;
 	uint32_t nf = 0, nb = 0;
 	uint64_t prev = UINT64_MAX;
+	uint32_t seg[BATCH_PIECES + 1];
+	unsigned int ns;
 	bool desc = true;
-	bool asc;
 	int r = 0;
 
 	if (!b->n)
@@ -559,20 +634,34 @@ static int batch_flush(struct dg_dma_batch *b)
 			goto done;
 		}
 	}
-	r = batch_issue(b, &asc);
+	r = batch_issue(b);
 	if (!r && b->seq)
 		r = dma_inval_wait(dd, b->seq);
-	if (asc && !r) {
-		/* streaming unmaps only, ascending (a ring's): give the IOVAs back highest first
-		 * straight from the entries, no copy and no sort */
+	if (!r && batch_pieces(b, seg, &ns)) {
+		/* streaming unmaps only, in a few ascending pieces (a ring's reaps): give the
+		 * IOVAs back highest first straight from the entries, no copy and no sort - the
+		 * pieces merged from their ends (what dma_order_frees() would give) */
 		struct iova_tcache *tc = NULL;
+		uint32_t end[BATCH_PIECES]; /* piece j's entries not given back: [seg[j], end[j]) */
 
 		if (!gather_empty(&b->gather))
 			dg_pt_gather_release(sp->pt, &b->gather);
-		for (uint32_t i = b->n; i-- > 0;)
+		for (unsigned int j = 0; j < ns; j++)
+			end[j] = seg[j + 1];
+		for (uint32_t c = 0; c < b->n; c++) {
+			unsigned int top = ns;
+			uint32_t i;
+
+			for (unsigned int j = 0; j < ns; j++)
+				if (end[j] > seg[j] &&
+				    (top == ns ||
+				     b->ent[end[j] - 1].addr > b->ent[end[top] - 1].addr))
+					top = j;
+			i = --end[top];
 			iova_free_owned_one(sp->iova, &tc, b->ent[i].addr,
 					    b->ent[i].size & ~(uint64_t)BATCH_KIND,
 					    b->ent[i].token);
+		}
 		iova_free_owned_end(tc);
 		goto done;
 	}
@@ -669,12 +758,11 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 
 int dg_dma_batch_submit(struct dg_dma_batch *b)
 {
-	bool asc;
 	int r;
 
 	if (!b || !b->dev)
 		return -EINVAL;
-	r = batch_issue(b, &asc);
+	r = batch_issue(b);
 	if (r && !b->status)
 		b->status = r;
 	return r ? dma_err(b->dev, r) : 0;

@@ -9,7 +9,20 @@
  *  - after the end the slots are free: no byte in use, this thread's next maps get them back
  *    (its stack is last-in first-out), a second unmap of one is -ENOENT, and the device's
  *    structure check holds.
+ *
+ * And of the strict batch end of streaming unmaps in ascending pieces (batch_runs(),
+ * runs_merge() and batch_pieces(): a poll's rx and tx reaps, merged and freed without a sort),
+ * against the sort it replaces, with random batches of 1 to 12 pieces (past BATCH_PIECES: the
+ * sort), scattered so that the invalidation is one command per run, submitted or not:
+ *  - after the end the device faults on every unmapped address - it had read each one just
+ *    before (its IOTLB holds the translation), so a run left out of the page-table unmap or
+ *    of the invalidation would still reach - while every address still mapped reaches;
+ *  - every IOVA is back in the allocator exactly once: live ranges = mappings left, no bad
+ *    free, the allocator's and the device's structure checks hold;
+ *  - pieces lying apart come back in address order: a refill of the freed buffers gets
+ *    ascending IOVAs.
  */
+#include "dma/dma_internal.h" /* before cmocka.h: it defines fail() */
 #include "dma_test_util.h"
 
 #include <dmaguard/dev.h>
@@ -120,9 +133,141 @@ static void test_bounce_batch_all_submitted(void **state)
 	batch_of_bounce_unmaps(NB);
 }
 
+/* ---- strict: ascending pieces ---------------------------------------------------------------- */
+
+#define NP    96 /* buffers, one page each */
+#define PG    4096u
+#define ROUND 60
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+static uint64_t live_iovas(struct dg_dma_dev *dd)
+{
+	struct dg_iova_stats st;
+
+	dg_iova_get_stats(dd->sp->iova, &st);
+	assert_int_equal(st.bad_frees, 0);
+	return st.live_ranges;
+}
+
+static void reach_or_fault(struct dg_device *dev, uint64_t dma, const uint8_t *buf, bool mapped)
+{
+	uint8_t v = 0;
+
+	if (!mapped) {
+		assert_int_equal(dg_dev_read(dev, dma, &v, 1), -EFAULT);
+		return;
+	}
+	assert_int_equal(dg_dev_read(dev, dma, &v, 1), 0);
+	assert_int_equal(v, buf[0]);
+}
+
+static void test_strict_pieces(void **state)
+{
+	static uint64_t dma[NP];
+	uint8_t *mem = page_alloc((size_t)NP * PG);
+	void *bufs[NP];
+	bool on[NP];
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dma_fixture f;
+
+	(void)state;
+	assert_non_null(mem);
+	for (unsigned int i = 0; i < NP; i++) {
+		mem[(size_t)i * PG] = (uint8_t)(i + 1);
+		bufs[i] = mem + (size_t)i * PG;
+	}
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, NP, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+	for (unsigned int i = 0; i < NP; i++)
+		on[i] = true;
+	for (unsigned int round = 0; round < ROUND; round++) {
+		const unsigned int k = 1 + (unsigned int)(rnd(&seed) % 12), submit = round % 3;
+		unsigned int order[NP], no = 0, nfree = 0, freed[NP];
+		uint64_t remap[NP];
+		void *rb[NP];
+		struct dg_dma_batch b;
+
+		/* every mapped buffer, sorted by address */
+		for (unsigned int i = 0; i < NP; i++)
+			order[no++] = i;
+		for (unsigned int i = 1; i < no; i++)
+			for (unsigned int j = i; j > 0 && dma[order[j]] < dma[order[j - 1]]; j--) {
+				unsigned int t = order[j];
+
+				order[j] = order[j - 1];
+				order[j - 1] = t;
+			}
+		for (unsigned int i = 0; i < NP; i++) /* the device reads each: its IOTLB fills */
+			reach_or_fault(dev, dma[i], bufs[i], true);
+		/* k pieces, each an ascending pick of a few scattered buffers, in random order */
+		dg_dma_batch_begin(dd, &b);
+		for (unsigned int p = 0; p < k; p++) {
+			const unsigned int want = 1 + (unsigned int)(rnd(&seed) % 6);
+			const unsigned int from = (unsigned int)(rnd(&seed) % NP);
+			uint64_t pd[NP];
+			unsigned int n = 0;
+
+			for (unsigned int j = from; j < NP && n < want; j += 1 + rnd(&seed) % 9) {
+				const unsigned int i = order[j];
+
+				if (!on[i])
+					continue;
+				on[i] = false;
+				pd[n++] = dma[i];
+				freed[nfree++] = i;
+			}
+			if (!n)
+				continue;
+			assert_int_equal(dg_dma_unmap_bulk(dd, pd, n, 64, DG_DMA_TO_DEVICE, 0, &b),
+					 0);
+			if (submit == 1 && p == k / 2)
+				assert_int_equal(dg_dma_batch_submit(&b), 0);
+		}
+		if (submit == 2)
+			assert_int_equal(dg_dma_batch_submit(&b), 0);
+		assert_int_equal(dg_dma_batch_end(&b), 0);
+		for (unsigned int i = 0; i < NP; i++)
+			reach_or_fault(dev, dma[i], bufs[i], on[i]);
+		assert_int_equal(live_iovas(dd), NP - nfree);
+		assert_int_equal(dg_iova_check(dd->sp->iova, stderr), 0);
+		assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+		if (!nfree)
+			continue;
+		/* refill: the freed IOVAs come back in ascending order */
+		for (unsigned int j = 0; j < nfree; j++)
+			rb[j] = bufs[freed[j]];
+		assert_int_equal(dg_dma_map_bulk(dd, rb, nfree, 64, DG_DMA_TO_DEVICE, 0, remap), 0);
+		for (unsigned int j = 0; j < nfree; j++) {
+			if (j)
+				assert_true(remap[j] > remap[j - 1]);
+			dma[freed[j]] = remap[j];
+			on[freed[j]] = true;
+		}
+		assert_int_equal(live_iovas(dd), NP);
+	}
+	assert_int_equal(dg_dma_unmap_bulk(dd, dma, NP, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(live_iovas(dd), 0);
+	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+	fixture_dev_destroy(dd);
+	fixture_fini(&f);
+	free(mem);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_strict_pieces),
 		cmocka_unit_test(test_bounce_batch),
 		cmocka_unit_test(test_bounce_batch_submitted),
 		cmocka_unit_test(test_bounce_batch_all_submitted),
