@@ -240,6 +240,8 @@ DG_EXPORT struct dg_domain *dg_dma_dev_domain(const struct dg_dma_dev *dd);
 /* Deferred unmaps a batch holds before it flushes by itself: a NAPI poll's rx budget and tx
  * completions (64 + 64) and more, so a poll never waits twice. */
 #define DG_DMA_BATCH_MAX 256
+/* Ascending pieces of a batch (a poll's reaps) its end puts in order without a sort. */
+#define DG_DMA_BATCH_PIECES 8
 
 /*
  * A batch of unmaps sharing one invalidation wait (a NAPI poll, an NVMe completion pass).
@@ -254,6 +256,10 @@ struct dg_dma_batch {
 	uint32_t nsub;		    /* ent[0..nsub) are invalidated already (private) */
 	uint64_t seq;		    /* the invalidation to wait for, 0: none (private) */
 	struct dg_pt_gather gather; /* hull and table pages of the unmaps */
+	/* ent[0..nsub) is streaming unmaps only, in npieces ascending pieces starting at
+	 * piece[] (0: not so, or not known) (private) */
+	uint32_t npieces;
+	uint32_t piece[DG_DMA_BATCH_PIECES];
 	struct {
 		uint64_t addr;	/* IOVA (or shadow address) to give back after the wait */
 		uint64_t size;	/* its size; low bits: DMA_BATCH_* kind (library private) */

@@ -151,7 +151,23 @@ struct dma_rec_table {
 	_Atomic(void *) *top; /* REC_NODE pointers to middle nodes */
 	uint64_t base;	      /* IOVA of granule 0 */
 	unsigned int gshift;  /* log2 granule */
+	uint64_t gen;	      /* unique, never reused, never 0: the key of the leaf hints */
 };
+
+/*
+ * This thread's last record leaf (a ring's buffers sit in a few leaves of 4096 granules, so
+ * nearly every lookup hits it): the table's generation, the leaf's number (g >> 12) and the
+ * leaf. Safe without any invalidation: leaves are never freed before their table, and a table
+ * created later (even at the same address) has another generation, so a hint of a destroyed
+ * table never matches. The leaf was found by this thread with acquire loads (its zeroes were
+ * visible then, and stay so).
+ */
+struct dma_rec_hint {
+	uint64_t gen;
+	uint64_t leafno;
+	struct dma_rec *leaf;
+};
+extern _Thread_local struct dma_rec_hint dma_rec_tls __attribute__((tls_model("initial-exec")));
 
 int dma_rec_init(struct dma_rec_table *t, uint64_t base, unsigned int gshift);
 void dma_rec_fini(struct dma_rec_table *t);
@@ -169,14 +185,18 @@ static inline struct dma_rec *dma_rec_in(struct dma_rec_table *t, uint64_t iova,
 	_Atomic(void *) *mid;
 	struct dma_rec *leaf;
 
+	if (dg_likely(dma_rec_tls.leafno == g >> REC_LEVEL_BITS && dma_rec_tls.gen == t->gen))
+		return &dma_rec_tls.leaf[g & (REC_NODE - 1)];
 	/* Acquire pairs with the release CAS publishing a node (map_record.c). */
 	mid = atomic_load_explicit(&t->top[g >> (2 * REC_LEVEL_BITS)], memory_order_acquire);
 	if (dg_likely(mid != NULL)) {
 		/* Acquire as above. */
 		leaf = atomic_load_explicit(&mid[(g >> REC_LEVEL_BITS) & (REC_NODE - 1)],
 					    memory_order_acquire);
-		if (dg_likely(leaf != NULL))
+		if (dg_likely(leaf != NULL)) {
+			dma_rec_tls = (struct dma_rec_hint){t->gen, g >> REC_LEVEL_BITS, leaf};
 			return &leaf[g & (REC_NODE - 1)];
+		}
 	}
 	/* no node on the way: no record there (a lookup), or make the nodes (a map) */
 	return create ? dma_rec_get_slow(t, iova, true) : NULL;

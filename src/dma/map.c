@@ -314,7 +314,7 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
  * by piece from the entries (batch_pieces()). Only more pieces than that - a scrambled batch -
  * take dma_order_frees()' merge sort.
  */
-#define BATCH_PIECES 8
+#define BATCH_PIECES DG_DMA_BATCH_PIECES
 
 /* Merge the @k ascending lists of runs [seg[j], seg[j + 1]) of lo/hi[0..m) into one
  * ascending list (adjacent runs joined); returns its length. seg[k] must be m. */
@@ -355,9 +355,11 @@ static size_t runs_merge(uint64_t *lo, uint64_t *hi, size_t m, const uint32_t *s
  * one pass merges each piece's neighbours as it goes, and the pieces' runs are merged after.
  * Anything else (more pieces: descending, scrambled) is put in order by dma_order_frees()'
  * natural merge sort (a batch holds up to 256: no quadratic sort) and merged after.
+ * pe[0..*npe) gets the first entries of the pieces (*npe 0 after a sort).
  */
 static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
-			 uint64_t *sum, uint32_t *niova, uint32_t *nlink)
+			 uint64_t *sum, uint32_t *niova, uint32_t *nlink, uint32_t *pe,
+			 uint32_t *npe)
 {
 	struct iova_owned t[DG_DMA_BATCH_MAX];
 	uint32_t seg[BATCH_PIECES + 1], ns = 1; /* seg[j]: the first run of piece j */
@@ -366,6 +368,7 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 	uint32_t ni = 0, nb = 0;
 
 	seg[0] = 0;
+	pe[0] = from;
 	for (uint32_t i = from; i < b->n; i++) {
 		const uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr;
 		const uint64_t e = a + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
@@ -385,6 +388,7 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 		if (dg_unlikely(a < chi)) { /* a new ascending piece */
 			if (ns == BATCH_PIECES)
 				goto sort;
+			pe[ns] = i;
 			seg[ns++] = (uint32_t)m;
 		}
 		lo[m++] = a;
@@ -399,6 +403,7 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 	*sum = s;
 	*niova = ni;
 	*nlink = b->n - from - nb - ni; /* the rest are two-step unlinks */
+	*npe = ns;
 	return m;
 sort:
 	s = 0;
@@ -428,35 +433,8 @@ sort:
 	*sum = s;
 	*niova = ni;
 	*nlink = (uint32_t)n - ni;
+	*npe = 0;
 	return m;
-}
-
-/*
- * Is the whole batch streaming unmaps in at most BATCH_PIECES ascending pieces? Then
- * seg[0..*k] gets the pieces' first entries (seg[*k] = n) and the batch end frees from the
- * entries, no copy and no sort. One pass of a load and two compares per entry.
- */
-static bool batch_pieces(const struct dg_dma_batch *b, uint32_t *seg, unsigned int *k)
-{
-	uint64_t prev = 0;
-	unsigned int ns = 1;
-
-	seg[0] = 0;
-	for (uint32_t i = 0; i < b->n; i++) {
-		const uint64_t a = b->ent[i].addr;
-
-		if (dg_unlikely((b->ent[i].size & BATCH_KIND) != BATCH_IOVA))
-			return false;
-		if (dg_unlikely(a < prev)) {
-			if (ns == BATCH_PIECES)
-				return false;
-			seg[ns++] = i;
-		}
-		prev = a;
-	}
-	seg[ns] = b->n;
-	*k = ns;
-	return true;
 }
 
 /*
@@ -540,12 +518,24 @@ static int batch_issue(struct dg_dma_batch *b)
 	struct dg_pt_gather *g = &b->gather;
 	uint64_t start, end;
 	size_t nr, nc = 1;
-	uint32_t niova, nlink;
+	uint32_t niova, nlink, pe[BATCH_PIECES], npe;
 	int r;
 
 	if (b->nsub == b->n)
 		return 0;
-	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink);
+	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, pe, &npe);
+	/* the pieces of the whole batch so far, for its end (after a submit, the pieces of the
+	 * later unmaps follow those of the earlier ones) */
+	if (!b->nsub)
+		b->npieces = 0;
+	if (niova == b->n - b->nsub && npe && (!b->nsub || b->npieces) &&
+	    b->npieces + npe <= BATCH_PIECES) {
+		for (uint32_t j = 0; j < npe; j++)
+			b->piece[b->npieces + j] = pe[j];
+		b->npieces += npe;
+	} else {
+		b->npieces = 0;
+	}
 	if (!nr) {
 		b->nsub = b->n;
 		return 0; /* bounce slots only */
@@ -614,8 +604,6 @@ static int batch_flush(struct dg_dma_batch *b)
 	const uint32_t nsub = b->nsub;
 	uint32_t nf = 0, nb = 0;
 	uint64_t prev = UINT64_MAX;
-	uint32_t seg[BATCH_PIECES + 1];
-	unsigned int ns;
 	bool desc = true;
 	int r = 0;
 
@@ -637,17 +625,26 @@ static int batch_flush(struct dg_dma_batch *b)
 	r = batch_issue(b);
 	if (!r && b->seq)
 		r = dma_inval_wait(dd, b->seq);
-	if (!r && batch_pieces(b, seg, &ns)) {
+	if (!r && b->npieces) {
 		/* streaming unmaps only, in a few ascending pieces (a ring's reaps): give the
 		 * IOVAs back highest first straight from the entries, no copy and no sort - the
 		 * pieces merged from their ends (what dma_order_frees() would give) */
 		struct iova_tcache *tc = NULL;
+		const uint32_t *seg = b->piece, ns = b->npieces;
 		uint32_t end[BATCH_PIECES]; /* piece j's entries not given back: [seg[j], end[j]) */
 
 		if (!gather_empty(&b->gather))
 			dg_pt_gather_release(sp->pt, &b->gather);
+		if (ns == 1) { /* one piece (a ring's reap): back to front */
+			for (uint32_t i = b->n; i-- > 0;)
+				iova_free_owned_one(sp->iova, &tc, b->ent[i].addr,
+						    b->ent[i].size & ~(uint64_t)BATCH_KIND,
+						    b->ent[i].token);
+			iova_free_owned_end(tc);
+			goto done;
+		}
 		for (unsigned int j = 0; j < ns; j++)
-			end[j] = seg[j + 1];
+			end[j] = j + 1 < ns ? seg[j + 1] : b->n;
 		for (uint32_t c = 0; c < b->n; c++) {
 			unsigned int top = ns;
 			uint32_t i;
@@ -709,6 +706,7 @@ done:
 	b->n = 0;
 	b->nsub = 0;
 	b->seq = 0;
+	b->npieces = 0;
 	dg_pt_gather_init(&b->gather);
 	b->flushes++;
 	return r;
@@ -751,6 +749,7 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 	b->n = 0;
 	b->nsub = 0;
 	b->seq = 0;
+	b->npieces = 0;
 	b->flushes = 0;
 	b->status = 0;
 	dg_pt_gather_init(&b->gather);

@@ -24,6 +24,11 @@
 #include <errno.h>
 #include <stdlib.h>
 
+_Thread_local struct dma_rec_hint dma_rec_tls __attribute__((tls_model("initial-exec")));
+
+/* Generations of tables (dma_rec_table.gen): the last one handed out. */
+static _Atomic uint64_t rec_gen;
+
 int dma_rec_init(struct dma_rec_table *t, uint64_t base, unsigned int gshift)
 {
 	t->top = calloc(REC_NODE, sizeof(*t->top));
@@ -31,6 +36,9 @@ int dma_rec_init(struct dma_rec_table *t, uint64_t base, unsigned int gshift)
 		return -ENOMEM;
 	t->base = base;
 	t->gshift = gshift;
+	/* Relaxed: only uniqueness matters; the table reaches other threads through the
+	 * device's publication, which orders this store before their reads. */
+	t->gen = atomic_fetch_add_explicit(&rec_gen, 1, memory_order_relaxed) + 1;
 	return 0;
 }
 
