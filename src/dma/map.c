@@ -643,21 +643,38 @@ static int batch_flush(struct dg_dma_batch *b)
 			iova_free_owned_end(tc);
 			goto done;
 		}
+		/* several pieces: the piece whose next entry is highest gives back its entries
+		 * down to the highest next entry of the others (a whole run at a time, as pieces
+		 * rarely interleave), then the next is chosen */
 		for (unsigned int j = 0; j < ns; j++)
 			end[j] = j + 1 < ns ? seg[j + 1] : b->n;
-		for (uint32_t c = 0; c < b->n; c++) {
+		for (;;) {
 			unsigned int top = ns;
+			uint64_t ta = 0, bar = 0;
 			uint32_t i;
 
-			for (unsigned int j = 0; j < ns; j++)
-				if (end[j] > seg[j] &&
-				    (top == ns ||
-				     b->ent[end[j] - 1].addr > b->ent[end[top] - 1].addr))
+			for (unsigned int j = 0; j < ns; j++) {
+				uint64_t a;
+
+				if (end[j] == seg[j])
+					continue;
+				a = b->ent[end[j] - 1].addr;
+				if (top == ns || a > ta) {
+					bar = top == ns ? bar : ta;
 					top = j;
-			i = --end[top];
-			iova_free_owned_one(sp->iova, &tc, b->ent[i].addr,
-					    b->ent[i].size & ~(uint64_t)BATCH_KIND,
-					    b->ent[i].token);
+					ta = a;
+				} else if (a > bar) {
+					bar = a;
+				}
+			}
+			if (top == ns)
+				break;
+			do {
+				i = --end[top];
+				iova_free_owned_one(sp->iova, &tc, b->ent[i].addr,
+						    b->ent[i].size & ~(uint64_t)BATCH_KIND,
+						    b->ent[i].token);
+			} while (end[top] > seg[top] && b->ent[end[top] - 1].addr > bar);
 		}
 		iova_free_owned_end(tc);
 		goto done;
