@@ -1920,39 +1920,50 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 		if (dg_unlikely(r))
 			return dma_err(dd, r);
 	}
-	/* 2. claim them - strict: straight into the batch (room made for all first); a lost
-	 * claim gives back this call's claims (the mappings were live throughout) and takes
-	 * its entries out of the batch again */
+	/* 2. claim them - strict: straight into the batch (room made for all first, counted
+	 * once all are claimed); a lost claim gives back this call's claims (the mappings were
+	 * live throughout), nothing having entered the batch */
 	into = !dd->lazy && !dd->reference;
-	if (into && !b)
-		dg_dma_batch_begin(dd, b = &local);
-	if (into)
+	if (into) {
+		/* the entries go to ent[bn..bn + n), counted in b->n once all are claimed */
+		uint32_t bn;
+
+		if (!b)
+			dg_dma_batch_begin(dd, b = &local);
 		dma_batch_room(b, n);
+		bn = b->n;
+		for (i = 0; i < n; i++) {
+			uint64_t w = w0[i];
+
+			/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
+			if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
+				    &rec[i]->w0, &w, 0, memory_order_acquire,
+				    memory_order_relaxed)))
+				goto lost;
+			b->ent[bn + i].addr = dma[i] & ~sp->gmask;
+			b->ent[bn + i].size =
+				atomic_load_explicit(&rec[i]->w2, memory_order_relaxed) |
+				BATCH_IOVA;
+			b->ent[bn + i].token =
+				atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
+		}
+		b->n = bn + n;
+		if (b == &local)
+			r = dg_dma_batch_end(&local);
+		goto counted;
+	}
 	for (i = 0; i < n; i++) {
 		uint64_t w = w0[i];
 
 		/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
 		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
-			    &rec[i]->w0, &w, 0, memory_order_acquire, memory_order_relaxed))) {
-			if (into)
-				b->n -= i;
-			while (i--)
-				/* Release pairs with the acquire load in xl_check(), as the map's. */
-				atomic_store_explicit(&rec[i]->w0, w0[i], memory_order_release);
-			if (b == &local)
-				dg_dma_batch_end(&local); /* empty */
-			return dma_err(dd, -ENOENT);
-		}
+			    &rec[i]->w0, &w, 0, memory_order_acquire, memory_order_relaxed)))
+			goto lost;
 		size[i] = atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
 		token[i] = atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
-		if (into)
-			dma_batch_put(b, dma[i] & ~sp->gmask, size[i] | BATCH_IOVA, token[i]);
 	}
-	/* 3. retire: the batch's entries taken, or one by one (lazy, the reference) */
-	if (into) {
-		if (b == &local)
-			r = dg_dma_batch_end(&local);
-	} else {
+	/* 3. retire one by one (lazy, the reference); strict took the batch's entries above */
+	{
 		for (i = 0; i < n; i++) {
 			const uint64_t iova = dma[i] & ~sp->gmask;
 			int e = dd->lazy ? dma_lazy_retire(dd, iova, size[i], token[i]) :
@@ -1963,7 +1974,15 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 				r = e;
 		}
 	}
+counted:
 	t = dma_tstats(dd);
 	ctr_add(t, CTR_UNMAPS, n);
 	return r ? dma_err(dd, r) : 0;
+lost: /* a claim lost: give back this call's claims (nothing entered the batch) */
+	while (i--)
+		/* Release pairs with the acquire load in xl_check(), as the map's. */
+		atomic_store_explicit(&rec[i]->w0, w0[i], memory_order_release);
+	if (b == &local)
+		dg_dma_batch_end(&local); /* empty */
+	return dma_err(dd, -ENOENT);
 }
