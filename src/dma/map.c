@@ -1713,11 +1713,13 @@ int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsig
  *
  * Map, the short way (strict or lazy, one granule per buffer, not the reference): the
  * arguments once; @n IOVAs from this thread's magazine in one entry of its
- * cache (iova_alloc_owned_bulk); a record slot each; the page-table entries by runs of
- * neighbouring IOVAs - a magazine refilled by dma_order_frees() hands a batch's IOVAs back in
- * ascending order, so a refill is usually one or two runs - one pt_map_granules() per run (one
- * hint lookup per last-level table, one store per entry); then the records, and the counters
- * once. A failure after IOVAs were taken undoes everything (bulk_map_undo). Every other case
+ * cache (iova_alloc_owned_bulk); the page-table entries by runs of neighbouring IOVAs - the
+ * batch end gives IOVAs back highest first, so a magazine hands them out ascending and a
+ * refill is usually one or two runs - one pt_map_granules() per run (one hint lookup per
+ * last-level table, one store per entry); then each record looked up and written in the pass
+ * that returns the addresses, and the counters once. A failure after IOVAs were taken (no
+ * memory for a record node included: the records written are cleared, nobody having their
+ * addresses yet) undoes everything (bulk_map_undo). Every other case
  * maps buffer by buffer through the single call and undoes the maps done when one fails.
  *
  * Unmap: every record is checked on its face first (nothing changes on a bad entry), then
@@ -1766,8 +1768,7 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	const uint64_t g = sp->granule, gm = sp->gmask;
 	const unsigned int prot = dma_dir_prot(dir);
 	uint64_t iova[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX], phys[DG_DMA_BULK_MAX];
-	struct dma_rec *rec[DG_DMA_BULK_MAX];
-	uint64_t sub = 0, waste;
+	uint64_t sub, waste;
 	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
 	const bool hook = atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL;
 	struct dg_pt_gather gth;
@@ -1775,21 +1776,17 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	unsigned int i, done;
 	int r;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		if (dg_unlikely(((uintptr_t)bufs[i] & gm) + len > g))
 			return 1; /* a buffer of more than one granule */
+		phys[i] = (uintptr_t)bufs[i] & ~(uintptr_t)gm;
+	}
 	r = dma_fail(dd, DG_DMA_FAIL_IOVA);
 	if (dg_unlikely(r))
 		return r;
 	r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);
 	if (dg_unlikely(r))
 		return dd->lazy && r == -ENOSPC ? 1 : r; /* lazy: the single call drains */
-	for (i = 0; i < n; i++) {
-		rec[i] = dma_rec_in(&sp->rec, iova[i], (iova[i] - sp->first) >> sp->gshift, true);
-		if (dg_unlikely(!rec[i]))
-			return bulk_map_undo(dd, sp, iova, token, n, g, 0, -ENOMEM);
-		phys[i] = (uintptr_t)bufs[i] & ~(uintptr_t)gm;
-	}
 	pt_gather_init(&gth);
 	for (i = 0; i < n;) { /* one pt_map_granules() per run of neighbouring IOVAs */
 		unsigned int k = 1, ok;
@@ -1812,15 +1809,25 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	}
 	if (dg_unlikely(!gather_empty(&gth)))
 		dma_flush_gather(dd, sp, &gth); /* tables replaced by larger leaves */
-	t = dma_tstats(dd);
-	waste = g - len;
+	/* the records last, in the pass that returns the addresses (no record node memory:
+	 * everything mapped is undone) */
 	for (i = 0; i < n; i++) {
 		const uint64_t off = (uintptr_t)bufs[i] & gm;
+		struct dma_rec *rec =
+			dma_rec_in(&sp->rec, iova[i], (iova[i] - sp->first) >> sp->gshift, true);
 
-		rec_write(rec[i], len, g, token[i], rec_w0(KIND_SINGLE, dir, 0, off));
+		if (dg_unlikely(!rec)) {
+			while (i--) /* not published: the call fails */
+				atomic_store_explicit(&dma_rec_get(&sp->rec, iova[i], false)->w0, 0,
+						      memory_order_relaxed);
+			return bulk_map_undo(dd, sp, iova, token, n, g, n, -ENOMEM);
+		}
+		rec_write(rec, len, g, token[i], rec_w0(KIND_SINGLE, dir, 0, off));
 		dma[i] = iova[i] + off;
-		sub += waste;
 	}
+	t = dma_tstats(dd);
+	waste = g - len;
+	sub = waste * n;
 	ctr_add(t, CTR_SUBPAGE, sub);
 	ctr_max(&t->subpage_max, waste);
 	ctr_add(t, CTR_MAPS, n);
