@@ -19,7 +19,7 @@
 	{                                                                                        \
 		.queues = (n), .rx_ring = 8, .rx_buf = 65536, .rx_frame = 1500, .rx_frames = 42, \
 		.rx_stride = 1536, .rx_is_io = true, .tx = NIC_TX_TSO, .tx_ring = 64,            \
-		.tx_len = 65536, .tx_buf = 4096, .tx_inflight = 4                                \
+		.tx_len = 65536, .tx_buf = 4096, .tx_inflight = 4, .coalesce = 4                 \
 	}
 
 static const struct nic_param tcp_x1 = TCP_PARAM(1);
