@@ -12,6 +12,9 @@
  *    the driver maps each buffer once, and after its completion reads and checks every
  *    frame's header (sequence numbers in order) before handing the 64 KiB up.
  * One I/O is a 64 KiB send or a 64 KiB receive buffer; throughput counts both directions.
+ * The driver reaps once a ring has 4 completions done (or all it holds: coalesce, wl_nic.c):
+ * its poll is far shorter than a 64 KiB I/O, and reaping each one alone cost strict an
+ * invalidation wait and a device acknowledgement per I/O.
  */
 #include "wl_nic.h"
 
