@@ -22,7 +22,12 @@
  * every plain access to a descriptor is ordered by one of those two release/acquire pairs.
  *
  * Driver poll of a port (all its queues), the phases of a Linux NAPI poll:
- *   1. reap: rx descriptors and tx sends whose DD is set (at most a budget per queue);
+ *   1. reap: rx descriptors and tx sends whose DD is set (at most a budget per queue), once
+ *      a ring of the port has prm->coalesce of them done, or all it holds (a draining
+ *      driver reaps what is done): the completion threshold of DPDK's ixgbe_tx_free_bufs()
+ *      (the DD bit of the descriptor tx_rs_thresh past the next to clean, then tx_rs_thresh
+ *      buffers freed at once), or in Linux interrupt moderation (ethtool -C rx-frames), so
+ *      a poll's unmaps share one invalidation and its wait; 0 reaps whatever is done;
  *   2. one dg_dma_batch: sync_for_cpu + unmap(SKIP_CPU_SYNC) of received buffers (the
  *      driver syncs what the device wrote, as drivers do with small packets), unmap of sent
  *      buffers and sg lists; dg_dma_batch_submit() starts the batch's invalidation;
@@ -326,9 +331,11 @@ static struct nic_send *send_at(struct nic_queue *q, uint32_t i)
 	return &q->sends[i & (q->nsends - 1)];
 }
 
-static void reap(const struct nic_param *prm, struct nic_queue *q)
+static void reap(const struct nic_param *prm, struct nic_queue *q, bool go)
 {
 	q->nrx = q->ntx = q->nfwd = 0;
+	if (!go)
+		return;
 	while (prm->rx_ring && q->rx.ntc != q->rx.ntu && q->nrx < NIC_BUDGET) {
 		uint32_t i = q->rx.ntc & q->rx.mask;
 		struct nic_desc *dsc = &q->rx.desc[i];
@@ -352,6 +359,30 @@ static void reap(const struct nic_param *prm, struct nic_queue *q)
 		q->tx.ntc += s->ndesc;
 		q->ntx++;
 	}
+}
+
+/* True if a ring of @q has prm->coalesce completions (or all it holds) to reap. */
+static bool ready(const struct nic_param *prm, const struct nic_queue *q)
+{
+	uint32_t c = prm->coalesce ? prm->coalesce : 1, n = q->rx.ntu - q->rx.ntc;
+
+	/* Relaxed: a hint only, reap() loads every DD it uses with acquire. */
+	if (prm->rx_ring && n &&
+	    atomic_load_explicit(&q->rx.desc[(q->rx.ntc + (n < c ? n : c) - 1) & q->rx.mask].status,
+				 memory_order_relaxed) &
+		    NIC_DD)
+		return true;
+	n = q->send_tail - q->send_head - q->pntx;
+	if (n) {
+		const struct nic_send *s = send_at((struct nic_queue *)q,
+						   q->send_head + q->pntx + (n < c ? n : c) - 1);
+
+		return atomic_load_explicit(
+			       &q->tx.desc[(s->first + s->ndesc - 1) & q->tx.mask].status,
+			       memory_order_relaxed) &
+		       NIC_DD;
+	}
+	return false;
 }
 
 static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
@@ -753,14 +784,16 @@ bool nic_drv_poll(struct wl_drv *d, struct wl_port *p)
 {
 	struct nic_port *np = p->priv;
 	const struct nic_param *prm = np->prm;
-	bool run = d->posting, reaped = false, refill = false, any;
+	bool run = d->posting, reaped = false, refill = false, any, go = !run;
 	uint64_t ios = 0, bytes = 0;
 	struct dg_dma_batch *b = wl_batch_cur(&np->batches);
 	int e;
 
 	wl_drv_poll_start(d);
+	for (unsigned int i = 0; i < np->nq && run; i++)
+		go |= ready(prm, np->q[i]);
 	for (unsigned int i = 0; i < np->nq; i++) {
-		reap(prm, np->q[i]);
+		reap(prm, np->q[i], go);
 		reaped |= np->q[i]->nrx || np->q[i]->ntx;
 	}
 	any = reaped || np->batches.pend;

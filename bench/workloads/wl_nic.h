@@ -29,6 +29,7 @@ struct nic_param {
 	uint32_t tx_len;      /* bytes per send */
 	uint32_t tx_buf;      /* GEN: tx buffer size; TSO: page size of the segments */
 	uint32_t tx_inflight; /* GEN/TSO: sends outstanding per queue at most */
+	uint32_t coalesce;    /* completions a ring holds before a poll reaps (0: any) */
 };
 
 /* Exposed for the workload tables (wl_xdp.c, ...): each fills one of these. */
