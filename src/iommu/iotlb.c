@@ -65,6 +65,7 @@ void iotlb_configure(struct iotlb *t, uint64_t pgsize_bitmap)
 	for (unsigned int i = n; i < IOTLB_MAX_LEVELS; i++)
 		memset(&t->lvl[i], 0, sizeof(t->lvl[i]));
 	t->nr_levels = n;
+	t->no_small = false;
 	iotlb_flush(t);
 }
 
@@ -94,7 +95,7 @@ int iotlb_insert(struct iotlb *t, uint32_t did, uint64_t iova, uint64_t pgsize, 
 {
 	unsigned int shift = dg_ilog2(pgsize);
 
-	for (unsigned int i = 0; i < t->nr_levels; i++) {
+	for (unsigned int i = t->no_small; i < t->nr_levels; i++) {
 		struct iotlb_level *l = &t->lvl[i];
 		uint64_t base = iova & l->base_mask;
 		struct iotlb_ent *e;
@@ -165,7 +166,7 @@ unsigned int iotlb_inval_range(struct iotlb *t, uint32_t did, uint64_t addr, uin
 {
 	unsigned int n = 0;
 
-	for (unsigned int i = 0; i < t->nr_levels; i++) {
+	for (unsigned int i = t->no_small; i < t->nr_levels; i++) {
 		struct iotlb_level *l = &t->lvl[i];
 		uint64_t first = addr >> l->shift, lastpn = last >> l->shift;
 
@@ -245,7 +246,7 @@ int iotlb_check(const struct iotlb *t, FILE *why)
 
 			if (!key)
 				continue;
-			if (!(key & IOTLB_PERM_MASK) || !ent_did(key) ||
+			if ((i == 0 && t->no_small) || !(key & IOTLB_PERM_MASK) || !ent_did(key) ||
 			    iotlb_slot(l, key >> l->shift) != &l->ent[s] ||
 			    ((key & ~(IOTLB_DID_MASK << IOTLB_DID_SHIFT | IOTLB_PERM_MASK)) &
 			     ~l->base_mask) ||
