@@ -124,9 +124,10 @@ static void set_leaf(struct dg_device *dev, const struct dg_domain *dom)
 	clear_leaf(dev);
 	if (depth > 1 && (dev->wc.nr_depths != depth - 1 || dev->wc.shift[depth - 1] >= 64))
 		return;
-	for (unsigned int i = 0; i < dev->iotlb.nr_levels; i++)
-		if (dev->iotlb.lvl[i].shift == shift)
-			dev->leaf_ctx = &dev->iotlb.lvl[i];
+	/* Level 0, the smallest page size: the device's fills write it directly, and only it
+	   is always looked at by invalidations (iotlb.used). */
+	if (dev->iotlb.nr_levels && dev->iotlb.lvl[0].shift == shift)
+		dev->leaf_ctx = &dev->iotlb.lvl[0];
 	if (!dev->leaf_ctx)
 		return;
 	dev->leaf_pt = dom->pt;

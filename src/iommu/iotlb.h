@@ -89,6 +89,12 @@ struct iotlb {
 	   the device's own fills are off) so range invalidations skip it; iotlb_check() checks
 	   it is empty. Cleared by iotlb_configure(). */
 	bool no_small;
+	/* Levels >= 1 that may hold entries (bit i), set by iotlb_insert(), their only writer,
+	   cleared when the tables are emptied: range and domain invalidations skip the others
+	   (a strict driver's commands cover small pages; the large-page levels stay empty).
+	   Level 0 is always looked at (the device's cheap miss and fills and src/vhost write
+	   its slots directly). */
+	uint32_t used;
 };
 
 struct wc_ent {
