@@ -115,36 +115,43 @@ struct dg_dev_hot {
 	uint8_t oa_shift;		   /* leaf: bits above the output address */
 };
 
+/* Leaf-direct's part of dg_dev_hot_xlat(): @iova's entry of the hot line's table. */
+static inline bool dg_dev_hot_leaf(const struct dg_dev_hot *h, uint64_t iova, unsigned int access,
+				   uint64_t *host)
+{
+	uint64_t pte;
+
+	if ((iova ^ h->tag) >> h->leaf_shift)
+		return false;
+	/* Acquire pairs with the release store of a leaf in the page-table layer (src/pt). */
+	pte = atomic_load_explicit(
+		(const _Atomic uint64_t *)(const void *)((const char *)h->ent +
+							 ((iova >> h->off_shift) & h->off_mask)),
+		memory_order_acquire);
+	if (access & ~pte)
+		return false;
+	*host = ((pte << h->oa_shift >> h->oa_shift) & h->base_mask) + (iova & ~h->base_mask);
+	return true;
+}
+
 /*
  * The hit test shared by the inline fast path and the library: true with the host address
  * of @iova in *@host when [iova, iova + len) (inside one page of the hot level) may be
  * accessed for @access (1..3) as the hot level says, false otherwise. @len 0 and ranges that
  * wrap or leave the page return false. Leaf-direct: one acquire load of the table entry
- * (pairs with the release store of a leaf in the page-table layer, as a walk's load does).
+ * (dg_dev_hot_leaf()), behind one test of leaf_shift.
  */
 static inline bool dg_dev_hot_xlat(const struct dg_dev_hot *h, uint64_t iova, size_t len,
 				   unsigned int access, uint64_t *host)
 {
-	const char *slot;
+	const struct dg_dev_hot_ent *e;
 
 	if ((uint64_t)len - 1 > ~(iova | h->base_mask))
 		return false;
-	slot = (const char *)h->ent + ((iova >> h->off_shift) & h->off_mask);
-	if (h->leaf_shift) {
-		uint64_t pte;
-
-		if ((iova ^ h->tag) >> h->leaf_shift)
-			return false;
-		pte = atomic_load_explicit((const _Atomic uint64_t *)(const void *)slot,
-					   memory_order_acquire);
-		if (access & ~pte)
-			return false;
-		*host = ((pte << h->oa_shift >> h->oa_shift) & h->base_mask) +
-			(iova & ~h->base_mask);
-		return true;
-	}
-	const struct dg_dev_hot_ent *e = (const struct dg_dev_hot_ent *)(const void *)slot;
-
+	if (__builtin_expect(h->leaf_shift != 0, 0))
+		return dg_dev_hot_leaf(h, iova, access, host);
+	e = (const struct dg_dev_hot_ent *)(const void *)((const char *)h->ent +
+							  ((iova >> h->off_shift) & h->off_mask));
 	if ((e->key ^ (iova & h->base_mask) ^ h->tag) & (~3ull | access))
 		return false;
 	*host = iova + e->delta;
