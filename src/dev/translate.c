@@ -532,44 +532,62 @@ out:
 }
 
 /*
- * Leaf-direct's hit_run(): the pages from *@a on, up to @last, each read from the hot line's
- * table (dg_dev_hot_xlat(): the inline hit's own test), a page of another table after
- * loading that table from the walk cache; host-contiguous pages merged into the open segment
- * of @b. True when it reached @last; false with *@a the first page it could not serve (not
- * present, no permission, table not cached: translate_one() will answer it).
+ * Leaf-direct's hit_run(): the pages from *@a on, up to @last, read from the hot line's table
+ * (the inline hit's tests: present and granting @access, the address decoded the same way),
+ * consecutive entries by pointer while the pages stay in that table, the next table loaded
+ * from the walk cache (direct_load(), which counts its first page as a miss); host-contiguous
+ * pages merged into the open segment of @b. True when it reached @last; false with *@a the
+ * first page it could not serve (not present, not allowed, table not cached:
+ * translate_one() will answer it). Without @load it stops at a page the hot line's table
+ * does not cover, and then has changed nothing but @b (direct_entered() starts over).
  */
 static dg_noinline bool direct_run(struct dg_device *dev, uint64_t *a, uint64_t last,
-				   unsigned int access, struct seg_build *b)
+				   unsigned int access, struct seg_build *b, bool load)
 {
 	const uint64_t pmask = ~dev->direct_page_mask;
+	const unsigned int psh = dev->direct_off_shift + 3, oas = dev->direct_oa_shift;
+	const uint64_t imask = dev->direct_off_mask >> 3;
 	uint64_t p = *a, cur_end = b->cur_end, hits = 0;
 	bool done = false;
 
 	for (;;) {
-		uint64_t end = (p | pmask) < last ? (p | pmask) : last, host;
+		const unsigned int ls = dev->hot.leaf_shift;
+		bool loaded = false;
 
-		if (dg_dev_hot_xlat(&dev->hot, p, end - p + 1, access, &host)) {
-			hits++;
-		} else {
-			/* in the hot table already: not present or not allowed */
-			if (dev->hot.leaf_shift && !((p ^ dev->hot.tag) >> dev->hot.leaf_shift))
+		if (!ls || ((p ^ dev->hot.tag) >> ls)) {
+			if (!load || !direct_load(dev, p))
 				break;
-			/* a page of another table: a miss read from the cached table (counted
-			   by direct_load()), or a walk (translate_one()) */
-			if (!direct_load(dev, p) ||
-			    !dg_dev_hot_xlat(&dev->hot, p, end - p + 1, access, &host))
-				break;
+			loaded = true;
 		}
-		if (host == cur_end)
-			cur_end += end - p + 1;
-		else
-			cur_end = seg_open(b, cur_end, host, end - p + 1);
-		if (end == last) {
-			done = true;
-			break;
+		const uint64_t rlast = dev->hot.tag | ((1ull << dev->hot.leaf_shift) - 1);
+		const uint64_t stop = last < rlast ? last : rlast;
+		const _Atomic uint64_t *pte =
+			(const _Atomic uint64_t *)(const void *)dev->hot.ent + ((p >> psh) & imask);
+
+		for (;; pte++) {
+			uint64_t end = (p | pmask) < stop ? (p | pmask) : stop, host;
+			/* Acquire pairs with the release store of a leaf (src/pt), as in the hit. */
+			uint64_t e = atomic_load_explicit(pte, memory_order_acquire);
+
+			if (access & ~e)
+				goto out;
+			host = ((e << oas >> oas) & ~pmask) + (p & pmask);
+			if (host == cur_end)
+				cur_end += end - p + 1;
+			else
+				cur_end = seg_open(b, cur_end, host, end - p + 1);
+			hits += !loaded;
+			loaded = false;
+			if (end == last) {
+				done = true;
+				goto out;
+			}
+			p = end + 1;
+			if (end == stop)
+				break; /* the next table */
 		}
-		p = end + 1;
 	}
+out:
 	b->cur_end = cur_end;
 	b->hits += hits;
 	*a = p;
@@ -626,7 +644,7 @@ static int translate_range(struct dg_device *dev, uint64_t iova, size_t len, uns
 		int r;
 
 		if (dev->direct ?
-			    direct_run(dev, &a, last, access, &b) :
+			    direct_run(dev, &a, last, access, &b, true) :
 			    dev->iotlb.nr_levels && hit_run(&dev->iotlb.lvl[0], &a, last, dev->tag,
 							    ~IOTLB_PERM_MASK | access, &b))
 			break;
@@ -733,9 +751,24 @@ static dg_noinline int direct_entered(struct dg_device *dev, uint64_t iova, size
 	uint64_t host;
 	int r;
 
-	if (dg_likely((uint64_t)len - 1 <= ~(iova | dev->direct_page_mask) &&
-		      direct_load(dev, iova) &&
-		      dg_dev_hot_xlat(&dev->hot, iova, len, access, &host))) {
+	if ((uint64_t)len - 1 > ~(iova | dev->direct_page_mask)) {
+		/* Several pages (or len 0): a run over the hot line's table, as range_entered()
+		   runs hit_run(); anything it cannot finish starts over in translate_range(). */
+		uint64_t last = iova + (len - 1), a = iova;
+		struct seg_build b = {.sg = sg, .max = max, .cur_end = UINT64_MAX};
+
+		if (dg_likely(len && last >= iova &&
+			      direct_run(dev, &a, last, access, &b, false))) {
+			if (b.n <= max)
+				sg[b.n - 1] =
+					(struct dg_sg){(void *)(uintptr_t)b.cur, b.cur_end - b.cur};
+			stat_inc(&dev->hot.hits, b.hits);
+			*nr = b.n;
+			dev->hot.held = true;
+			return b.n > max ? -ENOSPC : 0;
+		}
+	} else if (dg_likely(direct_load(dev, iova) &&
+			     dg_dev_hot_xlat(&dev->hot, iova, len, access, &host))) {
 		sg[0].addr = (void *)(uintptr_t)host;
 		sg[0].len = len;
 		*nr = 1;
