@@ -33,6 +33,11 @@
  *                  leaf invalidation of those 64 pages applied at the next quiescent point
  *                  (dg_dev_quiesce): one miss and its neighbour fill per 8 pages, 7 hits,
  *                  and 1/64 of the submission, the catch-up and the 64-page invalidation
+ *   hit_direct, range_frame_direct, range64k_direct, ring_direct
+ *                  hit_inline, range_frame, range64k and ring_inval on a leaf-direct device
+ *                  (cfg.iotlb_leaf_direct, docs/iommu.md "Leaf-direct"): the table entry read
+ *                  in place of the IOTLB entry; the ring neither misses nor fills, and its
+ *                  invalidations have no IOTLB level to clear
  *   list_first     reference: a DPDK-style sorted list IOTLB, entry first in the list
  *   list_stale2047 reference: the same list, entry behind 2047 stale ones
  * The list reference is built here and measured in the same run, so the ratio is meaningful
@@ -83,6 +88,7 @@ struct iotlb_case {
 	uint64_t param;		/* working-set pages, stale entries... */
 	uint32_t stride;	/* miss cases: pages between consecutive translations */
 	bool no_fill;		/* cfg.no_iotlb_prefetch */
+	bool direct;		/* cfg.iotlb_leaf_direct */
 };
 
 static int mk_env(struct env *e, const struct iotlb_case *c, uint64_t map_pages, bool real_mem)
@@ -98,6 +104,7 @@ static int mk_env(struct env *e, const struct iotlb_case *c, uint64_t map_pages,
 	if (c->wc_entries)
 		cfg.walk_cache_entries = c->wc_entries;
 	cfg.no_iotlb_prefetch = c->no_fill;
+	cfg.iotlb_leaf_direct = c->direct;
 	e->mmu = dg_iommu_create(&cfg);
 	if (!e->mmu)
 		return -errno;
@@ -422,45 +429,54 @@ static uint64_t run_list(struct env *e, uint64_t n)
 }
 
 static const struct iotlb_case cases[] = {
-	{"hit", "translate 64 B, hot page", setup_hit, run_hit, 0, 0, 0, 0, false},
+	{"hit", "translate 64 B, hot page", setup_hit, run_hit, 0, 0, 0, 0, false, false},
 	{"hit_inline", "translate 64 B, hot page, dg_dev_translate_fast()", setup_hit,
-	 run_hit_inline, 0, 0, 0, 0, false},
-	{"hit_read64", "dg_dev_read 64 B, hot page", setup_read, run_read64, 0, 0, 0, 0, false},
-	{"hit_ws16", "random pages, 16-page working set", setup_ws, run_pattern, 0, 0, 16, 0,
+	 run_hit_inline, 0, 0, 0, 0, false, false},
+	{"hit_read64", "dg_dev_read 64 B, hot page", setup_read, run_read64, 0, 0, 0, 0, false,
+	 false},
+	{"hit_ws16", "random pages, 16-page working set", setup_ws, run_pattern, 0, 0, 16, 0, false,
 	 false},
 	{"hit_ws256", "random pages, 256-page working set", setup_ws, run_pattern, 0, 0, 256, 0,
-	 false},
+	 false, false},
 	{"hit_ws1024", "random pages, 1024-page working set", setup_ws, run_pattern, 0, 0, 1024, 0,
-	 false},
+	 false, false},
 	{"hit_stale2047", "hot page behind 2047 entries", setup_stale, run_hit, 4096, 0, 2047, 0,
-	 false},
+	 false, false},
 	{"passthrough", "translate 64 B, identity", setup_passthrough, run_passthrough, 0, 0, 0, 0,
-	 false},
+	 false, false},
 	{"miss_walk", "IOTLB miss, walk from walk cache, fill", setup_miss, run_pattern, 0, 0, 0, 8,
-	 false},
+	 false, false},
 	{"miss_nofill", "IOTLB miss, walk from walk cache", setup_miss, run_pattern, 0, 0, 0, 8,
-	 true},
+	 true, false},
 	{"seq_walk", "consecutive pages, neighbour fill", setup_miss, run_pattern, 0, 0, 0, 1,
-	 false},
+	 false, false},
 	{"seq_nofill", "consecutive pages, no neighbour fill", setup_miss, run_pattern, 0, 0, 0, 1,
-	 true},
-	{"ws_x2", "random pages, 2x IOTLB", setup_ws, run_pattern, 0, 0, 2048, 0, false},
-	{"ws_x4", "random pages, 4x IOTLB", setup_ws, run_pattern, 0, 0, 4096, 0, false},
-	{"ws_x16", "random pages, 16x IOTLB", setup_ws, run_pattern, 0, 0, 16384, 0, false},
+	 true, false},
+	{"ws_x2", "random pages, 2x IOTLB", setup_ws, run_pattern, 0, 0, 2048, 0, false, false},
+	{"ws_x4", "random pages, 4x IOTLB", setup_ws, run_pattern, 0, 0, 4096, 0, false, false},
+	{"ws_x16", "random pages, 16x IOTLB", setup_ws, run_pattern, 0, 0, 16384, 0, false, false},
 	{"range64k", "translate a 64 KiB range, warm, 1 segment", setup_range, run_range, 0, 0, 0,
-	 0, false},
+	 0, false, false},
 	{"range64k_sg", "translate a 64 KiB range, warm, 16 segments", setup_range, run_range, 0, 0,
-	 1, 0, false},
+	 1, 0, false, false},
 	{"range64k_cold", "64 KiB ranges in turn over 64Ki pages", setup_range, run_range, 0, 0, 2,
-	 0, false},
+	 0, false, false},
 	{"range_frame", "translate a 1500 B frame across 2 pages, warm", setup_range, run_range, 0,
-	 0, 3, 0, false},
+	 0, 3, 0, false, false},
 	{"ring_inval", "strict ring: consecutive pages, 64-page invalidations", setup_ring,
-	 run_ring, 0, 0, 0, 0, false},
+	 run_ring, 0, 0, 0, 0, false, false},
+	{"hit_direct", "hit_inline, leaf-direct device", setup_hit, run_hit_inline, 0, 0, 0, 0,
+	 false, true},
+	{"range_frame_direct", "range_frame, leaf-direct device", setup_range, run_range, 0, 0, 3,
+	 0, false, true},
+	{"range64k_direct", "range64k, leaf-direct device", setup_range, run_range, 0, 0, 0, 0,
+	 false, true},
+	{"ring_direct", "ring_inval, leaf-direct device", setup_ring, run_ring, 0, 0, 0, 0, false,
+	 true},
 	{"list_first", "reference sorted list, first entry", setup_list, run_list, 0, 0, 0, 0,
-	 false},
+	 false, false},
 	{"list_stale2047", "reference sorted list, behind 2047", setup_list, run_list, 0, 0, 2047,
-	 0, false},
+	 0, false, false},
 };
 
 #define NCASES (sizeof(cases) / sizeof(cases[0]))

@@ -419,8 +419,17 @@ void wl_sg_copy_to(const struct dg_sg *sg, unsigned int nr, size_t off, const vo
 		   size_t len);
 void wl_sg_copy_from(const struct dg_sg *sg, unsigned int nr, size_t off, void *dst, size_t len);
 
-/* A translated ring: the host address of a whole coherent ring, one translation per burst. */
-void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t bytes);
+/* A ring's translation kept by the device thread across bursts (wl_dev_ring()). */
+struct wl_ring_xlat {
+	void *host;	/* NULL: none yet */
+	uint64_t stamp; /* dg_dev_stamp() when it was made */
+};
+
+/* A translated ring: the host address of a whole coherent ring. The translation in @x is
+   used again, held (dg_dev_rehold()), while nothing was applied since it was made;
+   otherwise the ring is translated again and kept in @x. */
+void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t bytes,
+		  struct wl_ring_xlat *x);
 
 /* ---- the packet header every generated frame starts with -------------------------------------- */
 

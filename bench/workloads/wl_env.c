@@ -240,6 +240,9 @@ int wl_run_setup(struct wl_run *r)
 		return fail("threads", EINVAL);
 	dg_iommu_config_init(&ic);
 	ic.reference = r->cfg == WL_LINUX;
+	/* The devices read last-level entries where the walk cache knows the table
+	   (docs/iommu.md, "Leaf-direct"); the Linux-like reference keeps an IOTLB of pages. */
+	ic.iotlb_leaf_direct = r->cfg != WL_LINUX;
 	/*
 	 * A wait here completes when the device thread reaches its next quiescent point; on an
 	 * overloaded machine (sanitizer builds side by side) that thread can be off its CPU for
@@ -415,11 +418,16 @@ unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p, uint64_t iova
 	return nr;
 }
 
-void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t bytes)
+void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t bytes,
+		  struct wl_ring_xlat *x)
 {
 	struct dg_sg sg[2];
-	unsigned int nr =
-		wl_dev_translate(d, p, ring_dma, bytes, DG_ACCESS_READ | DG_ACCESS_WRITE, sg, 2);
+	unsigned int nr;
+
+	if (x->host && dg_dev_rehold(p->dev, x->stamp))
+		return x->host;
+	x->host = NULL;
+	nr = wl_dev_translate(d, p, ring_dma, bytes, DG_ACCESS_READ | DG_ACCESS_WRITE, sg, 2);
 
 	if (nr != 1) {
 		/* Coherent memory is one host allocation: a split would be a library bug. */
@@ -431,6 +439,8 @@ void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t
 		}
 		return NULL;
 	}
+	x->host = sg[0].addr;
+	x->stamp = dg_dev_stamp(p->dev);
 	return sg[0].addr;
 }
 

@@ -117,6 +117,7 @@ struct nic_ring {
 	_Alignas(64) _Atomic uint32_t tail;
 	_Alignas(64) uint32_t dev_head; /* device: next descriptor */
 	uint64_t dev_seq;		/* device (rx): next frame's sequence number */
+	struct wl_ring_xlat dev_x;	/* device: the ring's translation */
 };
 
 struct nic_queue {
@@ -864,7 +865,7 @@ static struct nic_desc *dev_ring(struct wl_dev *d, struct wl_port *p, struct nic
 	struct nic_desc *ring;
 
 	wl_dev_xlat_begin(d);
-	ring = wl_dev_ring(d, p, rg->dma, (size_t)rg->size * sizeof(struct nic_desc));
+	ring = wl_dev_ring(d, p, rg->dma, (size_t)rg->size * sizeof(struct nic_desc), &rg->dev_x);
 	wl_dev_xlat_end(d);
 	return ring;
 }

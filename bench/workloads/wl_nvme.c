@@ -95,8 +95,9 @@ struct nvme_job {
 				    command (commands complete in order) */
 	/* The SQ tail doorbell: release store by the driver, acquire load by the controller. */
 	_Alignas(64) _Atomic uint32_t sq_db;
-	_Alignas(64) uint32_t dev_sq_head; /* controller: next SQE */
-	uint32_t dev_cq_tail;		   /* controller: next CQE slot (free running) */
+	_Alignas(64) uint32_t dev_sq_head;	/* controller: next SQE */
+	uint32_t dev_cq_tail;			/* controller: next CQE slot (free running) */
+	struct wl_ring_xlat dev_sq_x, dev_cq_x; /* controller: the rings' translations */
 };
 
 struct nvme_port {
@@ -499,8 +500,10 @@ static bool nvme_dev_poll(struct wl_dev *d, struct wl_port *p)
 		for (uint32_t k = 0; k < n; k++) {
 			if (!sq || wl_dev_ack_pending(d)) {
 				wl_dev_xlat_begin(d);
-				sq = wl_dev_ring(d, p, j->sq_dma, (size_t)j->size * sizeof(*sq));
-				cq = wl_dev_ring(d, p, j->cq_dma, (size_t)j->size * sizeof(*cq));
+				sq = wl_dev_ring(d, p, j->sq_dma, (size_t)j->size * sizeof(*sq),
+						 &j->dev_sq_x);
+				cq = wl_dev_ring(d, p, j->cq_dma, (size_t)j->size * sizeof(*cq),
+						 &j->dev_cq_x);
 				wl_dev_xlat_end(d);
 				if (!sq || !cq)
 					return false;

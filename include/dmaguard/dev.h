@@ -87,8 +87,14 @@ DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
  * slot of @iova is at byte offset (iova >> off_shift) & off_mask of @ent; a hit is
  *   ((key ^ (iova & base_mask) ^ tag) & (~3 | access)) == 0
  * which checks page, domain tag and permission at once (docs/iommu.md, "Fast path").
+ *
+ * Leaf-direct mode (leaf_shift != 0, dg_iommu_config.iotlb_leaf_direct): @ent is a cached
+ * last-level page table (a copy of a walk-cache entry) covering the 2^leaf_shift bytes from
+ * @tag, and the entry at that byte offset is the page's live table entry (VT-d layout:
+ * read = bit 0, write = bit 1, output address = its bits between the page size and
+ * 64 - oa_shift); a hit is a present entry granting @access (docs/iommu.md, "Leaf-direct").
  */
-#define DG_DEV_HOT_ABI 1
+#define DG_DEV_HOT_ABI 2
 
 struct dg_dev_hot_ent {
 	uint64_t key;
@@ -98,30 +104,58 @@ struct dg_dev_hot_ent {
 struct dg_dev_hot {
 	const _Atomic uint64_t *published; /* the invalidation queue's published seq */
 	uint64_t check;			   /* == *published when the hot level may be used */
-	const struct dg_dev_hot_ent *ent;  /* the IOTLB level probed first */
+	const struct dg_dev_hot_ent *ent;  /* the IOTLB level probed first (leaf: the table) */
 	uint64_t base_mask;		   /* ~(its page size - 1) */
 	uint64_t off_mask;		   /* slot byte offset mask */
-	uint64_t tag;			   /* cache tag << 2 | 3 */
+	uint64_t tag;			   /* cache tag << 2 | 3 (leaf: the table's first IOVA) */
 	_Atomic uint64_t hits;		   /* IOTLB hits (the device writes, anyone reads) */
 	uint32_t off_shift;		   /* slot byte offset shift */
 	bool held;			   /* a translated sg list may be in use */
+	uint8_t leaf_shift;		   /* 0: IOTLB level; else log2 of the table's span */
+	uint8_t oa_shift;		   /* leaf: bits above the output address */
 };
 
+/* Leaf-direct's part of dg_dev_hot_xlat(): @iova's entry of the hot line's table. */
+static inline bool dg_dev_hot_leaf(const struct dg_dev_hot *h, uint64_t iova, unsigned int access,
+				   uint64_t *host)
+{
+	uint64_t pte;
+
+	if ((iova ^ h->tag) >> h->leaf_shift)
+		return false;
+	/* Acquire pairs with the release store of a leaf in the page-table layer (src/pt). */
+	pte = atomic_load_explicit(
+		(const _Atomic uint64_t *)(const void *)((const char *)h->ent +
+							 ((iova >> h->off_shift) & h->off_mask)),
+		memory_order_acquire);
+	if (access & ~pte)
+		return false;
+	*host = ((pte << h->oa_shift >> h->oa_shift) & h->base_mask) + (iova & ~h->base_mask);
+	return true;
+}
+
 /*
- * The hit test shared by the inline fast path and the library: the entry that translates
- * [iova, iova + len) (inside one page of the hot level) for @access, or NULL. @len 0 and
- * ranges that wrap or leave the page return NULL.
+ * The hit test shared by the inline fast path and the library: true with the host address
+ * of @iova in *@host when [iova, iova + len) (inside one page of the hot level) may be
+ * accessed for @access (1..3) as the hot level says, false otherwise. @len 0 and ranges that
+ * wrap or leave the page return false. Leaf-direct: one acquire load of the table entry
+ * (dg_dev_hot_leaf()), behind one test of leaf_shift.
  */
-static inline const struct dg_dev_hot_ent *
-dg_dev_hot_probe(const struct dg_dev_hot *h, uint64_t iova, size_t len, unsigned int access)
+static inline bool dg_dev_hot_xlat(const struct dg_dev_hot *h, uint64_t iova, size_t len,
+				   unsigned int access, uint64_t *host)
 {
 	const struct dg_dev_hot_ent *e;
 
 	if ((uint64_t)len - 1 > ~(iova | h->base_mask))
-		return NULL;
+		return false;
+	if (__builtin_expect(h->leaf_shift != 0, 0))
+		return dg_dev_hot_leaf(h, iova, access, host);
 	e = (const struct dg_dev_hot_ent *)(const void *)((const char *)h->ent +
 							  ((iova >> h->off_shift) & h->off_mask));
-	return ((e->key ^ (iova & h->base_mask) ^ h->tag) & (~3ull | access)) ? NULL : e;
+	if ((e->key ^ (iova & h->base_mask) ^ h->tag) & (~3ull | access))
+		return false;
+	*host = iova + e->delta;
+	return true;
 }
 
 /*
@@ -133,15 +167,14 @@ dg_dev_hot_probe(const struct dg_dev_hot *h, uint64_t iova, size_t len, unsigned
 static inline bool dg_dev_hot_hit(struct dg_dev_hot *h, uint64_t iova, size_t len,
 				  unsigned int access, struct dg_sg *sg, unsigned int *nr)
 {
-	const struct dg_dev_hot_ent *e;
+	uint64_t host;
 
 	/* Acquire pairs with the queue owner's release store of published (src/iommu). */
 	if (atomic_load_explicit(h->published, memory_order_acquire) != h->check)
 		return false;
-	e = dg_dev_hot_probe(h, iova, len, access);
-	if (!e)
+	if (!dg_dev_hot_xlat(h, iova, len, access, &host))
 		return false;
-	sg->addr = (void *)(uintptr_t)(iova + e->delta);
+	sg->addr = (void *)(uintptr_t)host;
 	sg->len = len;
 	*nr = 1;
 	h->held = true;
@@ -196,6 +229,20 @@ DG_EXPORT void dg_dev_quiesce(struct dg_device *dev);
  * every DMA and acknowledge an invalidation within one DMA's time instead of one burst's.
  */
 DG_EXPORT bool dg_dev_quiesce_if_pending(struct dg_device *dev);
+
+/*
+ * Keeping a translation across quiescent points (a descriptor ring translated once, used for
+ * many bursts). dg_dev_stamp() names what the device's translations are made from: it
+ * changes whenever the device applies an invalidation command (a context change or a lap
+ * included). Take it right after a successful dg_dev_translate(). dg_dev_rehold(@stamp)
+ * returns true when the device is online and not blocked, nothing is pending for it and
+ * nothing was applied since @stamp: every translation made at @stamp is still what a new
+ * dg_dev_translate() would return, and it is held again exactly as by one (until the next
+ * dg_dev_quiesce(), dg_dev_offline() or dg_dev_quiesce_if_pending() that returns true).
+ * False changes nothing: translate again. One acquire load and two compares. Device thread.
+ */
+DG_EXPORT uint64_t dg_dev_stamp(const struct dg_device *dev);
+DG_EXPORT bool dg_dev_rehold(struct dg_device *dev, uint64_t stamp);
 
 /* Become online (catching up first); DMA calls do this implicitly. */
 DG_EXPORT void dg_dev_online(struct dg_device *dev);

@@ -52,6 +52,12 @@ struct dg_iommu_config {
 				   fills the IOTLB with the other valid entries of its 64-byte
 				   cache line (docs/iommu.md, "Neighbour fill"); true: demand
 				   fills only */
+	bool iotlb_leaf_direct; /* false (default); true: a device whose walk cache knows the
+				   last-level table of an access reads the access's table entry
+				   there (one load) instead of caching pages of that size in its
+				   IOTLB, so leaf-only invalidations have nothing to drop on it
+				   (VT-d second-stage and similar formats; docs/iommu.md,
+				   "Leaf-direct") */
 	FILE *log;		/* timeout diagnostics are also printed here; NULL: only kept */
 };
 

@@ -275,6 +275,9 @@ static dg_always_inline int translate_page(struct dg_device *dev, uint64_t a, ui
 	perm = w.prot & (DG_PROT_READ | DG_PROT_WRITE);
 	/* A leaf granting nothing is not cached (as in translate_leaf()): every access faults,
 	   and an entry without permission is not a valid IOTLB entry (iotlb_check()). */
+	/* Leaf-direct: the leaf table just walked (now in the walk cache) is read next time. */
+	if (dev->direct && w.depth + 1 == pt_depth(dev->dom->pt))
+		hot_set_leaf(dev, w.table[w.depth], a);
 	lvl = perm ? iotlb_insert(&dev->iotlb, dev->ctag, a, w.pgsize, w.phys, perm) : -1;
 	if (lvl >= 0 && dev->hot.ent != dev->iotlb.lvl[lvl].ent)
 		hot_set(dev, &dev->iotlb.lvl[lvl]);
@@ -365,8 +368,47 @@ static dg_always_inline int translate_leaf(struct dg_device *dev, const void *t,
 	return 0;
 }
 
+/*
+ * Leaf-direct: make the hot line read the last-level table covering @a if the walk cache
+ * knows it (its deepest row, which holds last-level tables: agent.c set_leaf()). False when
+ * it does not (a walk will find and cache it).
+ */
+static dg_always_inline bool direct_load(struct dg_device *dev, uint64_t a)
+{
+	const void *t = wc_lookup_deepest(&dev->wc, dev->wtag, a);
+
+	if (!t)
+		return false;
+	/* A miss read from the cached leaf table (as the cheap miss counts it: a miss, a walk
+	   and a walk-cache hit), whose reads follow in the hot line's test. */
+	stat_inc(&dev->st_leaf_walks, 1);
+	hot_set_leaf(dev, t, a);
+	return true;
+}
+
+/*
+ * Leaf-direct: the page holding @a (the access up to @last in it) from the hot line's table,
+ * or from the walk cache's table of @a made the hot line's. False when neither can serve it
+ * (not present, not allowed, table not cached): translate_page() answers then.
+ */
+static dg_always_inline bool direct_one(struct dg_device *dev, uint64_t a, uint64_t last,
+					unsigned int access, uint64_t *host, uint64_t *page_last)
+{
+	uint64_t pl = a | ~dev->direct_page_mask, end = pl < last ? pl : last;
+
+	if (dg_dev_hot_xlat(&dev->hot, a, end - a + 1, access, host)) {
+		stat_inc(&dev->hot.hits, 1);
+	} else if ((dev->hot.leaf_shift && !((a ^ dev->hot.tag) >> dev->hot.leaf_shift)) ||
+		   !direct_load(dev, a) ||
+		   !dg_dev_hot_xlat(&dev->hot, a, end - a + 1, access, host)) {
+		return false;
+	}
+	*page_last = pl;
+	return true;
+}
+
 /* Translate the page holding @a, of an access whose last byte is @last: the cheap miss when
- * the leaf table is known, else the IOTLB levels and a walk. */
+ * the leaf table is known (leaf-direct: its entry), else the IOTLB levels and a walk. */
 static dg_always_inline int translate_one(struct dg_device *dev, uint64_t a, uint64_t last,
 					  unsigned int access, uint64_t *host, uint64_t *page_last)
 {
@@ -374,6 +416,8 @@ static dg_always_inline int translate_one(struct dg_device *dev, uint64_t a, uin
 	bool filled = false;
 	int r;
 
+	if (dev->direct && direct_one(dev, a, last, access, host, page_last))
+		return 0;
 	if (!t)
 		return translate_page(dev, a, last, access, host, page_last);
 	r = translate_leaf(dev, t, a, access, host, page_last, false, &filled);
@@ -488,6 +532,69 @@ out:
 }
 
 /*
+ * Leaf-direct's hit_run(): the pages from *@a on, up to @last, read from the hot line's table
+ * (the inline hit's tests: present and granting @access, the address decoded the same way),
+ * consecutive entries by pointer while the pages stay in that table, the next table loaded
+ * from the walk cache (direct_load(), which counts its first page as a miss); host-contiguous
+ * pages merged into the open segment of @b. True when it reached @last; false with *@a the
+ * first page it could not serve (not present, not allowed, table not cached:
+ * translate_one() will answer it). Without @load it stops at a page the hot line's table
+ * does not cover, and then has changed nothing but @b (direct_entered() starts over).
+ */
+static dg_noinline bool direct_run(struct dg_device *dev, uint64_t *a, uint64_t last,
+				   unsigned int access, struct seg_build *b, bool load)
+{
+	const uint64_t pmask = ~dev->direct_page_mask;
+	const unsigned int psh = dev->direct_off_shift + 3, oas = dev->direct_oa_shift;
+	const uint64_t imask = dev->direct_off_mask >> 3;
+	uint64_t p = *a, cur_end = b->cur_end, hits = 0;
+	bool done = false;
+
+	for (;;) {
+		const unsigned int ls = dev->hot.leaf_shift;
+		bool loaded = false;
+
+		if (!ls || ((p ^ dev->hot.tag) >> ls)) {
+			if (!load || !direct_load(dev, p))
+				break;
+			loaded = true;
+		}
+		const uint64_t rlast = dev->hot.tag | ((1ull << dev->hot.leaf_shift) - 1);
+		const uint64_t stop = last < rlast ? last : rlast;
+		const _Atomic uint64_t *pte =
+			(const _Atomic uint64_t *)(const void *)dev->hot.ent + ((p >> psh) & imask);
+
+		for (;; pte++) {
+			uint64_t end = (p | pmask) < stop ? (p | pmask) : stop, host;
+			/* Acquire pairs with the release store of a leaf (src/pt), as in the hit. */
+			uint64_t e = atomic_load_explicit(pte, memory_order_acquire);
+
+			if (access & ~e)
+				goto out;
+			host = ((e << oas >> oas) & ~pmask) + (p & pmask);
+			if (host == cur_end)
+				cur_end += end - p + 1;
+			else
+				cur_end = seg_open(b, cur_end, host, end - p + 1);
+			hits += !loaded;
+			loaded = false;
+			if (end == last) {
+				done = true;
+				goto out;
+			}
+			p = end + 1;
+			if (end == stop)
+				break; /* the next table */
+		}
+	}
+out:
+	b->cur_end = cur_end;
+	b->hits += hits;
+	*a = p;
+	return done;
+}
+
+/*
  * Translate a range into at most @max segments (the device is entered). *nr gets the number
  * of segments the range needs; -ENOSPC when that exceeds @max (the range was fully checked).
  */
@@ -536,8 +643,10 @@ static int translate_range(struct dg_device *dev, uint64_t iova, size_t len, uns
 		uint64_t host, page_last, end;
 		int r;
 
-		if (dev->iotlb.nr_levels &&
-		    hit_run(&dev->iotlb.lvl[0], &a, last, dev->tag, ~IOTLB_PERM_MASK | access, &b))
+		if (dev->direct ?
+			    direct_run(dev, &a, last, access, &b, true) :
+			    dev->iotlb.nr_levels && hit_run(&dev->iotlb.lvl[0], &a, last, dev->tag,
+							    ~IOTLB_PERM_MASK | access, &b))
 			break;
 		r = translate_one(dev, a, last, access, &host, &page_last);
 		if (r) {
@@ -629,6 +738,50 @@ static dg_noinline int range_entered(struct dg_device *dev, uint64_t iova, size_
 }
 
 /*
+ * Leaf-direct: a translation the hot line did not serve, once the device has caught up.
+ * One page whose last-level table the walk cache knows: that table becomes the hot line's
+ * (direct_load()) and the page is its entry (the inline hit's test). Anything else (a range,
+ * a table not cached, an entry not present or not allowed) goes to translate_range(), which
+ * walks, faults, or runs direct_run() over the range.
+ */
+static dg_noinline int direct_entered(struct dg_device *dev, uint64_t iova, size_t len,
+				      unsigned int access, struct dg_sg *sg, unsigned int max,
+				      unsigned int *nr)
+{
+	uint64_t host;
+	int r;
+
+	if ((uint64_t)len - 1 > ~(iova | dev->direct_page_mask)) {
+		/* Several pages (or len 0): a run over the hot line's table, as range_entered()
+		   runs hit_run(); anything it cannot finish starts over in translate_range(). */
+		uint64_t last = iova + (len - 1), a = iova;
+		struct seg_build b = {.sg = sg, .max = max, .cur_end = UINT64_MAX};
+
+		if (dg_likely(len && last >= iova &&
+			      direct_run(dev, &a, last, access, &b, false))) {
+			if (b.n <= max)
+				sg[b.n - 1] =
+					(struct dg_sg){(void *)(uintptr_t)b.cur, b.cur_end - b.cur};
+			stat_inc(&dev->hot.hits, b.hits);
+			*nr = b.n;
+			dev->hot.held = true;
+			return b.n > max ? -ENOSPC : 0;
+		}
+	} else if (dg_likely(direct_load(dev, iova) &&
+			     dg_dev_hot_xlat(&dev->hot, iova, len, access, &host))) {
+		sg[0].addr = (void *)(uintptr_t)host;
+		sg[0].len = len;
+		*nr = 1;
+		dev->hot.held = true;
+		return 0;
+	}
+	r = translate_range(dev, iova, len, access, sg, max, nr);
+	if (r == 0)
+		dev->hot.held = true;
+	return r;
+}
+
+/*
  * A translation the hot line did not serve, once the device has caught up. The miss of a
  * packet buffer under a strict policy (a fresh mapping in a leaf table the walk cache knows)
  * is served here, without the slow path's frame: one IOTLB slot and one table entry
@@ -646,6 +799,12 @@ static dg_always_inline int miss_entered(struct dg_device *dev, uint64_t iova, s
 	bool filled = false;
 	int r;
 
+	/* direct: translating with leaf-direct on (agent.c set_leaf()); auto-offline calls
+	   end offline, which translate_slow() does. */
+	if (dev->direct)
+		return dg_likely(!dev->auto_offline) ?
+			       direct_entered(dev, iova, len, access, sg, max, nr) :
+			       translate_slow(dev, iova, len, access, sg, max, nr);
 	/* leaf_lvl: translating, the cheap miss applies, not auto-offline (agent.c). */
 	if (dg_unlikely(!l))
 		return translate_slow(dev, iova, len, access, sg, max, nr);
@@ -765,11 +924,11 @@ int dg_dev_read(struct dg_device *dev, uint64_t iova, void *dst, size_t len)
 	if (dg_likely(atomic_load_explicit(dev->hot.published, memory_order_acquire) ==
 			      dev->hot.check &&
 		      dst)) {
-		const struct iotlb_ent *e = dg_dev_hot_probe(&dev->hot, iova, len, DG_ACCESS_READ);
+		uint64_t host;
 
-		if (dg_likely(e != NULL)) {
+		if (dg_likely(dg_dev_hot_xlat(&dev->hot, iova, len, DG_ACCESS_READ, &host))) {
 			stat_inc(&dev->hot.hits, 1);
-			memcpy(dst, (const void *)(uintptr_t)(iova + e->delta), len);
+			memcpy(dst, (const void *)(uintptr_t)host, len);
 			agent_leave(dev);
 			return 0;
 		}
@@ -783,11 +942,11 @@ int dg_dev_write(struct dg_device *dev, uint64_t iova, const void *src, size_t l
 	if (dg_likely(atomic_load_explicit(dev->hot.published, memory_order_acquire) ==
 			      dev->hot.check &&
 		      src)) {
-		const struct iotlb_ent *e = dg_dev_hot_probe(&dev->hot, iova, len, DG_ACCESS_WRITE);
+		uint64_t host;
 
-		if (dg_likely(e != NULL)) {
+		if (dg_likely(dg_dev_hot_xlat(&dev->hot, iova, len, DG_ACCESS_WRITE, &host))) {
 			stat_inc(&dev->hot.hits, 1);
-			memcpy((void *)(uintptr_t)(iova + e->delta), src, len);
+			memcpy((void *)(uintptr_t)host, src, len);
 			agent_leave(dev);
 			return 0;
 		}
@@ -827,6 +986,26 @@ bool dg_dev_quiesce_if_pending(struct dg_device *dev)
 	if (nothing_pending(dev))
 		return false;
 	dg_dev_quiesce(dev);
+	return true;
+}
+
+uint64_t dg_dev_stamp(const struct dg_device *dev)
+{
+	return dev->seen;
+}
+
+bool dg_dev_rehold(struct dg_device *dev, uint64_t stamp)
+{
+	/*
+	 * check == seen only while online and not blocked (agent.c update_check()); published
+	 * == check: nothing pending; seen == stamp: nothing applied since (seen moves at every
+	 * catch-up that applies a command, and only then). Acquire pairs with the owner's
+	 * release store of published (inval_queue.c), as in the hit.
+	 */
+	if (atomic_load_explicit(dev->hot.published, memory_order_acquire) != dev->hot.check ||
+	    dev->hot.check != stamp)
+		return false;
+	dev->hot.held = true;
 	return true;
 }
 

@@ -53,11 +53,26 @@
 #include <errno.h>
 #include <string.h>
 
-/* The tag of the IOTLB entries made from now on, in both copies. */
+/* The tag of the IOTLB entries made from now on, in both copies (the hot line's only while
+   it holds an IOTLB level: a leaf-direct hot line keeps its table's IOVA there). */
 static void set_tag(struct dg_device *dev, uint32_t ctag)
 {
 	dev->tag = (uint64_t)ctag << IOTLB_DID_SHIFT | IOTLB_PERM_MASK;
-	dev->hot.tag = dev->tag;
+	if (!dev->hot.leaf_shift)
+		dev->hot.tag = dev->tag;
+}
+
+/*
+ * Leaf-direct: forget the last-level table the hot line reads (hot_set_leaf()). Called by
+ * every command that drops walk-cache entries covering it (a non-leaf range over its span, a
+ * non-leaf domain flush, global, device, context, a lap), in apply() before the device can
+ * acknowledge the command, so the table page it points to is never read after the wait of
+ * the invalidation that lets it be freed has returned.
+ */
+static void drop_leaf(struct dg_device *dev)
+{
+	if (dev->hot.leaf_shift)
+		hot_set(dev, &dev->iotlb.lvl[0]);
 }
 
 static void clear_leaf(struct dg_device *dev)
@@ -66,6 +81,33 @@ static void clear_leaf(struct dg_device *dev)
 	dev->leaf_ctx = NULL;
 	dev->leaf_pt = NULL;
 	dev->leaf_root = NULL;
+	dev->direct = false;
+}
+
+/*
+ * Can @pt's last-level entries be read by the inline hit (dg_dev_hot_xlat())? Present iff
+ * read or write, read = bit 0 and write = bit 1 (VT-d second stage, the flat table), the
+ * output address one contiguous field from the granule up, and tables aligned in IOVA to
+ * their span. Sets the device's leaf-direct geometry when so.
+ */
+static bool direct_geometry(struct dg_device *dev, const struct dg_pt *pt)
+{
+	uint64_t oa = pt->oa_mask & ~pt->granule_mask, entries = pt->leaf_index_mask + 1;
+	unsigned int top = oa ? 64 - (unsigned int)__builtin_clzll(oa) : 0;
+	unsigned int span = pt->leaf_shift + (unsigned int)__builtin_ctzll(entries);
+
+	if (pt->valid_mask != IOTLB_PERM_MASK || pt->rw_xor || pt->rw_shift ||
+	    pt->rw_mask != IOTLB_PERM_MASK || pt->rw_or || pt->oa_hi_mask || !oa ||
+	    oa != (((top == 64 ? 0 : 1ull << top) - 1) & ~pt->granule_mask) ||
+	    pt->granule_mask != (1ull << pt->leaf_shift) - 1 || !dg_is_pow2(entries) ||
+	    span >= 64 || (pt->iova_base & ((1ull << span) - 1)))
+		return false;
+	dev->direct_page_mask = ~pt->granule_mask;
+	dev->direct_off_mask = pt->leaf_index_mask << 3;
+	dev->direct_off_shift = pt->leaf_shift - 3;
+	dev->direct_span_shift = span;
+	dev->direct_oa_shift = 64 - top;
+	return true;
 }
 
 /*
@@ -82,14 +124,24 @@ static void set_leaf(struct dg_device *dev, const struct dg_domain *dom)
 	clear_leaf(dev);
 	if (depth > 1 && (dev->wc.nr_depths != depth - 1 || dev->wc.shift[depth - 1] >= 64))
 		return;
-	for (unsigned int i = 0; i < dev->iotlb.nr_levels; i++)
-		if (dev->iotlb.lvl[i].shift == shift)
-			dev->leaf_ctx = &dev->iotlb.lvl[i];
+	/* Level 0, the smallest page size: the device's fills write it directly, and only it
+	   is always looked at by invalidations (iotlb.used). */
+	if (dev->iotlb.nr_levels && dev->iotlb.lvl[0].shift == shift)
+		dev->leaf_ctx = &dev->iotlb.lvl[0];
 	if (!dev->leaf_ctx)
 		return;
 	dev->leaf_pt = dom->pt;
 	if (depth == 1)
 		dev->leaf_root = pt_root(dom->pt);
+	/* Leaf-direct replaces the cheap miss and its IOTLB level: level 0 stays empty. */
+	if (dev->direct_cfg && depth > 1 && dev->leaf_ctx == &dev->iotlb.lvl[0] &&
+	    direct_geometry(dev, dom->pt)) {
+		dev->leaf_ctx = NULL;
+		dev->leaf_lvl = NULL;
+		dev->iotlb.no_small = true;
+		dev->direct = true;
+		return;
+	}
 	/* Auto-offline: the slow path ends every call offline, the cheap miss does not. */
 	dev->leaf_lvl = dev->auto_offline ? NULL : dev->leaf_ctx;
 }
@@ -126,6 +178,7 @@ int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
 	dev->ident.off_shift = 63 - IOTLB_ENT_SHIFT;
 	dev->ident.off_mask = 1ull << IOTLB_ENT_SHIFT;
 	dev->prefetch = !cfg->no_iotlb_prefetch;
+	dev->direct_cfg = cfg->iotlb_leaf_direct;
 	dev->online = false;
 	dev->mode = DG_CTX_BLOCKED;
 	dev->did = 0;
@@ -201,6 +254,7 @@ static void retag(struct dg_device *dev, bool leaf)
 	set_tag(dev, dev->ctag);
 	if (leaf)
 		return;
+	drop_leaf(dev);
 	if (dev->wtag == IOTLB_DID_MASK) {
 		wc_flush(&dev->wc);
 		dev->wtag = 1;
@@ -225,8 +279,14 @@ static void apply(struct dg_device *dev, const struct inv_cmd *c)
 			break; /* nothing of that domain is cached here */
 		last = c->iova + ((1ull << c->order) - 1);
 		iotlb_inval_range(&dev->iotlb, dev->ctag, c->iova, last);
-		if (!c->leaf)
+		if (!c->leaf) {
 			wc_inval_range(&dev->wc, dev->wtag, c->iova, last);
+			/* the hot line's table, if its span overlaps [iova, last] */
+			if (dev->hot.leaf_shift &&
+			    c->iova >> dev->hot.leaf_shift <= dev->hot.tag >> dev->hot.leaf_shift &&
+			    last >> dev->hot.leaf_shift >= dev->hot.tag >> dev->hot.leaf_shift)
+				drop_leaf(dev);
+		}
 		break;
 	case INV_OP_DOMAIN:
 		if (c->id == dev->did)

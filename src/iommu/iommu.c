@@ -32,6 +32,7 @@ void dg_iommu_config_init(struct dg_iommu_config *cfg)
 	cfg->inval_domain_threshold = 64ull << 20;
 	cfg->reference = false;
 	cfg->no_iotlb_prefetch = false;
+	cfg->iotlb_leaf_direct = false;
 	cfg->log = stderr;
 }
 

@@ -82,6 +82,16 @@ struct dg_device {
 					 walk cache's deepest row holds last-level tables) */
 	bool prefetch; /* fixed at creation: a miss reading a last-level entry also fills its
 			  cache line's other valid entries (dev/translate.c fill_line()) */
+	/* Leaf-direct (dg_iommu_config.iotlb_leaf_direct, agent.c set_leaf()): the hot level
+	   may be a cached last-level table (hot_set_leaf()); pages of the leaf size are never
+	   put in the IOTLB (iotlb.no_small), so range invalidations skip that level. */
+	bool direct;		    /* device: on for the current context */
+	bool direct_cfg;	    /* fixed at creation: the configuration asks for it */
+	uint64_t direct_page_mask;  /* device: ~(leaf page size - 1) */
+	uint64_t direct_off_mask;   /* device: (entries per table - 1) << 3 */
+	uint32_t direct_off_shift;  /* device: leaf shift - 3 */
+	uint32_t direct_span_shift; /* device: log2 of a last-level table's span */
+	uint32_t direct_oa_shift;   /* device: 64 - top of the output-address field */
 	/* Pass-through as an IOTLB level: two 2^63-byte identity "pages" (agent.c). */
 	struct iotlb_level ident;      /* fixed at creation */
 	struct iotlb_ent ident_ent[2]; /* fixed at creation */
@@ -163,6 +173,26 @@ static inline void hot_set(struct dg_device *dev, const struct iotlb_level *l)
 	dev->hot.base_mask = l->base_mask;
 	dev->hot.off_mask = l->off_mask;
 	dev->hot.off_shift = l->off_shift;
+	dev->hot.tag = dev->tag;
+	dev->hot.leaf_shift = 0;
+}
+
+/*
+ * Leaf-direct (dev->direct): make the last-level table @table, which covers @iova (a
+ * walk-cache entry of the deepest row), the hot level: a hit reads @iova's entry of it
+ * (dmaguard/dev.h dg_dev_hot_xlat()). It is a copy of that walk-cache entry and is dropped
+ * (hot_set() of an IOTLB level) by every command that drops walk-cache entries (agent.c
+ * drop_leaf()), before the device acknowledges it, so it never outlives the table.
+ */
+static inline void hot_set_leaf(struct dg_device *dev, const void *table, uint64_t iova)
+{
+	dev->hot.ent = (const struct dg_dev_hot_ent *)table;
+	dev->hot.base_mask = dev->direct_page_mask;
+	dev->hot.off_mask = dev->direct_off_mask;
+	dev->hot.off_shift = dev->direct_off_shift;
+	dev->hot.tag = iova >> dev->direct_span_shift << dev->direct_span_shift;
+	dev->hot.leaf_shift = (uint8_t)dev->direct_span_shift;
+	dev->hot.oa_shift = (uint8_t)dev->direct_oa_shift;
 }
 
 static inline uint64_t stat_get(const _Atomic uint64_t *c)

@@ -65,6 +65,7 @@ void iotlb_configure(struct iotlb *t, uint64_t pgsize_bitmap)
 	for (unsigned int i = n; i < IOTLB_MAX_LEVELS; i++)
 		memset(&t->lvl[i], 0, sizeof(t->lvl[i]));
 	t->nr_levels = n;
+	t->no_small = false;
 	iotlb_flush(t);
 }
 
@@ -94,7 +95,7 @@ int iotlb_insert(struct iotlb *t, uint32_t did, uint64_t iova, uint64_t pgsize, 
 {
 	unsigned int shift = dg_ilog2(pgsize);
 
-	for (unsigned int i = 0; i < t->nr_levels; i++) {
+	for (unsigned int i = t->no_small; i < t->nr_levels; i++) {
 		struct iotlb_level *l = &t->lvl[i];
 		uint64_t base = iova & l->base_mask;
 		struct iotlb_ent *e;
@@ -102,6 +103,7 @@ int iotlb_insert(struct iotlb *t, uint32_t did, uint64_t iova, uint64_t pgsize, 
 		if (l->shift != shift)
 			continue;
 		e = iotlb_slot(l, iova >> shift);
+		t->used |= 1u << i;
 		e->key = base | (uint64_t)did << IOTLB_DID_SHIFT | (perm & IOTLB_PERM_MASK);
 		e->delta = (phys & l->base_mask) - base;
 		return (int)i;
@@ -165,10 +167,12 @@ unsigned int iotlb_inval_range(struct iotlb *t, uint32_t did, uint64_t addr, uin
 {
 	unsigned int n = 0;
 
-	for (unsigned int i = 0; i < t->nr_levels; i++) {
+	for (unsigned int i = t->no_small; i < t->nr_levels; i++) {
 		struct iotlb_level *l = &t->lvl[i];
 		uint64_t first = addr >> l->shift, lastpn = last >> l->shift;
 
+		if (i && !(t->used & 1u << i))
+			continue; /* empty since the last flush */
 		if (lastpn - first >= l->set_mask) {
 			for (uint64_t s = 0; s <= l->set_mask; s++) {
 				struct iotlb_ent *e = &l->ent[s];
@@ -194,6 +198,8 @@ unsigned int iotlb_inval_domain(struct iotlb *t, uint32_t did)
 	for (unsigned int i = 0; i < t->nr_levels; i++) {
 		struct iotlb_level *l = &t->lvl[i];
 
+		if (i && !(t->used & 1u << i))
+			continue; /* empty since the last flush */
 		for (uint64_t s = 0; s <= l->set_mask; s++) {
 			if (l->ent[s].key && ent_did(l->ent[s].key) == did) {
 				l->ent[s].key = 0;
@@ -208,6 +214,7 @@ void iotlb_flush(struct iotlb *t)
 {
 	for (unsigned int i = 0; i < t->nr_levels; i++)
 		memset(t->lvl[i].ent, 0, (t->lvl[i].set_mask + 1) * sizeof(struct iotlb_ent));
+	t->used = 0;
 }
 
 unsigned int iotlb_count(const struct iotlb *t)
@@ -245,7 +252,8 @@ int iotlb_check(const struct iotlb *t, FILE *why)
 
 			if (!key)
 				continue;
-			if (!(key & IOTLB_PERM_MASK) || !ent_did(key) ||
+			if ((i == 0 && t->no_small) || (i && !(t->used & 1u << i)) ||
+			    !(key & IOTLB_PERM_MASK) || !ent_did(key) ||
 			    iotlb_slot(l, key >> l->shift) != &l->ent[s] ||
 			    ((key & ~(IOTLB_DID_MASK << IOTLB_DID_SHIFT | IOTLB_PERM_MASK)) &
 			     ~l->base_mask) ||

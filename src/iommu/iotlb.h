@@ -85,6 +85,16 @@ struct iotlb {
 	   never what a cached entry holds, so invalidations and context changes leave it. */
 	uint64_t miss_line[IOTLB_STREAMS];
 	unsigned int miss_next;
+	/* Leaf-direct (agent.c set_leaf()): level 0 is never filled (iotlb_insert() refuses it,
+	   the device's own fills are off) so range invalidations skip it; iotlb_check() checks
+	   it is empty. Cleared by iotlb_configure(). */
+	bool no_small;
+	/* Levels >= 1 that may hold entries (bit i), set by iotlb_insert(), their only writer,
+	   cleared when the tables are emptied: range and domain invalidations skip the others
+	   (a strict driver's commands cover small pages; the large-page levels stay empty).
+	   Level 0 is always looked at (the device's cheap miss and fills and src/vhost write
+	   its slots directly). */
+	uint32_t used;
 };
 
 struct wc_ent {
@@ -134,11 +144,13 @@ iotlb_probe(const struct iotlb_level *l, uint64_t iova, uint64_t tag, uint64_t a
 /* Find the entry for @iova in domain @did whatever its permissions: level index or -1. */
 int iotlb_find(const struct iotlb *t, uint32_t did, uint64_t iova, const struct iotlb_ent **out);
 
-/* Insert a translation; returns the level used, or -1 when @pgsize is not cached. */
+/* Insert a translation; returns the level used, or -1 when @pgsize is not cached (or is
+ * level 0's while no_small). */
 int iotlb_insert(struct iotlb *t, uint32_t did, uint64_t iova, uint64_t pgsize, uint64_t phys,
 		 unsigned int perm);
 
-/* Drop entries of @did that overlap [addr, last]; returns how many. */
+/* Drop entries of @did that overlap [addr, last] (level 0 skipped while no_small: empty);
+ * returns how many. */
 unsigned int iotlb_inval_range(struct iotlb *t, uint32_t did, uint64_t addr, uint64_t last);
 unsigned int iotlb_inval_domain(struct iotlb *t, uint32_t did);
 void iotlb_flush(struct iotlb *t);

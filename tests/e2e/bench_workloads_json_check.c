@@ -154,7 +154,10 @@ static void check_result(json_t *r, const char *wl, const char *cfg, int w)
 	if (!strcmp(cfg, "strict") || !strcmp(cfg, "linux-ref") || !strcmp(cfg, "strict-2step")) {
 		EXPECT(win == 0, "%s/%s: window %g", wl, cfg, win);
 		EXPECT(waits > 0 && inval > 0, "%s/%s: no invalidation", wl, cfg);
-		EXPECT(num(r, "iotlb_misses_per_4k") > 0, "%s/%s: no IOTLB miss", wl, cfg);
+		/* The other configurations run leaf-direct devices (docs/iommu.md), which read
+		   the cached last-level table and may not miss at all in a short window. */
+		if (!strcmp(cfg, "linux-ref"))
+			EXPECT(num(r, "iotlb_misses_per_4k") > 0, "%s/%s: no IOTLB miss", wl, cfg);
 	}
 	/* One wait per page unmapped; the measured interval cuts I/Os in flight at its ends, which
 	 * in a --quick window on a loaded machine moved the ratio to 0.85. Batched unmaps give

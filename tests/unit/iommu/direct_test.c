@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Unit tests of leaf-direct translation (dg_iommu_config.iotlb_leaf_direct; docs/iommu.md,
+ * "Leaf-direct"): the device's hot line reads a last-level table the walk cache knows, one
+ * entry per access, and pages of the leaf size are never put in its IOTLB.
+ *
+ * What must hold, and fails if the code were wrong:
+ *  - after one miss the device's next access in the same table is an inline hit that reads
+ *    the live entry (dg_dev_translate_fast(), dg_dev_read(), dg_dev_write()): no miss, the
+ *    host address of the page table, the permission of the entry (a read-only page refuses
+ *    a write and records the fault); the IOTLB level of the leaf size stays empty;
+ *  - a leaf-only invalidation (a page unmapped, no table freed) leaves the hot table in
+ *    place: the unmapped page faults, its neighbour is still a hit with no miss;
+ *  - a table freed and reused: the hot line's table T is unlinked by an unmap of its whole
+ *    span, invalidated (non-leaf) and released, and the next table the page table allocates,
+ *    for another region, is T again (a LIFO allocator). The device must not read the old
+ *    region through T: the access faults. Without the drop of the hot table at the non-leaf
+ *    invalidation (agent.c drop_leaf()) it returns the other region's page. Run with the
+ *    RANGE command of dg_iommu_flush_gather(), a DOMAIN command and a GLOBAL one;
+ *  - a non-leaf invalidation of another table's span keeps the hot table;
+ *  - dg_dev_rehold(): true only while nothing was applied or is pending since the stamp, and
+ *    then the translations are held (a wait does not complete at the next quiescent point).
+ */
+#include "iommu/iommu_internal.h"
+
+#include <dmaguard/dev.h>
+#include <dmaguard/iommu.h>
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#define K4	   0x1000ull
+#define M2	   0x200000ull
+#define RW	   (DG_PROT_READ | DG_PROT_WRITE)
+#define BASE	   0x40000000ull /* 1 GiB: 2 MiB aligned */
+#define ARENA_SIZE (4ull << 20)
+#include "test_arena.h"
+
+struct env {
+	struct dg_iommu *mmu;
+	struct dg_domain *dom;
+	struct dg_device *dev;
+};
+
+/* Every fault expected, the IOTLB consistent (no entry in the leaf-size level). */
+static void env_fini(struct env *e)
+{
+	struct dg_fault f;
+
+	dg_dev_offline(e->dev);
+	assert_int_equal(dg_iommu_fault_pop(e->mmu, &f), -EAGAIN);
+	assert_int_equal(iotlb_check(&e->dev->iotlb, stderr), 0);
+	assert_int_equal(dg_device_block(e->dev), 0);
+	dg_device_destroy(e->dev);
+	assert_int_equal(dg_domain_destroy(e->dom), 0);
+	dg_iommu_destroy(e->mmu);
+}
+
+/* ---- a LIFO table-page allocator: a freed page is the next one handed out ---------------- */
+
+#define POOL_MAX 64
+
+struct pool {
+	void *free[POOL_MAX];
+	unsigned int nfree;
+	void *last; /* the last 4 KiB page handed out */
+};
+
+static void *pool_alloc(void *cookie, size_t size)
+{
+	struct pool *p = cookie;
+	void *page;
+
+	if (p->nfree && size == K4)
+		page = p->free[--p->nfree];
+	else
+		page = aligned_alloc(size, size);
+	if (page)
+		memset(page, 0, size);
+	if (size == K4)
+		p->last = page;
+	return page;
+}
+
+static void pool_free(void *cookie, void *page, size_t size)
+{
+	struct pool *p = cookie;
+
+	if (size == K4 && p->nfree < POOL_MAX)
+		p->free[p->nfree++] = page;
+	else
+		free(page);
+}
+
+static const struct dg_pt_mem_ops pool_ops = {.alloc = pool_alloc, .free = pool_free};
+
+static void pool_fini(struct pool *p)
+{
+	while (p->nfree)
+		free(p->free[--p->nfree]);
+}
+
+/* An IOMMU with leaf-direct devices, a VT-d domain whose tables come from @p, device rid 1
+   attached and online. */
+static void open_direct(struct env *e, struct pool *p)
+{
+	struct dg_pt_geometry g = {.format = DG_PT_FMT_VTD_SS, .ias = 48, .oas = 48};
+	struct dg_iommu_config cfg;
+
+	dg_iommu_config_init(&cfg);
+	cfg.log = NULL;
+	cfg.iotlb_leaf_direct = true;
+	e->mmu = dg_iommu_create(&cfg);
+	assert_non_null(e->mmu);
+	e->dom = dg_domain_create(e->mmu, &g, p ? &pool_ops : NULL, p);
+	assert_non_null(e->dom);
+	e->dev = dg_device_create(e->mmu, 1);
+	assert_non_null(e->dev);
+	assert_int_equal(dg_device_attach(e->dev, e->dom), 0);
+	dg_dev_online(e->dev);
+	assert_true(e->dev->direct);
+	assert_true(e->dev->iotlb.no_small);
+}
+
+static void map(struct env *e, uint64_t iova, uint64_t off, unsigned int prot)
+{
+	assert_int_equal(dg_domain_map(e->dom, iova, host(off), K4, prot, NULL), 0);
+}
+
+/* Unmap [iova, iova + size) and flush its gather (RANGE, leaf-only unless tables were
+   freed) while the device is offline; it applies the command when it comes back online. */
+static unsigned int unmap_flush(struct env *e, uint64_t iova, uint64_t size)
+{
+	struct dg_pt_gather g;
+	uint64_t unmapped;
+	unsigned int tables;
+
+	dg_pt_gather_init(&g);
+	assert_int_equal(dg_domain_unmap(e->dom, iova, size, &g, &unmapped), 0);
+	tables = g.nr_tables;
+	dg_dev_offline(e->dev);
+	assert_int_equal(dg_iommu_flush_gather(e->mmu, e->dom, &g), 0);
+	dg_dev_online(e->dev);
+	return tables;
+}
+
+static int xlat(struct env *e, uint64_t iova, unsigned int access, void **out)
+{
+	struct dg_sg sg[2];
+	unsigned int nr = 0;
+	int r = dg_dev_translate_fast(e->dev, iova, 64, access, sg, 2, &nr);
+
+	if (!r) {
+		assert_int_equal(nr, 1);
+		*out = sg[0].addr;
+	}
+	return r;
+}
+
+static void expect_fault(struct env *e, uint64_t iova, enum dg_fault_reason why)
+{
+	struct dg_fault f;
+
+	assert_int_equal(dg_iommu_fault_pop(e->mmu, &f), 0);
+	assert_int_equal(f.iova, iova);
+	assert_int_equal(f.reason, why);
+}
+
+static void test_inline_hit(void **state)
+{
+	struct dg_dev_stats a, b;
+	uint8_t buf[16] = {1, 2, 3};
+	struct env e;
+	void *p;
+
+	(void)state;
+	open_direct(&e, NULL);
+	for (unsigned int i = 0; i < 8; i++)
+		map(&e, BASE + i * K4, (7 - i) * K4, i == 5 ? DG_PROT_READ : RW);
+	assert_int_equal(xlat(&e, BASE + 0x10, DG_ACCESS_WRITE, &p), 0); /* loads the table */
+	assert_ptr_equal(p, host(7 * K4 + 0x10));
+	assert_true(e.dev->hot.leaf_shift);
+	dg_dev_stats(e.dev, &a);
+	for (unsigned int i = 1; i < 8; i++) {
+		assert_int_equal(xlat(&e, BASE + i * K4 + 8, DG_ACCESS_READ, &p), 0);
+		assert_ptr_equal(p, host((7 - i) * K4 + 8));
+	}
+	assert_int_equal(dg_dev_write(e.dev, BASE + 2 * K4 + 100, buf, sizeof(buf)), 0);
+	assert_memory_equal(host(5 * K4 + 100), buf, sizeof(buf));
+	memset(buf, 0, sizeof(buf));
+	assert_int_equal(dg_dev_read(e.dev, BASE + 2 * K4 + 100, buf, sizeof(buf)), 0);
+	assert_int_equal(buf[2], 3);
+	dg_dev_stats(e.dev, &b);
+	assert_int_equal(b.iotlb_misses, a.iotlb_misses);
+	assert_int_equal(b.iotlb_hits - a.iotlb_hits, 9);
+	/* Read-only page 5: a write faults, from the same entry. */
+	assert_int_equal(xlat(&e, BASE + 5 * K4, DG_ACCESS_WRITE, &p), -EACCES);
+	expect_fault(&e, BASE + 5 * K4, DG_FAULT_PERM);
+	assert_int_equal(dg_dev_write(e.dev, BASE + 5 * K4, buf, 1), -EACCES);
+	expect_fault(&e, BASE + 5 * K4, DG_FAULT_PERM);
+	/* Unmapped page 9 of the same table. */
+	assert_int_equal(xlat(&e, BASE + 9 * K4, DG_ACCESS_READ, &p), -EFAULT);
+	expect_fault(&e, BASE + 9 * K4, DG_FAULT_UNMAPPED);
+	assert_int_equal(iotlb_count(&e.dev->iotlb), 0); /* nothing of the leaf size cached */
+	unmap_flush(&e, BASE, 8 * K4);
+	env_fini(&e);
+}
+
+static void test_leaf_inval_keeps_table(void **state)
+{
+	struct dg_dev_stats a, b;
+	const void *table;
+	struct env e;
+	void *p;
+
+	(void)state;
+	open_direct(&e, NULL);
+	for (unsigned int i = 0; i < 8; i++)
+		map(&e, BASE + i * K4, i * K4, RW);
+	assert_int_equal(xlat(&e, BASE, DG_ACCESS_READ, &p), 0);
+	table = e.dev->hot.ent;
+	assert_int_equal(unmap_flush(&e, BASE + 3 * K4, K4), 0); /* leaf only */
+	assert_true(e.dev->hot.leaf_shift);
+	assert_ptr_equal(e.dev->hot.ent, table);
+	dg_dev_stats(e.dev, &a);
+	assert_int_equal(xlat(&e, BASE + 3 * K4, DG_ACCESS_READ, &p), -EFAULT);
+	expect_fault(&e, BASE + 3 * K4, DG_FAULT_UNMAPPED);
+	assert_int_equal(xlat(&e, BASE + 4 * K4, DG_ACCESS_READ, &p), 0);
+	assert_ptr_equal(p, host(4 * K4));
+	dg_dev_stats(e.dev, &b);
+	assert_int_equal(b.iotlb_hits - a.iotlb_hits, 1);
+	/* A non-leaf invalidation of another table's span keeps it too. */
+	map(&e, BASE + 4 * M2, 0, RW);
+	assert_int_equal(unmap_flush(&e, BASE + 4 * M2, M2), 1);
+	assert_ptr_equal(e.dev->hot.ent, table);
+	assert_int_equal(xlat(&e, BASE + 5 * K4, DG_ACCESS_READ, &p), 0);
+	unmap_flush(&e, BASE, 8 * K4);
+	env_fini(&e);
+}
+
+enum how { BY_RANGE, BY_DOMAIN, BY_GLOBAL };
+
+static void table_reuse(enum how how)
+{
+	struct pool pool = {0};
+	const void *t1;
+	struct env e;
+	void *p;
+
+	open_direct(&e, &pool);
+	map(&e, BASE, K4, RW);
+	t1 = pool.last; /* the last-level table of [BASE, BASE + 2M) */
+	assert_int_equal(xlat(&e, BASE, DG_ACCESS_READ, &p), 0);
+	assert_ptr_equal(e.dev->hot.ent, t1);
+	/* Unmap the table's whole span: the table is unlinked into the gather. */
+	if (how == BY_RANGE) {
+		assert_int_equal(unmap_flush(&e, BASE, M2), 1);
+	} else {
+		struct dg_inval_cmd c = {.type = how == BY_DOMAIN ? DG_INVAL_DOMAIN :
+								    DG_INVAL_GLOBAL,
+					 .domain = dg_domain_id(e.dom)};
+		struct dg_pt_gather g;
+		uint64_t unmapped, seq;
+
+		dg_pt_gather_init(&g);
+		assert_int_equal(dg_domain_unmap(e.dom, BASE, M2, &g, &unmapped), 0);
+		assert_int_equal(g.nr_tables, 1);
+		dg_dev_offline(e.dev);
+		assert_int_equal(dg_inval_submit(e.mmu, &c, 1, &seq), 0);
+		assert_int_equal(dg_inval_wait(e.mmu, seq), 0);
+		dg_pt_gather_release(dg_domain_pt(e.dom), &g);
+		dg_dev_online(e.dev);
+	}
+	/* The next table allocated, for the region above, is the same page. */
+	map(&e, BASE + M2, 3 * K4, RW);
+	assert_ptr_equal(pool.last, t1);
+	/* Page 0 of the old region reads entry 0 of t1 if the hot line still has t1 for it. */
+	assert_int_equal(xlat(&e, BASE, DG_ACCESS_READ, &p), -EFAULT);
+	expect_fault(&e, BASE, DG_FAULT_UNMAPPED);
+	assert_int_equal(xlat(&e, BASE + M2, DG_ACCESS_READ, &p), 0);
+	assert_ptr_equal(p, host(3 * K4));
+	unmap_flush(&e, BASE + M2, K4);
+	env_fini(&e);
+	pool_fini(&pool);
+}
+
+static void test_table_reuse_range(void **state)
+{
+	(void)state;
+	table_reuse(BY_RANGE);
+}
+
+static void test_table_reuse_domain(void **state)
+{
+	(void)state;
+	table_reuse(BY_DOMAIN);
+}
+
+static void test_table_reuse_global(void **state)
+{
+	(void)state;
+	table_reuse(BY_GLOBAL);
+}
+
+/*
+ * dg_dev_stamp() / dg_dev_rehold(): a ring translated once is used again while nothing was
+ * applied, and held again then: a command published after the rehold is applied by the next
+ * DMA call (a read, whose end is a quiescent point) but acknowledged only at the quiesce.
+ * Without the hold the read would acknowledge it while the ring may still be in use.
+ */
+static void test_rehold(void **state)
+{
+	struct dg_inval_cmd c = {.type = DG_INVAL_PAGE, .iova = BASE + 6 * K4, .size = K4};
+	struct dg_sg sg[2];
+	unsigned int nr;
+	uint64_t stamp, seq;
+	uint8_t b;
+	struct env e;
+
+	(void)state;
+	open_direct(&e, NULL);
+	c.domain = dg_domain_id(e.dom);
+	for (unsigned int i = 0; i < 8; i++)
+		map(&e, BASE + i * K4, i * K4, RW);
+	assert_int_equal(dg_dev_translate(e.dev, BASE, 2 * K4, DG_ACCESS_READ, sg, 2, &nr), 0);
+	stamp = dg_dev_stamp(e.dev);
+	dg_dev_quiesce(e.dev);
+	assert_false(e.dev->hot.held);
+	assert_true(dg_dev_rehold(e.dev, stamp)); /* nothing applied since */
+	assert_true(e.dev->hot.held);
+	assert_false(dg_dev_rehold(e.dev, stamp + 1));
+	assert_int_equal(dg_inval_submit(e.mmu, &c, 1, &seq), 0);
+	assert_false(dg_dev_rehold(e.dev, stamp));		       /* pending */
+	assert_int_equal(dg_dev_read(e.dev, BASE + 7 * K4, &b, 1), 0); /* applies it */
+	assert_true(e.dev->seen >= seq);
+	assert_false(dg_inval_done(e.mmu, seq));   /* held by the rehold */
+	assert_false(dg_dev_rehold(e.dev, stamp)); /* applied since */
+	dg_dev_quiesce(e.dev);
+	assert_true(dg_inval_done(e.mmu, seq));
+	stamp = dg_dev_stamp(e.dev);
+	assert_true(dg_dev_rehold(e.dev, stamp));
+	dg_dev_offline(e.dev);
+	assert_false(dg_dev_rehold(e.dev, stamp)); /* offline */
+	dg_dev_online(e.dev);
+	assert_true(dg_dev_rehold(e.dev, stamp)); /* nothing was published meanwhile */
+	unmap_flush(&e, BASE, 8 * K4);
+	env_fini(&e);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_inline_hit),
+		cmocka_unit_test(test_leaf_inval_keeps_table),
+		cmocka_unit_test(test_table_reuse_range),
+		cmocka_unit_test(test_table_reuse_domain),
+		cmocka_unit_test(test_table_reuse_global),
+		cmocka_unit_test(test_rehold),
+	};
+
+	return cmocka_run_group_tests(tests, setup_arena, teardown_arena);
+}
