@@ -18,7 +18,9 @@
  *
  * The interval lasts --duration seconds, longer if fewer than WL_MIN_IOS I/Os were done by
  * then, or the device did fewer than a quarter of that (on a loaded shared machine a pinned
- * thread can be descheduled for tens of ms while its partner drains a full ring).
+ * thread can be descheduled for tens of ms while its partner drains a full ring, and under
+ * load 10 on 2 CPUs for over a second: the extension is capped at 5 x duration + 30 s, so a
+ * run on a healthy machine never waits and a starved one still measures some I/O).
  * Snapshots read the threads' relaxed counters and the library's statistics while the
  * threads run: each counter is exact, the set of them is a few hundred ns apart, which is
  * nothing next to an interval of 10^5..10^6 I/Os. Fixed-count mode (ops) skips the clock:
@@ -68,9 +70,11 @@
 #define WL_STARVED_TIMES 6    /* ... or in any case after 6 times that (a thread never ran) */
 #define WL_IDLE_SPINS	 1024 /* empty polls between yields */
 #define WL_IDLE_SLEEP	 32   /* yields before idle polls start to sleep 20 us each */
-#define WL_MIN_IOS \
-	256 /* a measured interval lasts until at least this many I/Os (and a
-			       quarter as many device units) */
+/* A measured interval lasts until at least WL_MIN_IOS I/Os (and a quarter as many device units)
+   were done, or WL_MIN_IOS_WAIT_S beyond 5 x --duration (a starved pinned thread, load 10 on
+   2 CPUs, has been seen to get no CPU for over a second). */
+#define WL_MIN_IOS	  256
+#define WL_MIN_IOS_WAIT_S 30.0
 
 unsigned int wl_threads_for(const struct wl_workload *wl, unsigned int threads)
 {
@@ -523,7 +527,7 @@ int wl_run_once(const struct wl_workload *wl, enum wl_cfg cfg, const struct wl_r
 		for (;;) {
 			snapshot(r, &b);
 			if ((b.ios - a.ios >= WL_MIN_IOS && b.units - a.units >= WL_MIN_IOS / 4) ||
-			    (double)(b.t - a.t) / 1e9 > 5 * o->duration_s + 1)
+			    (double)(b.t - a.t) / 1e9 > 5 * o->duration_s + WL_MIN_IOS_WAIT_S)
 				break;
 			sleep_s(0.001);
 		}
