@@ -53,7 +53,9 @@
  * Device burst of a queue: at most NIC_BURST descriptors per ring. rx: translate the ring,
  * then, NIC_ACK_EVERY frames at a time, every frame's destination (rx_frames per buffer,
  * each its own DMA like a NIC writing packets into a multi-packet buffer) and copy the
- * frames (a header with the queue's next sequence number, the rest from a template). tx:
+ * frames (a header with the queue's next sequence number, the rest from a template); with
+ * rx_frames > 1 (receive aggregation, rx_burst_agg()) each buffer's range is translated once
+ * and the frames are copied into it at their offsets (nic_agg_fill()). tx:
  * descriptor by descriptor, translate it and copy its payload to the wire scratch buffer;
  * check each send's header. Every NIC_ACK_EVERY of those DMAs the device acknowledges a pending invalidation
  * (dg_dev_quiesce_if_pending: what it translated before is released, the ring is translated
