@@ -53,7 +53,9 @@
  * Device burst of a queue: at most NIC_BURST descriptors per ring. rx: translate the ring,
  * then, NIC_ACK_EVERY frames at a time, every frame's destination (rx_frames per buffer,
  * each its own DMA like a NIC writing packets into a multi-packet buffer) and copy the
- * frames (a header with the queue's next sequence number, the rest from a template). tx:
+ * frames (a header with the queue's next sequence number, the rest from a template); with
+ * rx_frames > 1 (receive aggregation, rx_burst_agg()) each buffer's range is translated once
+ * and the frames are copied into it at their offsets (nic_agg_fill()). tx:
  * descriptor by descriptor, translate it and copy its payload to the wire scratch buffer;
  * check each send's header. Every NIC_ACK_EVERY of those DMAs the device acknowledges a pending invalidation
  * (dg_dev_quiesce_if_pending: what it translated before is released, the ring is translated
@@ -968,6 +970,135 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 }
 
 /*
+ * Receive aggregation (prm->rx_frames > 1) into one buffer: the device writes the frames back
+ * to back (prm->rx_stride apart, each its own DMA as in rx_burst()), but the buffer's range is
+ * translated once - frame by frame, the 42 frames of a 64 KiB buffer were 42 translations, ~10
+ * of them across a page boundary - and each frame is copied into the resulting segments at its
+ * offset. Every NIC_ACK_EVERY frames (*since_ack counts them across the burst) @ack is called
+ * between two frames of the buffer; when it acknowledged an invalidation, every translation
+ * the thread held is released and may be stale (the acknowledged command may have removed it),
+ * so what is left of the buffer is translated again before its next frame: no frame is ever
+ * written through a translation made before an acknowledged invalidation. A translation that
+ * fails (counted as an error) ends the buffer there, as a faulting frame does in rx_burst().
+ * Returns the bytes the descriptor reports (the last written frame's end, rounded up to the
+ * stride; 0: none); *seq and *frames advance by the frames written.
+ */
+uint32_t nic_agg_fill(struct wl_dev *d, struct wl_port *p, const struct nic_param *prm,
+		      const struct nic_agg_buf *b, uint32_t *since_ack, uint64_t *seq,
+		      uint32_t *frames)
+{
+	uint32_t nfr = b->len < prm->rx_frame ? 0 : (b->len - prm->rx_frame) / prm->rx_stride + 1;
+	uint64_t span, base = 0; /* the buffer offset d->sg starts at */
+	uint32_t written = 0;
+	unsigned int nr;
+
+	nfr = nfr < prm->rx_frames ? nfr : prm->rx_frames;
+	if (!nfr)
+		return 0;
+	span = (uint64_t)(nfr - 1) * prm->rx_stride + prm->rx_frame;
+	wl_dev_xlat_begin(d);
+	nr = wl_dev_translate(d, p, b->addr, span, DG_ACCESS_WRITE, d->sg, WL_DEV_SG);
+	wl_dev_xlat_end(d);
+	for (uint32_t j = 0; j < nfr && nr; j++) {
+		uint64_t off = (uint64_t)j * prm->rx_stride - base;
+		struct wl_hdr h = {.dst = {2, 0, 0, 0, 0, 2},
+				   .src = {2, 0, 0, 0, 0, 1},
+				   .ethertype = 0x0800,
+				   .queue = b->queue,
+				   .magic = WL_MAGIC,
+				   .seq = (*seq)++,
+				   .len = prm->rx_frame};
+
+		h.csum = wl_hdr_csum(&h);
+		wl_sg_copy_to(d->sg, nr, off, &h, sizeof(h));
+		wl_sg_copy_to(d->sg, nr, off + sizeof(h), b->tmpl + sizeof(h),
+			      prm->rx_frame - sizeof(h));
+		written = (j + 1) * prm->rx_stride;
+		(*frames)++;
+		if (++*since_ack < NIC_ACK_EVERY || j + 1 == nfr)
+			continue;
+		*since_ack = 0;
+		if (!b->ack(d, b->ctx))
+			continue; /* nothing acknowledged: d->sg is still held */
+		base = (uint64_t)(j + 1) * prm->rx_stride;
+		wl_dev_xlat_begin(d);
+		nr = wl_dev_translate(d, p, b->addr + base, span - base, DG_ACCESS_WRITE, d->sg,
+				      WL_DEV_SG);
+		wl_dev_xlat_end(d);
+	}
+	return written;
+}
+
+/* rx_burst_agg()'s acknowledgement point: dev_ack_between() on the rx ring. */
+struct agg_ring {
+	struct wl_port *p;
+	struct nic_ring *rg;
+	struct nic_desc *ring; /* NULL once translating it again failed (never: rings stay mapped) */
+};
+
+static bool agg_ack(struct wl_dev *d, void *ctx)
+{
+	struct agg_ring *a = ctx;
+
+	if (!wl_dev_ack_pending(d))
+		return false;
+	a->ring = dev_ring(d, a->p, a->rg);
+	return true;
+}
+
+/*
+ * rx_burst() for aggregation buffers: whole buffers (at most WL_BURST_BYTES of them, so one
+ * 64 KiB buffer), each filled by nic_agg_fill(); a pending invalidation is acknowledged every
+ * NIC_ACK_EVERY frames, between two frames of a buffer or before the next buffer; the
+ * descriptors are written back together at the end, as in rx_burst().
+ */
+static uint64_t rx_burst_agg(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
+			     struct nic_queue *q, uint64_t *units)
+{
+	const struct nic_param *prm = np->prm;
+	struct nic_ring *rg = &q->rx;
+	/* Acquire pairs with the driver's release store of tail in write_rx(). */
+	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
+	uint32_t n = tail - rg->dev_head, since_ack = 0, frames = 0;
+	uint32_t written[NIC_BURST];
+	struct agg_ring a = {.p = p, .rg = rg};
+	struct nic_agg_buf b = {
+		.queue = (uint16_t)q->id, .tmpl = np->tmpl, .ack = agg_ack, .ctx = &a};
+
+	if (!n || !(a.ring = dev_ring(d, p, rg)))
+		return 0;
+	n = n < NIC_BURST ? n : NIC_BURST;
+	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES)
+		n = WL_BURST_BYTES / prm->rx_buf ? WL_BURST_BYTES / prm->rx_buf : 1;
+	for (uint32_t k = 0; k < n; k++) {
+		const struct nic_desc *dsc = &a.ring[(rg->dev_head + k) & rg->mask];
+
+		b.addr = dsc->addr;
+		b.len = dsc->len;
+		written[k] = nic_agg_fill(d, p, prm, &b, &since_ack, &rg->dev_seq, &frames);
+		if (!a.ring)
+			return (uint64_t)frames *
+			       prm->rx_frame; /* cannot happen: rings stay mapped */
+		if (since_ack >= NIC_ACK_EVERY && k + 1 < n) { /* between two buffers */
+			since_ack = 0;
+			if (agg_ack(d, &a) && !a.ring)
+				return (uint64_t)frames * prm->rx_frame;
+		}
+	}
+	/* write-back of the burst's descriptors together, as in rx_burst() */
+	for (uint32_t k = 0; k < n; k++) {
+		struct nic_desc *dsc = &a.ring[(rg->dev_head + k) & rg->mask];
+
+		dsc->len = written[k];
+		/* Release pairs with the driver's acquire load of status in reap(). */
+		atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
+	}
+	rg->dev_head += n;
+	*units += n;
+	return (uint64_t)frames * prm->rx_frame;
+}
+
+/*
  * The sends of the tx ring, whole ones (the driver publishes whole chains), about NIC_BURST
  * descriptors and WL_BURST_BYTES of payload: descriptor by descriptor, translated and
  * copied to the wire scratch buffer, a pending invalidation acknowledged every
@@ -1050,7 +1181,9 @@ bool nic_dev_poll(struct wl_dev *d, struct wl_port *p)
 		uint64_t before = units;
 
 		/* each ring's burst ends at a quiescent point of every device of the thread */
-		if (np->prm->rx_ring)
+		if (np->prm->rx_ring && np->prm->rx_frames > 1)
+			bytes += rx_burst_agg(d, p, np, q, &units);
+		else if (np->prm->rx_ring)
 			bytes += rx_burst(d, p, np, q, &units);
 		if (units != before)
 			wl_dev_quiesce(d);

@@ -45,6 +45,26 @@ void nic_dump(const struct wl_port *p, FILE *out);
 /* Queue pairs of port @port out of @nports for a workload with @queues in all (0: one). */
 unsigned int nic_port_queues(uint32_t queues, unsigned int port, unsigned int nports);
 
+/*
+ * One aggregation buffer for nic_agg_fill() (wl_nic.c: the device's receive aggregation, also
+ * driven by tests): its DMA address and bytes, the queue its frame headers name, the frame
+ * template, and the acknowledgement point called between two frames every NIC_ACK_EVERY
+ * frames: true when it acknowledged an invalidation (dg_dev_quiesce_if_pending() returned true
+ * for the device: every translation the thread held is released).
+ */
+struct nic_agg_buf {
+	uint64_t addr;
+	uint32_t len;
+	uint16_t queue;
+	const uint8_t *tmpl;
+	bool (*ack)(struct wl_dev *d, void *ctx);
+	void *ctx;
+};
+
+uint32_t nic_agg_fill(struct wl_dev *d, struct wl_port *p, const struct nic_param *prm,
+		      const struct nic_agg_buf *b, uint32_t *since_ack, uint64_t *seq,
+		      uint32_t *frames);
+
 #define NIC_WORKLOAD_OPS                                                                \
 	.classes = nic_classes, .port_init = nic_port_init, .port_fini = nic_port_fini, \
 	.drv_poll = nic_drv_poll, .drv_idle = nic_drv_idle, .dev_poll = nic_dev_poll,   \

@@ -8,7 +8,8 @@
  *    the device reads the whole send (under a translating policy the list is one contiguous
  *    IOVA range and one descriptor; under identity 16 descriptors);
  *  - receive: 64 KiB buffers into which the device writes 1500-byte frames back to back
- *    (1536-byte stride, 42 frames: hardware receive aggregation into a multi-packet buffer);
+ *    (1536-byte stride, 42 frames: hardware receive aggregation into a multi-packet buffer,
+ *    whose range the device translates once, nic_agg_fill() in wl_nic.c);
  *    the driver maps each buffer once, and after its completion reads and checks every
  *    frame's header (sequence numbers in order) before handing the 64 KiB up.
  * One I/O is a 64 KiB send or a 64 KiB receive buffer; throughput counts both directions.

@@ -3,6 +3,12 @@
  * iommu/inval.c - the CPU side of invalidation: command validation and splitting, submission
  * to the ring (inval_queue.c), waits, and the strict flush of a page-table gather.
  *
+ * A RANGE becomes naturally aligned power-of-two blocks, one ring slot each, which every
+ * device applies one by one: its exact split, except that a leaf-only range needing more
+ * than two blocks is covered by two (leaf_cover(): at most twice the range, as VT-d's
+ * page-selective invalidation widens its address mask). A DMA batch's run of unmapped
+ * buffers (tcp: 5-20 pages, 2-6 exact blocks) is then two commands at most.
+ *
  * A wait for seq S completes when the batch holding S has been published and every online
  * device has acknowledged S (agent.c). Completion is then recorded by one memory write,
  * `completed` (the VT-d wait descriptor's status write), which every later wait for S' <= S
@@ -70,6 +76,32 @@ static uint32_t count_blocks(uint64_t a, uint64_t last)
 	}
 }
 
+/*
+ * A leaf-only range that needs more than two exact blocks is covered by two: split at the
+ * highest bit in which its first and last byte differ (a boundary M aligned to that bit),
+ * the smallest naturally aligned block ending at M that holds [a, M) and the smallest one
+ * starting at M that holds [M, last] - each less than twice its part, as Linux's VT-d
+ * page-selective invalidation widens its address mask to the aligned block holding the
+ * range. Only leaf entries are dropped (the walk caches stay), so the cost of the extra
+ * coverage is a few IOTLB refills, against commands the devices apply one by one.
+ * Returns the blocks (2), with their first bytes in @at and orders in @order.
+ */
+static unsigned int leaf_cover(uint64_t a, uint64_t last, uint64_t at[2], uint8_t order[2])
+{
+	unsigned int h = 63 - (unsigned int)__builtin_clzll(a ^ last);
+	uint64_t m = last & ~((1ull << h) - 1);
+	unsigned int ol = dg_ilog2(m - a), orr = dg_ilog2(last - m);
+
+	/* ceil(log2(x)) for x >= 1: orders of the smallest blocks holding m - a, last - m + 1 */
+	ol += (m - a) & ((m - a) - 1) ? 1 : 0;
+	orr = last == m ? 0 : orr + 1;
+	at[0] = m - (1ull << ol);
+	order[0] = (uint8_t)ol;
+	at[1] = m;
+	order[1] = (uint8_t)orr;
+	return 2;
+}
+
 /* Check one command; *slots gets the ring slots it needs. 0 or a negative errno. */
 static int validate(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint32_t *slots)
 {
@@ -96,8 +128,11 @@ static int validate(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint32_t
 			return -EOVERFLOW;
 		if (c->iova < dom->in_first || last > dom->in_last)
 			return -ERANGE;
-		if (c->type == DG_INVAL_RANGE && c->size <= mmu->cfg.inval_domain_threshold)
+		if (c->type == DG_INVAL_RANGE && c->size <= mmu->cfg.inval_domain_threshold) {
 			*slots = count_blocks(c->iova, last);
+			if (*slots > 2 && (c->flags & DG_INVAL_LEAF))
+				*slots = 2; /* leaf_cover() */
+		}
 		return 0;
 	case DG_INVAL_DOMAIN:
 		if (c->flags & ~DG_INVAL_LEAF)
@@ -134,6 +169,18 @@ static void emit(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint64_t *s
 		last = c->iova + (c->size - 1);
 		ic.op = INV_OP_BLOCK;
 		ic.id = c->domain;
+		if (ic.leaf && count_blocks(a, last) > 2) {
+			uint64_t at[2];
+			uint8_t order[2];
+
+			for (unsigned int i = 0, n = leaf_cover(a, last, at, order); i < n; i++) {
+				ic.iova = at[i];
+				ic.order = order[i];
+				inv_queue_write(&mmu->inv, (*seq)++, &ic);
+				ic.mark = 0;
+			}
+			return;
+		}
 		for (;;) {
 			ic.order = (uint8_t)next_block(a, last);
 			ic.iova = a;
