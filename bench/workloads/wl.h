@@ -423,11 +423,13 @@ void wl_sg_copy_from(const struct dg_sg *sg, unsigned int nr, size_t off, void *
 struct wl_ring_xlat {
 	void *host;	/* NULL: none yet */
 	uint64_t stamp; /* dg_dev_stamp() when it was made */
+	int watch;	/* 0: not watched yet; id + 1 of its dg_dev_watch(); < 0: none free */
 };
 
 /* A translated ring: the host address of a whole coherent ring. The translation in @x is
-   used again, held (dg_dev_rehold()), while nothing was applied since it was made;
-   otherwise the ring is translated again and kept in @x. */
+   used again, held (dg_dev_rehold_watched(): the ring is watched from its first
+   translation; dg_dev_rehold() when no watch was free), while no command applied since it
+   was made may have changed it; otherwise the ring is translated again and kept in @x. */
 void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t bytes,
 		  struct wl_ring_xlat *x);
 

@@ -424,9 +424,15 @@ void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t
 	struct dg_sg sg[2];
 	unsigned int nr;
 
-	if (x->host && dg_dev_rehold(p->dev, x->stamp))
+	if (x->host && (x->watch > 0 ? dg_dev_rehold_watched(p->dev, x->watch - 1, x->stamp) :
+				       dg_dev_rehold(p->dev, x->stamp)))
 		return x->host;
 	x->host = NULL;
+	if (!x->watch) { /* once per ring: later re-translations only when it may have changed */
+		int w = dg_dev_watch(p->dev, ring_dma, bytes);
+
+		x->watch = w >= 0 ? w + 1 : -1;
+	}
 	nr = wl_dev_translate(d, p, ring_dma, bytes, DG_ACCESS_READ | DG_ACCESS_WRITE, sg, 2);
 
 	if (nr != 1) {

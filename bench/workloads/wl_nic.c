@@ -892,8 +892,8 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	/* Acquire pairs with the driver's release store of tail in write_rx(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
 	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames, nf;
-	uint32_t written[NIC_BURST] = {0};
-	bool stopped[NIC_BURST] = {false};
+	uint32_t written[NIC_BURST]; /* the first n zeroed below: an empty poll zeroes nothing */
+	bool stopped[NIC_BURST];
 	unsigned int fnr[NIC_ACK_EVERY];
 	uint64_t bytes = 0;
 	struct nic_desc *ring;
@@ -903,6 +903,8 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	n = n < NIC_BURST ? n : NIC_BURST;
 	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES) /* aggregation buffers: one at a time */
 		n = WL_BURST_BYTES / prm->rx_buf ? WL_BURST_BYTES / prm->rx_buf : 1;
+	memset(written, 0, n * sizeof(*written));
+	memset(stopped, 0, n * sizeof(*stopped));
 	nf = n * fr;
 	/* frames (rx_frames per buffer, each its own DMA), NIC_ACK_EVERY at a time; frame g is
 	   frame fj[] of buffer fk[] (counted along, no division per frame) */

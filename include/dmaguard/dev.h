@@ -202,6 +202,7 @@ static inline int dg_dev_translate_fast(struct dg_device *dev, uint64_t iova, si
 		return 0;
 	return dg_dev_translate(dev, iova, len, access, sg, max, nr);
 }
+
 #endif /* !__cplusplus */
 
 /*
@@ -243,6 +244,34 @@ DG_EXPORT bool dg_dev_quiesce_if_pending(struct dg_device *dev);
  */
 DG_EXPORT uint64_t dg_dev_stamp(const struct dg_device *dev);
 DG_EXPORT bool dg_dev_rehold(struct dg_device *dev, uint64_t stamp);
+
+/*
+ * Watched ranges: dg_dev_rehold() for a translation the caller keeps for a long time (a
+ * descriptor ring), made exact. dg_dev_rehold() fails once the device has applied any
+ * command, although most (an unmap of a packet buffer) cannot have changed the ring's
+ * translation; then the ring is translated again after every acknowledgement. A watched
+ * range remembers the last applied command that may have changed a translation inside it:
+ * a page or range command of the device's domain overlapping it, or any domain, global,
+ * device or context command for the device, or a lap. dg_dev_watch() starts watching
+ * [iova, iova + len) and returns its id (>= 0); commands applied before it count as
+ * changes (a stamp taken before it never re-holds). dg_dev_rehold_watched(@id, @stamp) is
+ * dg_dev_rehold() except that only those commands count, and that it is a quiescent point
+ * like the start of a DMA call (it applies what is pending, and acknowledges it unless a
+ * translation is held; an auto-offline device never re-holds): true when the device is
+ * online and not blocked and no command applied since @stamp (dg_dev_stamp() right after
+ * the translation) may have changed a translation inside the range; then every
+ * translation inside it made at @stamp is what a new dg_dev_translate() would return, and
+ * it is held again exactly as by one. Strict stays strict: a command that covers the range
+ * is applied (the device's next DMA call, or the quiescent point) before the device can
+ * acknowledge it, and from then on the re-hold fails. dg_dev_unwatch() ends watching @id.
+ * Errors: -EINVAL len 0 or the range wraps past 2^64; -ENOSPC all DG_DEV_WATCH_MAX ranges
+ * are watched. rehold_watched returns false for an id not watched; unwatch ignores it.
+ * Device thread; a watch costs the device a compare per watched range and range command.
+ */
+#define DG_DEV_WATCH_MAX 4
+DG_EXPORT int dg_dev_watch(struct dg_device *dev, uint64_t iova, size_t len);
+DG_EXPORT void dg_dev_unwatch(struct dg_device *dev, int id);
+DG_EXPORT bool dg_dev_rehold_watched(struct dg_device *dev, int id, uint64_t stamp);
 
 /* Become online (catching up first); DMA calls do this implicitly. */
 DG_EXPORT void dg_dev_online(struct dg_device *dev);

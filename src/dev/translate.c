@@ -1009,6 +1009,57 @@ bool dg_dev_rehold(struct dg_device *dev, uint64_t stamp)
 	return true;
 }
 
+int dg_dev_watch(struct dg_device *dev, uint64_t iova, size_t len)
+{
+	uint32_t free = ~dev->watch_used & ((1u << DG_DEV_WATCH_MAX) - 1);
+	unsigned int i;
+
+	if (!len || iova + (len - 1) < iova)
+		return -EINVAL;
+	if (!free)
+		return -ENOSPC;
+	i = (unsigned int)__builtin_ctz(free);
+	dev->watch[i].first = iova;
+	dev->watch[i].last = iova + (len - 1);
+	/* Every command applied so far may have changed it: only stamps from now on count. */
+	dev->watch[i].changed = dev->seen;
+	dev->watch_used |= 1u << i;
+	return (int)i;
+}
+
+void dg_dev_unwatch(struct dg_device *dev, int id)
+{
+	if (id >= 0 && id < DG_DEV_WATCH_MAX)
+		dev->watch_used &= ~(1u << id);
+}
+
+bool dg_dev_rehold_watched(struct dg_device *dev, int id, uint64_t stamp)
+{
+	/*
+	 * As dg_dev_rehold(), with the watched range's last change (agent.c watch_mark()) and
+	 * the device-wide one in place of "nothing applied since": commands < seen are
+	 * applied, so a change at changed <= stamp was applied before the translation was made
+	 * (stamp <= seen: a stamp is a value seen had). Acquire pairs with the owner's release
+	 * store of published (inval_queue.c), as in the hit.
+	 */
+	if (id < 0 || id >= DG_DEV_WATCH_MAX || !(dev->watch_used >> id & 1))
+		return false;
+	/* Something pending (or offline): apply it first, as the start of a DMA call does
+	   (acknowledged unless held); what it changed decides below. */
+	if (atomic_load_explicit(dev->hot.published, memory_order_acquire) != dev->hot.check) {
+		if (dev->auto_offline)
+			return false;
+		agent_enter(dev);
+		if (atomic_load_explicit(dev->hot.published, memory_order_acquire) !=
+		    dev->hot.check)
+			return false;
+	}
+	if (stamp > dev->seen || dev->watch[id].changed > stamp || dev->changed_all > stamp)
+		return false;
+	dev->hot.held = true;
+	return true;
+}
+
 void dg_dev_online(struct dg_device *dev)
 {
 	agent_online(dev);

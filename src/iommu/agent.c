@@ -269,7 +269,23 @@ static void flush_all(struct dg_device *dev)
 	stat_inc(&dev->st_flushes, 1);
 }
 
-static void apply(struct dg_device *dev, const struct inv_cmd *c)
+/*
+ * A command at @seq over [first, last] of the device's domain has been applied: every
+ * watched range it overlaps may have changed (dg_dev_rehold_watched() then fails for a
+ * translation made before it: made at a stamp <= seq).
+ */
+static void watch_mark(struct dg_device *dev, uint64_t first, uint64_t last, uint64_t seq)
+{
+	for (uint32_t m = dev->watch_used; m; m &= m - 1) {
+		unsigned int i = (unsigned int)__builtin_ctz(m);
+
+		if (first <= dev->watch[i].last && last >= dev->watch[i].first)
+			dev->watch[i].changed = seq + 1;
+	}
+}
+
+/* Apply the command @c, sequence number @seq. */
+static void apply(struct dg_device *dev, const struct inv_cmd *c, uint64_t seq)
 {
 	uint64_t last;
 
@@ -278,7 +294,11 @@ static void apply(struct dg_device *dev, const struct inv_cmd *c)
 		if (c->id != dev->did || dev->mode != DG_CTX_TRANSLATE)
 			break; /* nothing of that domain is cached here */
 		last = c->iova + ((1ull << c->order) - 1);
-		iotlb_inval_range(&dev->iotlb, dev->ctag, c->iova, last);
+		watch_mark(dev, c->iova, last, seq);
+		/* Leaf-direct with no larger page cached (iotlb.used): every IOTLB level the
+		   range command would look at is empty, so it has nothing to drop. */
+		if (!dev->iotlb.no_small || (dev->iotlb.used & ~1u))
+			iotlb_inval_range(&dev->iotlb, dev->ctag, c->iova, last);
 		if (!c->leaf) {
 			wc_inval_range(&dev->wc, dev->wtag, c->iova, last);
 			/* the hot line's table, if its span overlaps [iova, last] */
@@ -289,27 +309,36 @@ static void apply(struct dg_device *dev, const struct inv_cmd *c)
 		}
 		break;
 	case INV_OP_DOMAIN:
-		if (c->id == dev->did)
+		if (c->id == dev->did) {
 			retag(dev, c->leaf);
+			dev->changed_all = seq + 1;
+		}
 		break;
 	case INV_OP_GLOBAL:
 		flush_all(dev);
+		dev->changed_all = seq + 1;
 		break;
 	case INV_OP_DEVICE:
-		if (c->id == dev->rid)
+		if (c->id == dev->rid) {
 			flush_all(dev);
+			dev->changed_all = seq + 1;
+		}
 		break;
 	case INV_OP_CONTEXT:
 		if (c->id == dev->rid) {
 			load_context(dev); /* empties both caches */
 			stat_inc(&dev->st_flushes, 1);
+			dev->changed_all = seq + 1;
 		}
 		break;
 	}
 }
 
-static void lap(struct dg_device *dev)
+/* The device fell behind the queue (or a command was overwritten): it cannot know what it
+ * missed up to @pub, so it reloads everything and every watched range may have changed. */
+static void lap(struct dg_device *dev, uint64_t pub)
 {
+	dev->changed_all = pub;
 	load_context(dev);
 	stat_inc(&dev->st_flushes, 1);
 	stat_inc(&dev->st_laps, 1);
@@ -329,16 +358,16 @@ void agent_catch_up(struct dg_device *dev)
 		return;
 	if (pub != dev->seen) {
 		if (pub - dev->seen > q->len) {
-			lap(dev);
+			lap(dev, pub);
 		} else {
 			for (uint64_t s = dev->seen; s < pub; s++, n++) {
 				struct inv_cmd c;
 
 				if (inv_queue_read(q, s, &c)) {
-					lap(dev);
+					lap(dev, pub);
 					break;
 				}
-				apply(dev, &c);
+				apply(dev, &c, s);
 			}
 		}
 		stat_inc(&dev->st_cmds, n);

@@ -107,6 +107,17 @@ struct dg_device {
 	uint32_t wtag;	       /* device: the same for walk-cache entries */
 	struct dg_domain *dom; /* device: cached domain; not dereferenced once stale */
 	struct walk_cache wc;  /* device */
+	/*
+	 * Watched ranges (dg_dev_watch(), dev/translate.c): for each, the sequence number after
+	 * the last applied command that may have changed a translation inside it (changed);
+	 * changed_all the same for the commands that may change any translation (domain,
+	 * global, device and context commands of this device, laps). agent.c apply() keeps them.
+	 */
+	struct {
+		uint64_t first, last, changed;
+	} watch[DG_DEV_WATCH_MAX]; /* device */
+	uint32_t watch_used;	   /* device: bit i: watch[i] in use */
+	uint64_t changed_all;	   /* device */
 	/* Counters: the device writes them (relaxed load + store), anyone reads. */
 	_Atomic uint64_t st_misses;
 	_Atomic uint64_t st_walks;

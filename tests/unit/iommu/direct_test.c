@@ -19,7 +19,15 @@
  *    RANGE command of dg_iommu_flush_gather(), a DOMAIN command and a GLOBAL one;
  *  - a non-leaf invalidation of another table's span keeps the hot table;
  *  - dg_dev_rehold(): true only while nothing was applied or is pending since the stamp, and
- *    then the translations are held (a wait does not complete at the next quiescent point).
+ *    then the translations are held (a wait does not complete at the next quiescent point);
+ *  - dg_dev_watch() / dg_dev_rehold_watched(): a watched ring is re-held across commands that
+ *    cannot have changed it, never across one that may have (a page command over any of its
+ *    pages, a domain, global, device or context command): without agent.c watch_mark() or
+ *    changed_all the re-hold would hand out a translation of an unmapped page; nor after a
+ *    lap;
+ *  - a leaf-only range command still drops a 2 MiB page the device caches (the IOTLB level
+ *    of the large pages; agent.c skips the IOTLB only while no level but the leaf size's,
+ *    which a leaf-direct device never fills, has been used).
  */
 #include "iommu/iommu_internal.h"
 
@@ -109,13 +117,16 @@ static void pool_fini(struct pool *p)
 
 /* An IOMMU with leaf-direct devices, a VT-d domain whose tables come from @p, device rid 1
    attached and online. */
-static void open_direct(struct env *e, struct pool *p)
+/* A leaf-direct device attached to a VT-d domain; @qlen: the queue's slots (0: default). */
+static void open_direct_q(struct env *e, struct pool *p, uint32_t qlen)
 {
 	struct dg_pt_geometry g = {.format = DG_PT_FMT_VTD_SS, .ias = 48, .oas = 48};
 	struct dg_iommu_config cfg;
 
 	dg_iommu_config_init(&cfg);
 	cfg.log = NULL;
+	if (qlen)
+		cfg.inval_queue_len = qlen;
 	cfg.iotlb_leaf_direct = true;
 	e->mmu = dg_iommu_create(&cfg);
 	assert_non_null(e->mmu);
@@ -127,6 +138,11 @@ static void open_direct(struct env *e, struct pool *p)
 	dg_dev_online(e->dev);
 	assert_true(e->dev->direct);
 	assert_true(e->dev->iotlb.no_small);
+}
+
+static void open_direct(struct env *e, struct pool *p)
+{
+	open_direct_q(e, p, 0);
 }
 
 static void map(struct env *e, uint64_t iova, uint64_t off, unsigned int prot)
@@ -354,6 +370,189 @@ static void test_rehold(void **state)
 	env_fini(&e);
 }
 
+/* Translate the two-page ring at BASE; returns dg_dev_stamp() right after. */
+static uint64_t ring_xlat(struct env *e)
+{
+	struct dg_sg sg[2];
+	unsigned int nr;
+
+	assert_int_equal(dg_dev_translate(e->dev, BASE, 2 * K4, DG_ACCESS_READ, sg, 2, &nr), 0);
+	assert_int_equal(nr, 1);
+	assert_ptr_equal(sg[0].addr, (void *)(uintptr_t)host(0));
+	return dg_dev_stamp(e->dev);
+}
+
+static uint64_t submit(struct env *e, struct dg_inval_cmd c)
+{
+	uint64_t seq;
+
+	assert_int_equal(dg_inval_submit(e->mmu, &c, 1, &seq), 0);
+	return seq;
+}
+
+static void test_watch(void **state)
+{
+	const struct dg_inval_cmd page = {
+		.type = DG_INVAL_PAGE, .flags = DG_INVAL_LEAF, .size = K4};
+	struct dg_inval_cmd c, wide[4];
+	struct dg_sg sg[2];
+	unsigned int nr;
+	uint64_t before, stamp, seq;
+	int id, ids[DG_DEV_WATCH_MAX];
+	uint8_t b;
+	struct env e;
+
+	(void)state;
+	open_direct(&e, NULL);
+	for (unsigned int i = 0; i < 8; i++)
+		map(&e, BASE + i * K4, i * K4, RW);
+	assert_int_equal(dg_dev_watch(e.dev, BASE, 0), -EINVAL);
+	assert_int_equal(dg_dev_watch(e.dev, UINT64_MAX - 1, 3), -EINVAL);
+	before = ring_xlat(&e);
+	/* a command applied before the watch counts as a change: the older stamp never re-holds */
+	c = page;
+	c.domain = dg_domain_id(e.dom);
+	c.iova = BASE + 6 * K4;
+	seq = submit(&e, c);
+	dg_dev_quiesce(e.dev);
+	assert_true(dg_inval_done(e.mmu, seq));
+	id = dg_dev_watch(e.dev, BASE, 2 * K4);
+	assert_true(id >= 0 && id < DG_DEV_WATCH_MAX);
+	assert_false(dg_dev_rehold_watched(e.dev, id, before));
+	assert_false(dg_dev_rehold_watched(e.dev, -1, before));
+	assert_false(dg_dev_rehold_watched(e.dev, DG_DEV_WATCH_MAX, before));
+	stamp = ring_xlat(&e);
+	dg_dev_quiesce(e.dev);
+
+	/* another page's command, pending: applied and acknowledged by the re-hold (nothing
+	   held before it), which then holds the ring; dg_dev_rehold() would have failed */
+	c.iova = BASE + 7 * K4;
+	seq = submit(&e, c);
+	assert_false(dg_dev_rehold(e.dev, stamp));
+	assert_true(dg_dev_rehold_watched(e.dev, id, stamp));
+	assert_true(dg_inval_done(e.mmu, seq));
+	assert_true(e.dev->hot.held);
+	assert_false(dg_dev_rehold(e.dev, stamp));
+	/* held: a command applied by the next DMA call waits for the quiesce */
+	c.iova = BASE + 5 * K4;
+	seq = submit(&e, c);
+	assert_int_equal(dg_dev_read(e.dev, BASE + 4 * K4, &b, 1), 0);
+	assert_false(dg_inval_done(e.mmu, seq));
+	assert_true(dg_dev_rehold_watched(e.dev, id, stamp));
+	dg_dev_quiesce(e.dev);
+	assert_true(dg_inval_done(e.mmu, seq));
+
+	/* a command over the ring's last page (nothing unmapped yet): no re-hold */
+	c.iova = BASE + K4;
+	submit(&e, c);
+	assert_false(dg_dev_rehold_watched(e.dev, id, stamp));
+	assert_false(e.dev->hot.held);
+	/* a new translation re-holds again */
+	stamp = ring_xlat(&e);
+	dg_dev_quiesce(e.dev);
+	assert_true(dg_dev_rehold_watched(e.dev, id, stamp));
+	dg_dev_quiesce(e.dev);
+
+	/* commands of the whole domain or device: none re-holds */
+	wide[0] = (struct dg_inval_cmd){
+		.type = DG_INVAL_DOMAIN, .flags = DG_INVAL_LEAF, .domain = dg_domain_id(e.dom)};
+	wide[1] = (struct dg_inval_cmd){.type = DG_INVAL_GLOBAL};
+	wide[2] = (struct dg_inval_cmd){.type = DG_INVAL_DEVICE, .rid = 1};
+	wide[3] = (struct dg_inval_cmd){.type = DG_INVAL_CONTEXT, .rid = 1};
+	for (unsigned int k = 0; k < 4; k++) {
+		stamp = ring_xlat(&e);
+		dg_dev_quiesce(e.dev);
+		submit(&e, wide[k]);
+		assert_false(dg_dev_rehold_watched(e.dev, id, stamp));
+		dg_dev_quiesce(e.dev);
+	}
+
+	/* the ring's page unmapped: the stale translation is never re-held, a new one faults */
+	stamp = ring_xlat(&e);
+	dg_dev_quiesce(e.dev);
+	assert_int_equal(unmap_flush(&e, BASE + K4, K4), 0);
+	assert_false(dg_dev_rehold_watched(e.dev, id, stamp));
+	assert_int_equal(dg_dev_translate(e.dev, BASE, 2 * K4, DG_ACCESS_READ, sg, 2, &nr),
+			 -EFAULT);
+	expect_fault(&e, BASE + K4, DG_FAULT_UNMAPPED);
+
+	/* the slots: all in use, then one freed */
+	ids[0] = id;
+	for (unsigned int k = 1; k < DG_DEV_WATCH_MAX; k++)
+		assert_true((ids[k] = dg_dev_watch(e.dev, BASE + k * K4, K4)) >= 0);
+	assert_int_equal(dg_dev_watch(e.dev, BASE, K4), -ENOSPC);
+	dg_dev_unwatch(e.dev, ids[2]);
+	dg_dev_unwatch(e.dev, -1); /* ignored */
+	assert_false(dg_dev_rehold_watched(e.dev, ids[2], dg_dev_stamp(e.dev)));
+	assert_int_equal(dg_dev_watch(e.dev, BASE, K4), ids[2]);
+	dg_dev_quiesce(e.dev);
+	unmap_flush(&e, BASE, K4);
+	unmap_flush(&e, BASE + 2 * K4, 6 * K4);
+	env_fini(&e);
+}
+
+/*
+ * A lap: the device, offline, fell a whole queue behind (commands of other pages only), so
+ * it cannot know what it missed; the watched ring is not re-held (agent.c lap() marks every
+ * range changed), although no command it could still read covers the ring.
+ */
+static void test_watch_lap(void **state)
+{
+	struct dg_inval_cmd c = {.type = DG_INVAL_PAGE, .flags = DG_INVAL_LEAF, .size = K4};
+	uint64_t stamp, laps;
+	struct env e;
+	int id;
+
+	(void)state;
+	open_direct_q(&e, NULL, 16);
+	for (unsigned int i = 0; i < 8; i++)
+		map(&e, BASE + i * K4, i * K4, RW);
+	id = dg_dev_watch(e.dev, BASE, 2 * K4);
+	assert_true(id >= 0);
+	stamp = ring_xlat(&e);
+	dg_dev_quiesce(e.dev);
+	laps = stat_get(&e.dev->st_laps);
+	dg_dev_offline(e.dev);
+	c.domain = dg_domain_id(e.dom);
+	for (unsigned int k = 0; k < 20; k++) {
+		c.iova = BASE + (6 + k % 2) * K4;
+		submit(&e, c);
+	}
+	assert_false(dg_dev_rehold_watched(e.dev, id, stamp)); /* comes online: a lap */
+	assert_int_equal(stat_get(&e.dev->st_laps), laps + 1);
+	stamp = ring_xlat(&e);
+	dg_dev_quiesce(e.dev);
+	assert_true(dg_dev_rehold_watched(e.dev, id, stamp));
+	dg_dev_quiesce(e.dev);
+	unmap_flush(&e, BASE, 8 * K4);
+	env_fini(&e);
+}
+
+/*
+ * A 2 MiB page on a leaf-direct device is cached in the IOTLB's 2 MiB level; the leaf-only
+ * range command of its unmap must drop it (agent.c applies iotlb_inval_range() whenever a
+ * level above the leaf size has been used): afterwards the access faults.
+ */
+static void test_large_page_inval(void **state)
+{
+	const uint64_t iova = BASE + 2 * M2;
+	void *h;
+	struct env e;
+
+	(void)state;
+	open_direct(&e, NULL);
+	assert_int_equal(dg_domain_map(e.dom, iova, host(0), M2, RW, NULL), 0);
+	assert_int_equal(xlat(&e, iova + 5 * K4, DG_ACCESS_READ, &h), 0);
+	assert_ptr_equal(h, (void *)(uintptr_t)host(5 * K4));
+	assert_int_equal(xlat(&e, iova + 9 * K4, DG_ACCESS_WRITE, &h), 0); /* an IOTLB hit */
+	assert_true(e.dev->iotlb.used & ~1u);
+	dg_dev_quiesce(e.dev);
+	assert_int_equal(unmap_flush(&e, iova, M2), 0); /* no table freed: leaf-only */
+	assert_int_equal(xlat(&e, iova + 9 * K4, DG_ACCESS_READ, &h), -EFAULT);
+	expect_fault(&e, iova + 9 * K4, DG_FAULT_UNMAPPED);
+	env_fini(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -363,6 +562,9 @@ int main(void)
 		cmocka_unit_test(test_table_reuse_domain),
 		cmocka_unit_test(test_table_reuse_global),
 		cmocka_unit_test(test_rehold),
+		cmocka_unit_test(test_watch),
+		cmocka_unit_test(test_watch_lap),
+		cmocka_unit_test(test_large_page_inval),
 	};
 
 	return cmocka_run_group_tests(tests, setup_arena, teardown_arena);
