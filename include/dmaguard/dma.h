@@ -260,6 +260,12 @@ struct dg_dma_batch {
 	 * piece[] (0: not so, or not known) (private) */
 	uint32_t npieces;
 	uint32_t piece[DG_DMA_BATCH_PIECES];
+	/* ent[run_first[j], + run_len[j]) for j < nruns: streaming unmaps of adjacent ascending
+	 * IOVAs (a bulk unmap of a ring's reap), in entry order, so the batch end takes each as
+	 * one range without reading its entries (private) */
+	uint32_t nruns;
+	uint32_t run_first[DG_DMA_BATCH_PIECES];
+	uint32_t run_len[DG_DMA_BATCH_PIECES];
 	struct {
 		uint64_t addr;	/* IOVA (or shadow address) to give back after the wait */
 		uint64_t size;	/* its size; low bits: DMA_BATCH_* kind (library private) */
