@@ -394,6 +394,15 @@ DG_EXPORT int dg_dma_sync_for_cpu(struct dg_dma_dev *dd, uint64_t dma, size_t le
 				  enum dg_dma_dir dir);
 DG_EXPORT int dg_dma_sync_for_device(struct dg_dma_dev *dd, uint64_t dma, size_t len,
 				     enum dg_dma_dir dir);
+/*
+ * Whether the sync calls do anything on @dd under its current policy (Linux's dma_need_sync):
+ * true under bounce, false under the coherent policies (identity, strict, lazy, window, pool)
+ * and for NULL. A driver that syncs every received buffer asks once per poll and skips the
+ * calls when it is false (they would only check their arguments). The answer holds while the
+ * device has live mappings (a policy changes only on an idle device): ask again after an idle
+ * spell.
+ */
+DG_EXPORT bool dg_dma_need_sync(const struct dg_dma_dev *dd);
 DG_EXPORT int dg_dma_sync_sg_for_cpu(struct dg_dma_dev *dd, struct dg_dma_sg *sg,
 				     unsigned int nents, enum dg_dma_dir dir);
 DG_EXPORT int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg,

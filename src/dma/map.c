@@ -1686,6 +1686,11 @@ static int sync_common(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_
 	return r ? dma_err(dd, r) : 0;
 }
 
+bool dg_dma_need_sync(const struct dg_dma_dev *dd)
+{
+	return dd && dd->ops->sync;
+}
+
 int dg_dma_sync_for_cpu(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir)
 {
 	return sync_common(dd, dma, len, dir, true);
@@ -1777,7 +1782,7 @@ static dg_noinline int bulk_map_undo(struct dg_dma_dev *dd, struct dma_space *sp
 }
 
 /* The buffers' own errors, the first bad one's: NULL is -EINVAL, a wrapping one -ERANGE. */
-static int bulk_args(void *const *bufs, unsigned int n, size_t len)
+static dg_always_inline int bulk_args(void *const *bufs, unsigned int n, size_t len)
 {
 	for (unsigned int i = 0; i < n; i++) {
 		if (!bufs[i])
@@ -1885,19 +1890,12 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 		return -EINVAL;
 	if (!bufs || !dma || !n || n > DG_DMA_BULK_MAX || !len || !dir_attrs_ok(dir, attrs))
 		return dma_err(dd, -EINVAL);
-	if (dd->ops == &dma_strict_ops && !dd->reference) {
-		/* the buffers are checked on the short way's pass */
-		r = map_bulk_fast(dd, bufs, n, len, dir, dma);
-		if (r <= 0)
-			return r ? dma_err(dd, r) : 0;
-		goto single;
-	}
-	r = bulk_args(bufs, n, len);
-	if (r)
-		return dma_err(dd, r);
 	if (dd->ops == &dma_identity_ops) {
 		struct dma_tstats *t;
 
+		r = bulk_args(bufs, n, len);
+		if (r)
+			return dma_err(dd, r);
 		for (i = 0; i < n; i++)
 			if ((uintptr_t)bufs[i] + (len - 1) > dd->mask)
 				return dma_err(dd, -ERANGE);
@@ -1908,9 +1906,18 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 		ctr_add(t, CTR_MAP_BYTES, (uint64_t)n * len);
 		return 0;
 	}
-	if (dd->ops != &dma_strict_ops)
-		return dma_err(dd, -EOPNOTSUPP);
-single:
+	if (dd->ops == &dma_strict_ops && !dd->reference) {
+		/* the buffers are checked on the short way's pass */
+		r = map_bulk_fast(dd, bufs, n, len, dir, dma);
+		if (r <= 0)
+			return r ? dma_err(dd, r) : 0;
+	} else {
+		r = bulk_args(bufs, n, len);
+		if (r)
+			return dma_err(dd, r);
+		if (dd->ops != &dma_strict_ops)
+			return dma_err(dd, -EOPNOTSUPP);
+	}
 	for (i = 0; i < n; i++) { /* the general way: one by one, undone on a failure */
 		r = dg_dma_map_single(dd, bufs[i], len, dir, attrs, &dma[i]);
 		if (r) {
@@ -1988,8 +1995,8 @@ strict:
 
 		if (!b)
 			dg_dma_batch_begin(dd, b = &local);
-		uint64_t chi = dma[0] & ~sp->gmask; /* where the next range of a run starts */
-		bool run = true;
+		/* where the next range of a run starts, and any bit of a range that did not */
+		uint64_t chi = dma[0] & ~sp->gmask, off_run = 0;
 
 		dma_batch_room(b, n);
 		bn = b->n;
@@ -2007,11 +2014,12 @@ strict:
 			b->ent[bn + i].size = sz | BATCH_IOVA;
 			b->ent[bn + i].token =
 				atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
-			run &= a == chi;
+			off_run |= a ^ chi;
 			chi = a + sz;
 		}
 		b->n = bn + n;
-		if (run && n > 1 && b->nruns < BATCH_PIECES) { /* one range for the batch end */
+		if (!off_run && n > 1 &&
+		    b->nruns < BATCH_PIECES) { /* one range for the batch end */
 			b->run_first[b->nruns] = bn;
 			b->run_len[b->nruns++] = n;
 		}
