@@ -414,11 +414,13 @@ static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
 		if (e)
 			wl_drv_fail(d, e);
 	}
+	const bool sync = q->nrx && !p->two_step && dg_dma_need_sync(p->dd);
+
 	for (uint32_t k = 0; k < q->nrx && !p->two_step; k++) {
 		struct nic_rxslot *s = &q->rxs[q->rx_done[k]];
 
 		dma[k] = s->dma;
-		e = dg_dma_sync_for_cpu(p->dd, s->dma, q->rx_len[k], DG_DMA_FROM_DEVICE);
+		e = sync ? dg_dma_sync_for_cpu(p->dd, s->dma, q->rx_len[k], DG_DMA_FROM_DEVICE) : 0;
 		if (!e && !p->bulk)
 			e = dg_dma_unmap_single(p->dd, s->dma, prm->rx_buf, DG_DMA_FROM_DEVICE,
 						DG_DMA_ATTR_SKIP_CPU_SYNC, b);

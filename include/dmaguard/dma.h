@@ -260,6 +260,12 @@ struct dg_dma_batch {
 	 * piece[] (0: not so, or not known) (private) */
 	uint32_t npieces;
 	uint32_t piece[DG_DMA_BATCH_PIECES];
+	/* ent[run_first[j], + run_len[j]) for j < nruns: streaming unmaps of adjacent ascending
+	 * IOVAs (a bulk unmap of a ring's reap), in entry order, so the batch end takes each as
+	 * one range without reading its entries (private) */
+	uint32_t nruns;
+	uint32_t run_first[DG_DMA_BATCH_PIECES];
+	uint32_t run_len[DG_DMA_BATCH_PIECES];
 	struct {
 		uint64_t addr;	/* IOVA (or shadow address) to give back after the wait */
 		uint64_t size;	/* its size; low bits: DMA_BATCH_* kind (library private) */
@@ -388,6 +394,15 @@ DG_EXPORT int dg_dma_sync_for_cpu(struct dg_dma_dev *dd, uint64_t dma, size_t le
 				  enum dg_dma_dir dir);
 DG_EXPORT int dg_dma_sync_for_device(struct dg_dma_dev *dd, uint64_t dma, size_t len,
 				     enum dg_dma_dir dir);
+/*
+ * Whether the sync calls do anything on @dd under its current policy (Linux's dma_need_sync):
+ * true under bounce, false under the coherent policies (identity, strict, lazy, window, pool)
+ * and for NULL. A driver that syncs every received buffer asks once per poll and skips the
+ * calls when it is false (they would only check their arguments). The answer holds while the
+ * device has live mappings (a policy changes only on an idle device): ask again after an idle
+ * spell.
+ */
+DG_EXPORT bool dg_dma_need_sync(const struct dg_dma_dev *dd);
 DG_EXPORT int dg_dma_sync_sg_for_cpu(struct dg_dma_dev *dd, struct dg_dma_sg *sg,
 				     unsigned int nents, enum dg_dma_dir dir);
 DG_EXPORT int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg,

@@ -355,7 +355,9 @@ static size_t runs_merge(uint64_t *lo, uint64_t *hi, size_t m, const uint32_t *s
  * one pass merges each piece's neighbours as it goes, and the pieces' runs are merged after.
  * Anything else (more pieces: descending, scrambled) is put in order by dma_order_frees()'
  * natural merge sort (a batch holds up to 256: no quadratic sort) and merged after.
- * pe[0..*npe) gets the first entries of the pieces (*npe 0 after a sort).
+ * pe[0..*npe) gets the first entries of the pieces (*npe 0 after a sort). The runs a bulk
+ * unmap recorded (b->run_first[], dg_dma_unmap_bulk) are taken whole: their first entry's
+ * address and their last one's end, the entries between unread.
  */
 static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
 			 uint64_t *sum, uint32_t *niova, uint32_t *nlink, uint32_t *pe,
@@ -367,12 +369,25 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 	uint64_t s = 0, chi = 0; /* the open run's end, in a register */
 	uint32_t ni = 0, nb = 0;
 
+	uint32_t rj = 0, rnext; /* the next known run (b->run_first[]) and its first entry */
+
+	while (rj < b->nruns && b->run_first[rj] < from)
+		rj++; /* submitted already */
+	rnext = rj < b->nruns ? b->run_first[rj] : UINT32_MAX;
 	seg[0] = 0;
 	pe[0] = from;
 	for (uint32_t i = from; i < b->n; i++) {
-		const uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr;
-		const uint64_t e = a + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
+		const uint32_t first = i;
+		uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr, e;
 
+		if (i == rnext) {
+			/* a known run of streaming unmaps: one range, its entries unread */
+			i += b->run_len[rj] - 1;
+			ni += b->run_len[rj] - 1; /* the last one is counted below */
+			k = b->ent[i].size & BATCH_KIND;
+			rnext = ++rj < b->nruns ? b->run_first[rj] : UINT32_MAX;
+		}
+		e = b->ent[i].addr + (b->ent[i].size & ~(uint64_t)BATCH_KIND);
 		if (k == BATCH_BOUNCE) {
 			nb++;
 			continue;
@@ -388,7 +403,7 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 		if (dg_unlikely(a < chi)) { /* a new ascending piece */
 			if (ns == BATCH_PIECES)
 				goto sort;
-			pe[ns] = i;
+			pe[ns] = first;
 			seg[ns++] = (uint32_t)m;
 		}
 		lo[m++] = a;
@@ -724,6 +739,7 @@ done:
 	b->nsub = 0;
 	b->seq = 0;
 	b->npieces = 0;
+	b->nruns = 0;
 	dg_pt_gather_init(&b->gather);
 	b->flushes++;
 	return r;
@@ -767,6 +783,7 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 	b->nsub = 0;
 	b->seq = 0;
 	b->npieces = 0;
+	b->nruns = 0;
 	b->flushes = 0;
 	b->status = 0;
 	dg_pt_gather_init(&b->gather);
@@ -1669,6 +1686,11 @@ static int sync_common(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_
 	return r ? dma_err(dd, r) : 0;
 }
 
+bool dg_dma_need_sync(const struct dg_dma_dev *dd)
+{
+	return dd && dd->ops->sync;
+}
+
 int dg_dma_sync_for_cpu(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir)
 {
 	return sync_common(dd, dma, len, dir, true);
@@ -1759,8 +1781,20 @@ static dg_noinline int bulk_map_undo(struct dg_dma_dev *dd, struct dma_space *sp
 	return r;
 }
 
-/* The short way of dg_dma_map_bulk() (see above): 1 when it does not apply (nothing done),
- * else 0 or -errno with nothing mapped. */
+/* The buffers' own errors, the first bad one's: NULL is -EINVAL, a wrapping one -ERANGE. */
+static dg_always_inline int bulk_args(void *const *bufs, unsigned int n, size_t len)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		if (!bufs[i])
+			return -EINVAL;
+		if ((uintptr_t)bufs[i] + (len - 1) < (uintptr_t)bufs[i])
+			return -ERANGE;
+	}
+	return 0;
+}
+
+/* The short way of dg_dma_map_bulk() (see above), which checks the buffers itself: 1 when it
+ * does not apply (the buffers are good, nothing done), else 0 or -errno with nothing mapped. */
 static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
 			 enum dg_dma_dir dir, uint64_t *dma)
 {
@@ -1776,10 +1810,18 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	unsigned int i, done;
 	int r;
 
+	/* the arguments of every buffer and whether it fits in one granule, in one pass: a
+	 * buffer inside one granule cannot wrap (its granule ends below 2^64), so the test is
+	 * NULL or not inside one granule (len <= g first: no overflow); the rare odd one is
+	 * sorted out after */
+	if (dg_unlikely(len > g))
+		goto odd;
 	for (i = 0; i < n; i++) {
-		if (dg_unlikely(((uintptr_t)bufs[i] & gm) + len > g))
-			return 1; /* a buffer of more than one granule */
-		phys[i] = (uintptr_t)bufs[i] & ~(uintptr_t)gm;
+		const uintptr_t a = (uintptr_t)bufs[i];
+
+		if (dg_unlikely((a & gm) + len > g || !a))
+			goto odd;
+		phys[i] = a & ~(uintptr_t)gm;
 	}
 	r = dma_fail(dd, DG_DMA_FAIL_IOVA);
 	if (dg_unlikely(r))
@@ -1833,6 +1875,9 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	ctr_add(t, CTR_MAPS, n);
 	ctr_add(t, CTR_MAP_BYTES, (uint64_t)n * len);
 	return 0;
+odd:
+	r = bulk_args(bufs, n, len);
+	return r ? r : 1; /* a bad buffer, or one of more than one granule */
 }
 
 int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
@@ -1845,15 +1890,12 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 		return -EINVAL;
 	if (!bufs || !dma || !n || n > DG_DMA_BULK_MAX || !len || !dir_attrs_ok(dir, attrs))
 		return dma_err(dd, -EINVAL);
-	for (i = 0; i < n; i++) {
-		if (!bufs[i])
-			return dma_err(dd, -EINVAL);
-		if ((uintptr_t)bufs[i] + (len - 1) < (uintptr_t)bufs[i])
-			return dma_err(dd, -ERANGE);
-	}
 	if (dd->ops == &dma_identity_ops) {
 		struct dma_tstats *t;
 
+		r = bulk_args(bufs, n, len);
+		if (r)
+			return dma_err(dd, r);
 		for (i = 0; i < n; i++)
 			if ((uintptr_t)bufs[i] + (len - 1) > dd->mask)
 				return dma_err(dd, -ERANGE);
@@ -1864,12 +1906,17 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 		ctr_add(t, CTR_MAP_BYTES, (uint64_t)n * len);
 		return 0;
 	}
-	if (dd->ops != &dma_strict_ops)
-		return dma_err(dd, -EOPNOTSUPP);
-	if (!dd->reference) {
+	if (dd->ops == &dma_strict_ops && !dd->reference) {
+		/* the buffers are checked on the short way's pass */
 		r = map_bulk_fast(dd, bufs, n, len, dir, dma);
 		if (r <= 0)
 			return r ? dma_err(dd, r) : 0;
+	} else {
+		r = bulk_args(bufs, n, len);
+		if (r)
+			return dma_err(dd, r);
+		if (dd->ops != &dma_strict_ops)
+			return dma_err(dd, -EOPNOTSUPP);
 	}
 	for (i = 0; i < n; i++) { /* the general way: one by one, undone on a failure */
 		r = dg_dma_map_single(dd, bufs[i], len, dir, attrs, &dma[i]);
@@ -1904,6 +1951,8 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 	if (!dma || !n || n > DG_DMA_BULK_MAX || !len || !dir_attrs_ok(dir, attrs) ||
 	    (b && b->dev != dd))
 		return dma_err(dd, -EINVAL);
+	if (dg_likely(dd->ops == &dma_strict_ops))
+		goto strict;
 	for (i = 0; i < n; i++)
 		if (dma[i] + (len - 1) < dma[i])
 			return dma_err(dd, -ERANGE);
@@ -1917,15 +1966,24 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 		ctr_add(dma_tstats(dd), CTR_UNMAPS, n);
 		return 0;
 	}
-	if (dd->ops != &dma_strict_ops)
-		return dma_err(dd, -EOPNOTSUPP);
+	return dma_err(dd, -EOPNOTSUPP);
+strict:
 	sp = dd->sp;
-	/* 1. every record on its face: the word the map wrote and the length */
+	/* 1. every address and record on its face: no wrap, the word the map wrote and the
+	 * length, in one pass; a wrapping address anywhere is -ERANGE before any record's error,
+	 * so the first failure looks for one among the rest */
 	for (i = 0; i < n; i++) {
-		r = xl_check(sp, dma[i], len, rec_w0(KIND_SINGLE, dir, 0, dma[i] & sp->gmask),
-			     &rec[i], &w0[i]);
-		if (dg_unlikely(r))
+		r = dg_unlikely(dma[i] + (len - 1) < dma[i]) ?
+			    -ERANGE :
+			    xl_check(sp, dma[i], len,
+				     rec_w0(KIND_SINGLE, dir, 0, dma[i] & sp->gmask), &rec[i],
+				     &w0[i]);
+		if (dg_unlikely(r)) {
+			while (++i < n && r != -ERANGE)
+				if (dma[i] + (len - 1) < dma[i])
+					r = -ERANGE;
 			return dma_err(dd, r);
+		}
 	}
 	/* 2. claim them - strict: straight into the batch (room made for all first, counted
 	 * once all are claimed); a lost claim gives back this call's claims (the mappings were
@@ -1937,24 +1995,34 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 
 		if (!b)
 			dg_dma_batch_begin(dd, b = &local);
+		/* where the next range of a run starts, and any bit of a range that did not */
+		uint64_t chi = dma[0] & ~sp->gmask, off_run = 0;
+
 		dma_batch_room(b, n);
 		bn = b->n;
 		for (i = 0; i < n; i++) {
-			uint64_t w = w0[i];
+			const uint64_t a = dma[i] & ~sp->gmask;
+			uint64_t w = w0[i], sz;
 
 			/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
 			if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
 				    &rec[i]->w0, &w, 0, memory_order_acquire,
 				    memory_order_relaxed)))
 				goto lost;
-			b->ent[bn + i].addr = dma[i] & ~sp->gmask;
-			b->ent[bn + i].size =
-				atomic_load_explicit(&rec[i]->w2, memory_order_relaxed) |
-				BATCH_IOVA;
+			sz = atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
+			b->ent[bn + i].addr = a;
+			b->ent[bn + i].size = sz | BATCH_IOVA;
 			b->ent[bn + i].token =
 				atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
+			off_run |= a ^ chi;
+			chi = a + sz;
 		}
 		b->n = bn + n;
+		if (!off_run && n > 1 &&
+		    b->nruns < BATCH_PIECES) { /* one range for the batch end */
+			b->run_first[b->nruns] = bn;
+			b->run_len[b->nruns++] = n;
+		}
 		if (b == &local)
 			r = dg_dma_batch_end(&local);
 		goto counted;

@@ -211,6 +211,41 @@ static void test_map_each_policy(void **state)
 }
 
 /*
+ * dg_dma_need_sync(): false exactly where the memory is coherent - a device write into a
+ * live FROM_DEVICE mapping is visible to the CPU with no sync call - and true under bounce,
+ * where the CPU sees it only after dg_dma_sync_for_cpu(). NULL: false.
+ */
+static void test_need_sync(void **state)
+{
+	(void)state;
+	assert_false(dg_dma_need_sync(NULL));
+	for (unsigned int i = 0; i < DG_DMA_NR_POLICIES; i++) {
+		enum dg_dma_policy p = all_policies[i];
+		uint8_t *buf = page_alloc(4096), in[64];
+		uint64_t dma;
+		struct t t;
+
+		setup_dev(&t, p, NULL);
+		memset(buf, 0, 4096);
+		memset(in, 0x3c, sizeof(in));
+		assert_int_equal(dg_dma_map_single(t.dd, buf, 64, DG_DMA_FROM_DEVICE, 0, &dma), 0);
+		assert_int_equal(dg_dev_write(t.dev, dma, in, 64), 0);
+		assert_true(dg_dma_need_sync(t.dd) == (p == DG_DMA_BOUNCE));
+		if (!dg_dma_need_sync(t.dd)) {
+			assert_memory_equal(buf, in, 64); /* coherent: no sync needed */
+		} else {
+			assert_int_equal(buf[0], 0); /* in the shadow until the sync */
+			assert_int_equal(dg_dma_sync_for_cpu(t.dd, dma, 64, DG_DMA_FROM_DEVICE), 0);
+			assert_memory_equal(buf, in, 64);
+		}
+		assert_int_equal(dg_dma_unmap_single(t.dd, dma, 64, DG_DMA_FROM_DEVICE, 0, NULL),
+				 0);
+		teardown_dev(&t);
+		free(buf);
+	}
+}
+
+/*
  * Per-thread counter blocks: one thread alternates between more devices than its cache has
  * slots (generations collide in a slot, the last-used block changes every call), destroys one
  * and creates another (perhaps at the same address: the cache is keyed by generation), and
@@ -1576,6 +1611,7 @@ int main(void)
 		cmocka_unit_test(test_policy_names),
 		cmocka_unit_test(test_config_errors),
 		cmocka_unit_test(test_map_each_policy),
+		cmocka_unit_test(test_need_sync),
 		cmocka_unit_test(test_stats_many_devices),
 		cmocka_unit_test(test_bad_unmaps),
 		cmocka_unit_test(test_bad_maps),

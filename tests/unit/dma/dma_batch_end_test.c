@@ -264,10 +264,135 @@ static void test_strict_pieces(void **state)
 	free(mem);
 }
 
+/*
+ * The runs a bulk unmap records for the batch end (dg_dma_batch.run_first[], taken whole by
+ * batch_runs()): rounds of bulk unmaps of buffers neighbouring in IOVA order - whole runs,
+ * runs with one buffer left out (not a run: must not be recorded as one), more of them than
+ * the batch records - mixed with single unmaps and submits at random points. After the end
+ * the device faults on every unmapped address it had cached and reaches every mapped one,
+ * and every IOVA is back exactly once: a run taken with a wrong end or count would leave a
+ * translation or an IOVA behind.
+ */
+static void test_strict_runs(void **state)
+{
+	static uint64_t dma[NP];
+	uint8_t *mem = page_alloc((size_t)NP * PG);
+	void *bufs[NP];
+	bool on[NP];
+	uint64_t seed = 0x2545f4914f6cdd1dull;
+	unsigned int recorded = 0, gapped = 0;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dma_fixture f;
+
+	(void)state;
+	assert_non_null(mem);
+	for (unsigned int i = 0; i < NP; i++) {
+		mem[(size_t)i * PG] = (uint8_t)(i + 7);
+		bufs[i] = mem + (size_t)i * PG;
+	}
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, NP, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+	for (unsigned int i = 0; i < NP; i++)
+		on[i] = true;
+	for (unsigned int round = 0; round < ROUND; round++) {
+		const unsigned int k = 1 + (unsigned int)(rnd(&seed) % 12);
+		unsigned int order[NP], nfree = 0, freed[NP];
+		uint64_t remap[NP];
+		void *rb[NP];
+		struct dg_dma_batch b;
+
+		for (unsigned int i = 0; i < NP; i++)
+			order[i] = i;
+		for (unsigned int i = 1; i < NP; i++) /* by address */
+			for (unsigned int j = i; j > 0 && dma[order[j]] < dma[order[j - 1]]; j--) {
+				unsigned int t = order[j];
+
+				order[j] = order[j - 1];
+				order[j - 1] = t;
+			}
+		for (unsigned int i = 0; i < NP; i++)
+			reach_or_fault(dev, dma[i], bufs[i], true);
+		dg_dma_batch_begin(dd, &b);
+		for (unsigned int p = 0; p < k; p++) {
+			const unsigned int want = 1 + (unsigned int)(rnd(&seed) % 12);
+			const unsigned int from = (unsigned int)(rnd(&seed) % NP);
+			const bool gap = rnd(&seed) % 4 == 0, single = rnd(&seed) % 5 == 0;
+			const uint32_t nruns = b.nruns;
+			uint64_t pd[NP], next = 0;
+			unsigned int n = 0;
+			bool adjacent = true, skipped = false;
+
+			for (unsigned int j = from; j < NP && n < want; j++) {
+				const unsigned int i = order[j];
+
+				if (!on[i])
+					continue;
+				if (gap && !skipped && n && n == want / 2) {
+					skipped = true; /* left mapped: a hole in the run */
+					continue;
+				}
+				adjacent &= !n || dma[i] == next;
+				next = dma[i] + PG;
+				on[i] = false;
+				pd[n++] = dma[i];
+				freed[nfree++] = i;
+			}
+			if (!n)
+				continue;
+			if (single) {
+				for (unsigned int j = 0; j < n; j++)
+					assert_int_equal(dg_dma_unmap_single(dd, pd[j], 64,
+									     DG_DMA_TO_DEVICE, 0,
+									     &b),
+							 0);
+				assert_int_equal(b.nruns, nruns);
+			} else {
+				assert_int_equal(dg_dma_unmap_bulk(dd, pd, n, 64, DG_DMA_TO_DEVICE,
+								   0, &b),
+						 0);
+				/* recorded exactly when adjacent (and there is room) */
+				assert_int_equal(b.nruns - nruns,
+						 adjacent && n > 1 && nruns < DG_DMA_BATCH_PIECES);
+				recorded += b.nruns - nruns;
+				gapped += !adjacent;
+			}
+			if (rnd(&seed) % 4 == 0)
+				assert_int_equal(dg_dma_batch_submit(&b), 0);
+		}
+		assert_int_equal(dg_dma_batch_end(&b), 0);
+		for (unsigned int i = 0; i < NP; i++)
+			reach_or_fault(dev, dma[i], bufs[i], on[i]);
+		assert_int_equal(live_iovas(dd), NP - nfree);
+		assert_int_equal(dg_iova_check(dd->sp->iova, stderr), 0);
+		assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+		if (!nfree)
+			continue;
+		for (unsigned int j = 0; j < nfree; j++)
+			rb[j] = bufs[freed[j]];
+		assert_int_equal(dg_dma_map_bulk(dd, rb, nfree, 64, DG_DMA_TO_DEVICE, 0, remap), 0);
+		for (unsigned int j = 0; j < nfree; j++) {
+			dma[freed[j]] = remap[j];
+			on[freed[j]] = true;
+		}
+	}
+	assert_true(recorded >= ROUND / 2); /* the runs were taken, and not only them */
+	assert_true(gapped > 0);
+	assert_int_equal(dg_dma_unmap_bulk(dd, dma, NP, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(live_iovas(dd), 0);
+	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+	fixture_dev_destroy(dd);
+	fixture_fini(&f);
+	free(mem);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_strict_pieces),
+		cmocka_unit_test(test_strict_runs),
 		cmocka_unit_test(test_bounce_batch),
 		cmocka_unit_test(test_bounce_batch_submitted),
 		cmocka_unit_test(test_bounce_batch_all_submitted),
