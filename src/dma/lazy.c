@@ -63,8 +63,8 @@
  */
 #define LAZY_FREE_CHUNK DG_DMA_BATCH_MAX
 
-	static void lazy_release(struct dma_space *sp, const struct dma_lazy *lz,
-				 const struct lazy_fq *fq, uint32_t from, uint32_t to)
+static void lazy_release(struct dma_space *sp, const struct dma_lazy *lz, const struct lazy_fq *fq,
+			 uint32_t from, uint32_t to)
 {
 	struct iova_owned tmp[LAZY_FREE_CHUNK];
 	const uint32_t mask = lz->qsize - 1;
