@@ -341,9 +341,38 @@ strict: /* the devices do not answer: the rest retire the strict, quarantined wa
 	return r;
 }
 
+/* One entry: dma_lazy_retire_bulk() of one, written out (a full queue takes the bulk call,
+ * which locks again and waits for room). */
 int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_t token)
 {
-	return dma_lazy_retire_bulk(dd, &iova, &size, &token, 1);
+	struct dma_lazy *lz = dd->lazy;
+	struct lazy_fq *fq = &lz->fq[dma_cpu(lz->ncpus)];
+	struct dma_space *sp = dd->sp;
+	uint64_t unmapped;
+	uint32_t t;
+
+	dg_spin_lock(&fq->lock);
+	reclaim(dd, lz, fq);
+	t = fq->tail;
+	if (dg_unlikely(t - fq->head == lz->qsize)) {
+		dg_spin_unlock(&fq->lock);
+		return dma_lazy_retire_bulk(dd, &iova, &size, &token, 1);
+	}
+	if (dg_likely(size == sp->granule))
+		pt_unmap_granule(sp->pt, iova, &fq->open);
+	else
+		dg_pt_unmap(sp->pt, iova, size, &fq->open, &unmapped);
+	fq->ring[t & (lz->qsize - 1)] =
+		(struct iova_owned){.iova = iova, .size = size, .token = token};
+	if (!fq->open_count++) {
+		fq->open_first_ns = dma_now(dd->dma);
+		fq->open_first_pos = t;
+	}
+	fq->tail = t + 1;
+	if (!fq->busy && fq->open_count >= lz->qsize / 2)
+		flush_start(dd, fq);
+	dg_spin_unlock(&fq->lock);
+	return 0;
 }
 
 void dma_lazy_tick(struct dg_dma_dev *dd, uint64_t now)
