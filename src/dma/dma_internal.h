@@ -273,19 +273,19 @@ extern const struct dma_policy_ops dma_pool_ops;
 /* ---- lazy (lazy.c) -------------------------------------------------------------------------- */
 
 /*
- * One CPU's flush queue. Everything is under @lock. Generations: entries queued while
- * flush_start == g are covered by flush g (the next one to start); flush g's completion sets
- * flush_finish = g + 1; an entry is released when entry.gen < flush_finish. One flush is in
- * flight at a time per queue, so generations complete in order.
+ * One CPU's flush queue. Everything is under @lock. The ring holds the unmapped ranges in the
+ * order they were queued, in at most two generations: while a flush is in flight (@busy),
+ * [head, busy_end) is what it covers and [busy_end, tail) the open generation; otherwise all
+ * of [head, tail) is open. The flush in flight covers exactly the entries queued before it
+ * started (busy_end is the tail at its start); when its completion is observed those are
+ * released and head moves to busy_end. One flush is in flight at a time per queue.
  */
 struct lazy_fq {
 	struct dg_spinlock lock;
 	uint32_t head;		    /* oldest entry (free-running) */
 	uint32_t tail;		    /* next free slot (free-running) */
-	struct iova_owned *ring;    /* the ranges and their allocator tokens ... */
-	uint64_t *gen;		    /* ... and fq->flush_start when each was queued */
-	uint64_t flush_start;	    /* flushes started */
-	uint64_t flush_finish;	    /* flushes known complete */
+	uint32_t busy_end;	    /* busy: the end of what the flush in flight covers */
+	struct iova_owned *ring;    /* the ranges and their allocator tokens */
 	struct dg_pt_gather open;   /* unmapped since the last flush started: hull, tables */
 	uint64_t open_first_ns;	    /* when the oldest entry of the open generation was queued */
 	uint32_t open_first_pos;    /* its position */
@@ -316,6 +316,14 @@ int dma_lazy_drain(struct dg_dma_dev *dd, struct dma_lazy *lz);
 void dma_lazy_destroy(struct dma_lazy *lz);
 /* Queue an unmap of [iova, iova + size) (pt unmap included). */
 int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_t token);
+/* Queue @n claimed unmaps at once (dg_dma_unmap_bulk()): the range of entry i starts at
+ * dma[i] rounded down to the granule, size[i] bytes, token[i]. One lock, one reclaim and the
+ * page-table entries by runs of neighbouring IOVAs; the same queue states as @n calls of
+ * dma_lazy_retire() in a row (the flush starts and full-queue waits at the same entries).
+ * 0, or the first error of an entry retired the strict way (the devices did not answer a
+ * full-queue wait: quarantined, as dma_lazy_retire()). */
+int dma_lazy_retire_bulk(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
+			 const uint64_t *token, unsigned int n);
 /* Timeout flushes and reclaim (housekeeping). */
 void dma_lazy_tick(struct dg_dma_dev *dd, uint64_t now);
 void dma_lazy_stats(const struct dma_lazy *lz, struct dg_dma_stats *st);

@@ -2037,13 +2037,14 @@ strict:
 		size[i] = atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
 		token[i] = atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
 	}
-	/* 3. retire one by one (lazy, the reference); strict took the batch's entries above */
-	{
+	/* 3. retire: lazy all at once, the reference one by one; strict took the batch's
+	 * entries above */
+	if (dd->lazy) {
+		r = dma_lazy_retire_bulk(dd, dma, size, token, n);
+	} else {
 		for (i = 0; i < n; i++) {
 			const uint64_t iova = dma[i] & ~sp->gmask;
-			int e = dd->lazy ? dma_lazy_retire(dd, iova, size[i], token[i]) :
-					   dma_strict_retire(dd, sp, iova, size[i], true, token[i],
-							     b, NULL);
+			int e = dma_strict_retire(dd, sp, iova, size[i], true, token[i], b, NULL);
 
 			if (e && !r)
 				r = e;
