@@ -50,12 +50,12 @@
  * A draining driver keeps polling until nothing is in flight, its last batch included.
  * Phases 2, 3, 4 and 6 are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
  *
- * Device burst of a queue: at most NIC_BURST descriptors per ring. rx: translate the ring,
- * then, NIC_ACK_EVERY frames at a time, every frame's destination (rx_frames per buffer,
- * each its own DMA like a NIC writing packets into a multi-packet buffer) and copy the
- * frames (a header with the queue's next sequence number, the rest from a template); with
- * rx_frames > 1 (receive aggregation, rx_burst_agg()) each buffer's range is translated once
- * and the frames are copied into it at their offsets (nic_agg_fill()). tx:
+ * Device burst of a queue: at most NIC_BURST descriptors per ring. rx (rx_burst()):
+ * translate the ring, then, NIC_ACK_EVERY buffers at a time, every frame's destination and
+ * copy the frames (a header with the queue's next sequence number, the rest from a
+ * template); with rx_frames > 1 (receive aggregation, rx_burst_agg(): frames back to back,
+ * each its own DMA like a NIC writing packets into a multi-packet buffer) each buffer's range
+ * is translated once and the frames are copied into it at their offsets (nic_agg_fill()). tx:
  * descriptor by descriptor, translate it and copy its payload to the wire scratch buffer;
  * check each send's header. Every NIC_ACK_EVERY of those DMAs the device acknowledges a pending invalidation
  * (dg_dev_quiesce_if_pending: what it translated before is released, the ring is translated
@@ -886,6 +886,13 @@ static bool dev_ack_between(struct wl_dev *d, struct wl_port *p, struct nic_ring
 	return *ring != NULL;
 }
 
+/*
+ * The receive ring with one frame per buffer (rx_frames == 1; aggregation buffers go to
+ * rx_burst_agg()): at most NIC_BURST descriptors, NIC_ACK_EVERY at a time translated and then
+ * written (header and payload), a pending invalidation acknowledged between two groups; a
+ * frame whose translation faults (or whose buffer is too short) is written back with length
+ * 0; the burst's descriptors are written back together at the end.
+ */
 static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
 			 struct nic_queue *q, uint64_t *units)
 {
@@ -893,9 +900,8 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->rx;
 	/* Acquire pairs with the driver's release store of tail in write_rx(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t n = tail - rg->dev_head, fr = prm->rx_frames, nf;
-	uint32_t written[NIC_BURST]; /* the first n zeroed below: an empty poll zeroes nothing */
-	bool stopped[NIC_BURST];
+	uint32_t n = tail - rg->dev_head;
+	uint32_t written[NIC_BURST];
 	unsigned int fnr[NIC_ACK_EVERY];
 	uint64_t bytes = 0;
 	struct nic_desc *ring;
@@ -903,33 +909,20 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	if (!n || !(ring = dev_ring(d, p, rg)))
 		return 0;
 	n = n < NIC_BURST ? n : NIC_BURST;
-	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES) /* aggregation buffers: one at a time */
+	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES)
 		n = WL_BURST_BYTES / prm->rx_buf ? WL_BURST_BYTES / prm->rx_buf : 1;
-	memset(written, 0, n * sizeof(*written));
-	memset(stopped, 0, n * sizeof(*stopped));
-	nf = n * fr;
-	/* frames (rx_frames per buffer, each its own DMA), NIC_ACK_EVERY at a time; frame g is
-	   frame fj[] of buffer fk[] (counted along, no division per frame) */
-	for (uint32_t g0 = 0, k = 0, j = 0; g0 < nf; g0 += NIC_ACK_EVERY) {
-		uint32_t m = nf - g0 < NIC_ACK_EVERY ? nf - g0 : NIC_ACK_EVERY;
-		uint32_t fk[NIC_ACK_EVERY], fj[NIC_ACK_EVERY];
+	for (uint32_t k0 = 0; k0 < n; k0 += NIC_ACK_EVERY) {
+		uint32_t m = n - k0 < NIC_ACK_EVERY ? n - k0 : NIC_ACK_EVERY;
 
 		wl_dev_xlat_begin(d);
 		for (uint32_t f = 0; f < m; f++) {
-			const struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
-			uint64_t off = (uint64_t)j * prm->rx_stride;
+			const struct nic_desc *dsc = &ring[(rg->dev_head + k0 + f) & rg->mask];
 
-			fk[f] = k;
-			fj[f] = j;
-			fnr[f] = !stopped[k] && dsc->len >= off + prm->rx_frame ?
-					 wl_dev_translate(d, p, dsc->addr + off, prm->rx_frame,
+			fnr[f] = dsc->len >= prm->rx_frame ?
+					 wl_dev_translate(d, p, dsc->addr, prm->rx_frame,
 							  DG_ACCESS_WRITE, &d->sg[f * NIC_FRAME_SG],
 							  NIC_FRAME_SG) :
 					 0;
-			if (++j == fr) {
-				j = 0;
-				k++;
-			}
 		}
 		wl_dev_xlat_end(d);
 		for (uint32_t f = 0; f < m; f++) {
@@ -942,20 +935,19 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 					   .seq = rg->dev_seq,
 					   .len = prm->rx_frame};
 
-			if (stopped[fk[f]] || !fnr[f]) { /* the buffer ends (or faulted) here */
-				stopped[fk[f]] = true;
+			written[k0 + f] = 0;
+			if (!fnr[f]) /* faulted: nothing written */
 				continue;
-			}
 			rg->dev_seq++;
 			h.csum = wl_hdr_csum(&h);
 			wl_sg_copy_to(sg, fnr[f], 0, &h, sizeof(h));
 			wl_sg_copy_to(sg, fnr[f], sizeof(h), np->tmpl + sizeof(h),
 				      prm->rx_frame - sizeof(h));
-			written[fk[f]] = fr > 1 ? (fj[f] + 1) * prm->rx_stride : prm->rx_frame;
+			written[k0 + f] = prm->rx_frame;
 			bytes += prm->rx_frame;
 		}
-		if (g0 + m < nf && !dev_ack_between(d, p, rg, &ring)) {
-			n = k; /* the buffers done so far */
+		if (k0 + m < n && !dev_ack_between(d, p, rg, &ring)) {
+			n = k0 + m; /* the buffers done so far */
 			break;
 		}
 	}
@@ -1051,7 +1043,7 @@ static bool agg_ack(struct wl_dev *d, void *ctx)
 }
 
 /*
- * rx_burst() for aggregation buffers: whole buffers (at most WL_BURST_BYTES of them, so one
+ * The receive ring with aggregation buffers (rx_frames > 1): whole buffers (at most WL_BURST_BYTES of them, so one
  * 64 KiB buffer), each filled by nic_agg_fill(); a pending invalidation is acknowledged every
  * NIC_ACK_EVERY frames, between two frames of a buffer or before the next buffer; the
  * descriptors are written back together at the end, as in rx_burst().
