@@ -946,10 +946,9 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 			written[k0 + f] = prm->rx_frame;
 			bytes += prm->rx_frame;
 		}
-		if (k0 + m < n && !dev_ack_between(d, p, rg, &ring)) {
-			n = k0 + m; /* the buffers done so far */
-			break;
-		}
+		if (k0 + m < n && !dev_ack_between(d, p, rg, &ring))
+			return bytes; /* cannot happen: the ring stays mapped (and with it
+					 untranslatable, no descriptor can be written back) */
 	}
 	/* write-back of the burst's descriptors together (a NIC's descriptor write-back
 	   threshold): the driver's polls of DD take each ring line from the device once */
