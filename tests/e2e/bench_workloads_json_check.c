@@ -159,12 +159,14 @@ static void check_result(json_t *r, const char *wl, const char *cfg, int w)
 		if (!strcmp(cfg, "linux-ref"))
 			EXPECT(num(r, "iotlb_misses_per_4k") > 0, "%s/%s: no IOTLB miss", wl, cfg);
 	}
-	/* One wait per page unmapped; the measured interval cuts I/Os in flight at its ends, which
-	 * in a --quick window on a loaded machine moved the ratio to 0.85. Batched unmaps give
-	 * 1/64 or less, so 0.5 still tells the two apart. */
+	/* One wait per page unmapped, counted against the interval's unmaps (per I/O, the
+	 * interval's ends cut I/Os in flight: 0.85 in a --quick window on a loaded machine, and
+	 * twice 0.15-0.49 under ASan at load 8-15, where a starved driver's interval held few
+	 * I/Os). Batched unmaps give 1/64 or less, so 0.5 still tells the two apart. */
 	if (!strcmp(cfg, "linux-ref"))
-		EXPECT(waits >= 0.5, "%s/linux-ref: %g waits per I/O, expected one per page", wl,
-		       waits);
+		EXPECT(cnt(r, "waits") >= cnt(r, "unmaps") / 2,
+		       "%s/linux-ref: %lld waits for %lld unmaps, expected one per page", wl,
+		       cnt(r, "waits"), cnt(r, "unmaps"));
 	if (!strcmp(cfg, "lazy"))
 		EXPECT(win >= 0, "%s/lazy: window %g", wl, win);
 	if (!strcmp(cfg, "bounce"))
