@@ -57,8 +57,8 @@
  * each its own DMA like a NIC writing packets into a multi-packet buffer) each buffer's range
  * is translated once and the frames are copied into it at their offsets (nic_agg_fill()). tx:
  * descriptor by descriptor, translate it and copy its payload to the wire scratch buffer;
- * check each send's header. Every NIC_ACK_EVERY of those DMAs the device acknowledges a pending invalidation
- * (dg_dev_quiesce_if_pending: what it translated before is released, the ring is translated
+ * check each send's header. Every NIC_ACK_EVERY of those DMAs the device acknowledges a
+ * pending invalidation (dg_dev_quiesce_if_pending: what it translated before is released, the ring is translated
  * again), as an IOMMU completes an invalidation between two DMAs of the device, whatever its
  * queue still holds; so a driver's wait lasts a few DMAs, not a burst. The burst's DD bits
  * are written back together at its end (a NIC's descriptor write-back threshold): written
@@ -887,6 +887,25 @@ static bool dev_ack_between(struct wl_dev *d, struct wl_port *p, struct nic_ring
 }
 
 /*
+ * The write-back of a receive burst's n descriptors together (a NIC's descriptor write-back
+ * threshold: the driver's polls of DD take each ring line from the device once), with the
+ * bytes written to each buffer; the ring's device head moves past them.
+ */
+static void rx_write_back(struct nic_desc *ring, struct nic_ring *rg, const uint32_t *written,
+			  uint32_t n, uint64_t *units)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
+
+		dsc->len = written[k];
+		/* Release pairs with the driver's acquire load of status in reap(). */
+		atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
+	}
+	rg->dev_head += n;
+	*units += n;
+}
+
+/*
  * The receive ring with one frame per buffer (rx_frames == 1; aggregation buffers go to
  * rx_burst_agg()): at most NIC_BURST descriptors, NIC_ACK_EVERY at a time translated and then
  * written (header and payload), a pending invalidation acknowledged between two groups; a
@@ -950,17 +969,7 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 			return bytes; /* cannot happen: the ring stays mapped (and with it
 					 untranslatable, no descriptor can be written back) */
 	}
-	/* write-back of the burst's descriptors together (a NIC's descriptor write-back
-	   threshold): the driver's polls of DD take each ring line from the device once */
-	for (uint32_t k = 0; k < n; k++) {
-		struct nic_desc *dsc = &ring[(rg->dev_head + k) & rg->mask];
-
-		dsc->len = written[k];
-		/* Release pairs with the driver's acquire load of status in reap(). */
-		atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
-	}
-	rg->dev_head += n;
-	*units += n;
+	rx_write_back(ring, rg, written, n, units);
 	return bytes;
 }
 
@@ -1042,10 +1051,11 @@ static bool agg_ack(struct wl_dev *d, void *ctx)
 }
 
 /*
- * The receive ring with aggregation buffers (rx_frames > 1): whole buffers (at most WL_BURST_BYTES of them, so one
- * 64 KiB buffer), each filled by nic_agg_fill(); a pending invalidation is acknowledged every
- * NIC_ACK_EVERY frames, between two frames of a buffer or before the next buffer; the
- * descriptors are written back together at the end, as in rx_burst().
+ * The receive ring with aggregation buffers (rx_frames > 1): whole buffers (at most
+ * WL_BURST_BYTES of them, so one 64 KiB buffer), each filled by nic_agg_fill(); a pending
+ * invalidation is acknowledged every NIC_ACK_EVERY frames, between two frames of a buffer or
+ * before the next buffer; the descriptors are written back together at the end
+ * (rx_write_back()).
  */
 static uint64_t rx_burst_agg(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
 			     struct nic_queue *q, uint64_t *units)
@@ -1080,16 +1090,7 @@ static uint64_t rx_burst_agg(struct wl_dev *d, struct wl_port *p, struct nic_por
 				return (uint64_t)frames * prm->rx_frame;
 		}
 	}
-	/* write-back of the burst's descriptors together, as in rx_burst() */
-	for (uint32_t k = 0; k < n; k++) {
-		struct nic_desc *dsc = &a.ring[(rg->dev_head + k) & rg->mask];
-
-		dsc->len = written[k];
-		/* Release pairs with the driver's acquire load of status in reap(). */
-		atomic_store_explicit(&dsc->status, NIC_DD, memory_order_release);
-	}
-	rg->dev_head += n;
-	*units += n;
+	rx_write_back(a.ring, rg, written, n, units);
 	return (uint64_t)frames * prm->rx_frame;
 }
 
