@@ -388,23 +388,54 @@ static bool ready(const struct nic_param *prm, const struct nic_queue *q)
 	return false;
 }
 
+/*
+ * Are the two-step slots of this reap's rx buffers (tx sends) consecutive ring slots from the
+ * first one's, wrapping at the slot count? Then one bulk unlink takes them. Each slot is
+ * compared with what it should be (no list is built), in two straight runs around the wrap.
+ */
+static bool rx_consecutive(const struct nic_queue *q)
+{
+	const uint32_t s0 = q->rxs[q->rx_done[0]].slot, ns = q->rx_slots.nslots;
+	uint32_t a = q->nrx, bad = 0;
+
+	if (a > ns - s0)
+		a = ns - s0;
+	for (uint32_t k = 1; k < a; k++)
+		bad |= q->rxs[q->rx_done[k]].slot ^ (s0 + k);
+	for (uint32_t k = a; k < q->nrx; k++)
+		bad |= q->rxs[q->rx_done[k]].slot ^ (k - a);
+	return !bad;
+}
+
+static bool tx_consecutive(struct nic_queue *q)
+{
+	const uint32_t h = q->send_head + q->pntx, s0 = send_at(q, h)->slot;
+	const uint32_t ns = q->tx_slots.nslots;
+	uint32_t a = q->ntx, bad = 0;
+
+	if (a > ns - s0)
+		a = ns - s0;
+	for (uint32_t k = 1; k < a; k++)
+		bad |= send_at(q, h + k)->slot ^ (s0 + k);
+	for (uint32_t k = a; k < q->ntx; k++)
+		bad |= send_at(q, h + k)->slot ^ (k - a);
+	return !bad;
+}
+
 static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
 		       struct dg_dma_batch *b)
 {
 	const struct nic_param *prm = d->run->wl->param;
 	int e;
 
-	uint32_t slots[NIC_BUDGET];
 	uint64_t dma[NIC_BUDGET];
 	bool bulk_rx = false, bulk_tx = false;
 
 	/* a reap in one bulk call: the ring's consecutive slots, or the streaming addresses */
-	for (uint32_t k = 0; k < q->nrx && p->two_step; k++)
-		slots[k] = q->rxs[q->rx_done[k]].slot;
-	if (q->nrx && p->two_step && wl_slots_consecutive(&q->rx_slots, slots, q->nrx)) {
+	if (q->nrx && p->two_step && rx_consecutive(q)) {
 		bulk_rx = true;
-		e = wl_slots_unlink_bulk(&q->rx_slots, slots[0], q->nrx, prm->rx_buf,
-					 DG_DMA_FROM_DEVICE, b);
+		e = wl_slots_unlink_bulk(&q->rx_slots, q->rxs[q->rx_done[0]].slot, q->nrx,
+					 prm->rx_buf, DG_DMA_FROM_DEVICE, b);
 		if (e)
 			wl_drv_fail(d, e);
 	}
@@ -433,22 +464,19 @@ static void unmap_done(struct wl_drv *d, struct wl_port *p, struct nic_queue *q,
 		if (e)
 			wl_drv_fail(d, e);
 	}
-	if (q->ntx && prm->tx != NIC_TX_TSO && (p->two_step || p->bulk)) {
-		for (uint32_t k = 0; k < q->ntx; k++) {
-			struct nic_send *s = send_at(q, q->send_head + q->pntx + k);
-
-			slots[k] = s->slot;
-			dma[k] = s->dma;
-		}
-		bulk_tx = p->bulk || wl_slots_consecutive(&q->tx_slots, slots, q->ntx);
-		if (bulk_tx) {
-			e = p->bulk ? dg_dma_unmap_bulk(p->dd, dma, q->ntx, prm->tx_len,
-							DG_DMA_TO_DEVICE, 0, b) :
-				      wl_slots_unlink_bulk(&q->tx_slots, slots[0], q->ntx,
-							   prm->tx_len, DG_DMA_TO_DEVICE, b);
-			if (e)
-				wl_drv_fail(d, e);
-		}
+	if (q->ntx && prm->tx != NIC_TX_TSO && p->bulk) {
+		for (uint32_t k = 0; k < q->ntx; k++)
+			dma[k] = send_at(q, q->send_head + q->pntx + k)->dma;
+		bulk_tx = true;
+		e = dg_dma_unmap_bulk(p->dd, dma, q->ntx, prm->tx_len, DG_DMA_TO_DEVICE, 0, b);
+		if (e)
+			wl_drv_fail(d, e);
+	} else if (q->ntx && prm->tx != NIC_TX_TSO && p->two_step && tx_consecutive(q)) {
+		bulk_tx = true;
+		e = wl_slots_unlink_bulk(&q->tx_slots, send_at(q, q->send_head + q->pntx)->slot,
+					 q->ntx, prm->tx_len, DG_DMA_TO_DEVICE, b);
+		if (e)
+			wl_drv_fail(d, e);
 	}
 	for (uint32_t k = 0; k < q->ntx && !bulk_tx; k++) {
 		struct nic_send *s = send_at(q, q->send_head + q->pntx + k);

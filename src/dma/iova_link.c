@@ -13,13 +13,17 @@
  * Each granule of the range has a link word (dma_links.w, behind st->links), written by the
  * thread using the range (one at a time, the API's rule) and by the end of a batch holding
  * its unlinks:
- *   first granule of a link: bit 63 linked | bits 58..59 dir | bits 36..56 offset of the data
- *                            in its first granule | bits 0..35 length
+ *   first granule of a link: bit 63 linked | bits 58..59 dir | bit 36 (LINK_XSPAN) the data
+ *                            crosses one granule boundary more than its length needs (it
+ *                            spans ceil(len / granule) + 1 granules) | bits 0..35 length
  *   other granules of a link: bit 62 (busy)
  *   unlinked, invalidation not yet confirmed: DMA_LINK_PENDING (bit 61)
  *   free: 0
  * so an unlink with the wrong length or direction, or of nothing, and a link over a linked or
- * pending granule are refused with nothing changed, by the words alone.
+ * pending granule are refused with nothing changed, by the words alone; and the word of a
+ * one-granule link of @len bytes for @dir is one constant (LINK_VALID | dir | len, len <= the
+ * granule), so an unlink's check is one compare and a bulk link stores the same word for
+ * every buffer.
  *
  * The fast path (one-granule links: a ring's slots). At reserve time the range gets page-table
  * slots (pt_fast.h): its last-level tables, found on first use and kept, which is safe because
@@ -28,7 +32,8 @@
  * check, one PTE clear and a batch entry. The batch's end invalidates its unlinks - a ring's
  * consecutive slots merge into one run: one RANGE command (leaf-only: walk caches stay warm),
  * one wait - and then settles their words (pending -> free). Multi-granule links take the same
- * slots, one store per granule, all checked before any is written.
+ * slots, one store per granule, all checked before any is written. The bulk calls below do
+ * the same per buffer with the per-call work (arguments, counters, tables) done once.
  *
  *   link:    w[i] == 0 ? -> PTE store (release) -> w[i] = link word
  *   unlink:  w[i] linked, len/dir match ? -> PTE clear -> w[i] = PENDING -> batch entry
@@ -62,17 +67,34 @@
 #define LINK_VALID     (1ull << 63)
 #define LINK_BUSY      (1ull << 62)
 #define LINK_DIR_SHIFT 58
-#define LINK_OFF_SHIFT 36
-#define LINK_OFF_MASK  0x1fffffull
-#define LINK_LEN_MASK  ((1ull << LINK_OFF_SHIFT) - 1)
+#define LINK_XSPAN     (1ull << 36)
+#define LINK_LEN_MASK  (LINK_XSPAN - 1)
 
 static_assert(DMA_LINK_PENDING != LINK_VALID && DMA_LINK_PENDING != LINK_BUSY &&
 		      DMA_LINK_PENDING > (3ull << LINK_DIR_SHIFT),
 	      "link word bits overlap");
 
-static uint64_t link_word(enum dg_dma_dir dir, uint64_t off, uint64_t len)
+/* The word of a link of @len bytes for @dir spanning @span bytes (whole granules). */
+static uint64_t link_word(enum dg_dma_dir dir, uint64_t len, uint64_t span, unsigned int gshift)
 {
-	return LINK_VALID | (uint64_t)dir << LINK_DIR_SHIFT | off << LINK_OFF_SHIFT | len;
+	const uint64_t least = (len + (1ull << gshift) - 1) >> gshift; /* granules len needs */
+
+	return LINK_VALID | (uint64_t)dir << LINK_DIR_SHIFT |
+	       ((span >> gshift) > least ? LINK_XSPAN : 0) | len;
+}
+
+/* The bytes (whole granules) spanned by the link whose first word is @v. */
+static uint64_t link_span(uint64_t v, unsigned int gshift)
+{
+	const uint64_t len = v & LINK_LEN_MASK;
+
+	return (((len + (1ull << gshift) - 1) >> gshift) + !!(v & LINK_XSPAN)) << gshift;
+}
+
+/* The word of a one-granule link (len <= granule): what the fast paths store and compare. */
+static dg_always_inline uint64_t link_word1(enum dg_dma_dir dir, uint64_t len)
+{
+	return LINK_VALID | (uint64_t)dir << LINK_DIR_SHIFT | len;
 }
 
 /* Never matches a thread (ids start at 1): what l->ts holds before the first count. */
@@ -217,7 +239,7 @@ static dg_noinline int link_general(struct dg_dma_iova_state *st, uint64_t offse
 	}
 	if (dg_unlikely(r))
 		return dma_err(dd, r);
-	atomic_store_explicit(&l->w[i], link_word(dir, off, len), memory_order_relaxed);
+	atomic_store_explicit(&l->w[i], link_word(dir, len, span, l->gshift), memory_order_relaxed);
 	t = dma_tstats(dd);
 	ctr_add(t, CTR_LINKS, 1);
 	ctr_add(t, CTR_SUBPAGE, span - len);
@@ -308,7 +330,7 @@ static dg_noinline int unlink_general(struct dg_dma_iova_state *st, uint64_t off
 		return dma_err(dd, -ENOENT); /* free, pending, or inside another link */
 	if (dg_unlikely((v & LINK_LEN_MASK) != len || ((v >> LINK_DIR_SHIFT) & 3) != dir))
 		return dma_err(dd, -EINVAL);
-	span = dg_align_up(((v >> LINK_OFF_SHIFT) & LINK_OFF_MASK) + len, st->granule);
+	span = link_span(v, l->gshift);
 	r = unlink_slow(dd, st, l, i, span, b); /* a ring slot into a batch: dg_dma_iova_unlink() */
 	ctr_add(dma_tstats(dd), CTR_UNLINKS, 1);
 	return dg_unlikely(r) ? dma_err(dd, r) : 0;
@@ -373,7 +395,7 @@ int dg_dma_iova_link(struct dg_dma_iova_state *st, uint64_t offset, const void *
 			atomic_load_explicit(l->fail, memory_order_relaxed) ||
 			!pt_slot_try_map(l->slots, i, (uintptr_t)buf - off, l->tmpl[dir])))
 		return link_general(st, offset, buf, len, dir, dma);
-	atomic_store_explicit(&l->w[i], link_word(dir, off, len), memory_order_relaxed);
+	atomic_store_explicit(&l->w[i], link_word1(dir, len), memory_order_relaxed);
 	*dma = st->addr + offset + off;
 	waste = st->granule - len;
 	t = links_tstats(l);
@@ -399,9 +421,7 @@ int dg_dma_iova_unlink(struct dg_dma_iova_state *st, uint64_t offset, size_t len
 	i = offset >> l->gshift;
 	v = atomic_load_explicit(&l->w[i], memory_order_relaxed);
 	/* linked here, with this length and direction, inside one granule */
-	if (dg_unlikely((v & ~(LINK_OFF_MASK << LINK_OFF_SHIFT)) !=
-				(LINK_VALID | (uint64_t)dir << LINK_DIR_SHIFT | len) ||
-			((v >> LINK_OFF_SHIFT) & LINK_OFF_MASK) + len > st->granule || !len))
+	if (dg_unlikely(v != link_word1(dir, len) || len > st->granule || !len))
 		return unlink_general(st, offset, len, dir, b);
 	pt_slot_unmap(l->slots, i);
 	atomic_store_explicit(&l->w[i], DMA_LINK_PENDING, memory_order_relaxed);
@@ -442,17 +462,24 @@ int dg_dma_iova_free(struct dg_dma_iova_state *st)
 }
 
 /*
- * The bulk calls (a ring's refill and reap). Everything is checked before anything changes:
- * the arguments, each buffer on its face, every offset's word (free for a link; linked with
- * this length and direction for an unlink) and, for links through the slots, the slots'
- * tables (found and kept first: keeping a table changes nothing the caller can see). Then the
- * short way is a PTE store and a word store per link, and for unlinks a PTE clear and a word
- * store each plus one batch entry for a run of adjacent slots (stride = granule: a ring's
- * consecutive slots are one entry, settled at the batch's end in one pass); the counters once.
- * Multi-granule buffers, the reference and an installed failure hook take the single calls
- * one by one: their checks cannot fail after the bulk checks passed, but a page-table
- * allocation can, and then the links made are unlinked again (with a wait) before the error
- * is returned.
+ * The bulk calls (a ring's refill and reap), all or nothing with the error of the first bad
+ * buffer. The arguments are checked first. A bulk link of one-granule buffers through the
+ * slots (link_bulk_fast) then checks and stores buffer by buffer in one pass per last-level
+ * table (the checks - a NULL or out-of-range address, a buffer crossing a granule, a linked or
+ * pending slot - are branches a ring's refill always passes): a NULL-free run costs a load of
+ * the buffer, two compares, a load of the word and the entry, the entry store, the word store
+ * (one constant for the whole call) and the address store. The rare buffer that fails undoes
+ * the links before it (their entries cleared, one RANGE invalidation and a wait - the device
+ * may have walked them - then their words freed) before the answer. A bulk unlink of
+ * one-granule links checks every word against the one constant word of the call first (a
+ * load and a compare each: an unlink cannot be undone without the device seeing a spurious
+ * fault, so nothing is cleared before all are known good), then clears entries and marks the
+ * words pending in one pass per table, plus one batch entry for a run of adjacent slots
+ * (stride = granule: a ring's consecutive slots are one entry, settled at the batch's end in
+ * one pass); the counters once per call. Multi-granule buffers, the reference and an installed
+ * failure hook take the general way: every buffer and word checked, then the single calls one
+ * by one, whose checks cannot fail after those passed; a page-table allocation can, and then
+ * the links made are unlinked again (with a wait) before the error is returned.
  */
 
 /* Check the common bulk arguments: 0, -EINVAL or -ERANGE. */
@@ -468,61 +495,198 @@ static int bulk_args(const struct dg_dma_iova_state *st, uint64_t offset, uint64
 }
 
 /*
+ * Undo the first @done links of a failed link_bulk_fast() (slots offset + j * stride): clear
+ * their entries, invalidate them - the device may have walked an entry meanwhile, and the
+ * caller is told they were never linked, so it may reuse the buffers - then free the words.
+ * Rare (a buffer refused after others were linked): one RANGE command over the hull (it may
+ * cover slots between ours: invalidating more is always safe) and one wait.
+ */
+static dg_noinline void link_undo(struct dg_dma_iova_state *st, struct dma_links *l,
+				  uint64_t offset, uint64_t stride, unsigned int done)
+{
+	struct dg_dma_dev *dd = st->dev;
+	const uint64_t ws = stride >> l->gshift;
+	struct dg_pt_gather g;
+	struct dg_inval_cmd c;
+	uint64_t wi, seq = 0;
+
+	if (!done)
+		return;
+	wi = offset >> l->gshift;
+	for (unsigned int j = 0; j < done; j++, wi += ws) {
+		pt_slot_unmap(l->slots, wi);
+		atomic_store_explicit(&l->w[wi], DMA_LINK_PENDING, memory_order_relaxed);
+	}
+	c = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+				  .flags = DG_INVAL_LEAF, /* the slots never free a table */
+				  .domain = dd->sp->dom_id,
+				  .iova = st->addr + offset,
+				  .size = (uint64_t)(done - 1) * stride + st->granule};
+	if (dg_unlikely(dma_inval(dd, &c, 1, &seq))) { /* parked until a completion confirms it */
+		dg_pt_gather_init(&g);
+		dma_quarantine_add(dd, dd->sp, seq, &g, NULL, NULL, 0, NULL);
+	}
+	wi = offset >> l->gshift;
+	for (unsigned int j = 0; j < done; j++, wi += ws)
+		atomic_store_explicit(&l->w[wi], 0, memory_order_relaxed);
+}
+
+/* What every buffer of a link_bulk_fast() call shares. */
+struct link_k {
+	uint64_t gm;	 /* granule - 1 */
+	uint64_t glen;	 /* granule - len: the largest offset in the granule that still fits */
+	uint64_t lim1;	 /* output limit - 1 (a power of two): a - 1 < lim1 <=> 0 < a < limit */
+	uint64_t pmask;	 /* the leaf's output address bits of a granule-aligned address */
+	uint64_t hi;	 /* the leaf's PA[51:48] at bits [15:12] (LPAE 52-bit), or 0 */
+	uint64_t tmpl;	 /* the leaf bits but the address (pt_slots_tmpl()) */
+	uint64_t word;	 /* the link word (link_word1()) */
+	uint64_t stride; /* bytes between two buffers' slots */
+};
+
+/*
+ * Link bufs[0..m) into the entries pte[j * ws] (one kept table) and the words w[j * ws],
+ * checking and storing each buffer in turn (the checks are predictable: a ring's buffers pass
+ * them all). Returns m, or the index of the first buffer that failed a check (nothing of it
+ * stored; the caller undoes the ones before). @hi: the format has PA[51:48] bits (LPAE 52).
+ */
+static dg_always_inline unsigned int link_run(_Atomic uint64_t *w, _Atomic uint64_t *pte,
+					      uint64_t ws, void *const *bufs, unsigned int m,
+					      const struct link_k *k, uint64_t base, uint64_t *dma,
+					      bool hi)
+{
+	for (unsigned int j = 0; j < m; j++) {
+		const uint64_t a = (uintptr_t)bufs[j], off = a & k->gm;
+		_Atomic uint64_t *we = w + j * ws, *pe = pte + j * ws;
+
+		if (dg_unlikely(a - 1 >= k->lim1 || off > k->glen ||
+				(atomic_load_explicit(we, memory_order_relaxed) |
+				 atomic_load_explicit(pe, memory_order_relaxed))))
+			return j;
+		/* Release: pairs with the acquire loads of walkers (as in pt_slot_map). */
+		atomic_store_explicit(pe, (a & k->pmask) | (hi ? (a >> 36) & k->hi : 0) | k->tmpl,
+				      memory_order_release);
+		atomic_store_explicit(we, k->word, memory_order_relaxed);
+		dma[j] = base + j * k->stride + off;
+	}
+	return m;
+}
+
+/*
+ * link_run() of a ring (adjacent slots, so stride = granule) in a format whose leaf holds a
+ * granule-aligned address below the output limit as it is (no PA[51:48] bits: the caller
+ * checks): out of line with the loop written for the registers it has - every array indexed
+ * by one counter running up to 0, the entry (a - off) | tmpl, the next slot's IOVA one add.
+ */
+static dg_noinline unsigned int link_run_ring(_Atomic uint64_t *w, _Atomic uint64_t *pte,
+					      void *const *bufs, unsigned int m,
+					      const struct link_k *k, uint64_t base, uint64_t *dma)
+{
+	const uint64_t gm = k->gm, glen = k->glen, lim1 = k->lim1, tmpl = k->tmpl, word = k->word;
+
+	w += m;
+	pte += m;
+	bufs += m;
+	dma += m;
+	for (intptr_t j = -(intptr_t)m; j; j++) {
+		const uint64_t a = (uintptr_t)bufs[j], off = a & gm;
+
+		if (dg_unlikely(a - 1 >= lim1 || off > glen ||
+				(atomic_load_explicit(&w[j], memory_order_relaxed) |
+				 atomic_load_explicit(&pte[j], memory_order_relaxed))))
+			return (unsigned int)((intptr_t)m + j);
+		/* Release: pairs with the acquire loads of walkers (as in pt_slot_map). */
+		atomic_store_explicit(&pte[j], (a ^ off) | tmpl, memory_order_release);
+		atomic_store_explicit(&w[j], word, memory_order_relaxed);
+		dma[j] = base | off;
+		base += gm + 1;
+	}
+	return m;
+}
+
+/* link_run() of any stride and format. */
+static dg_noinline unsigned int link_run_any(_Atomic uint64_t *w, _Atomic uint64_t *pte,
+					     uint64_t ws, void *const *bufs, unsigned int m,
+					     const struct link_k *k, uint64_t base, uint64_t *dma)
+{
+	const struct link_k kk = *k;
+
+	return link_run(w, pte, ws, bufs, m, &kk, base, dma, kk.hi != 0);
+}
+
+/*
  * The short way of dg_dma_iova_link_bulk(): one-granule buffers through kept tables, no
- * failure hook. Checks everything, then stores. 1 when it does not apply (nothing done; the
- * tables it kept change nothing), else 0 or -errno with nothing linked.
+ * failure hook. One pass per last-level table the slots cross, each buffer checked and then
+ * stored (link_run()); the first buffer that fails a check undoes the links before it
+ * (link_undo(): with an invalidation and a wait) and decides the answer, so the call is still
+ * all or nothing with the error of the first bad buffer, in the order the general way checks:
+ * NULL -EINVAL, more than one granule (1), beyond the output size -ERANGE, a linked or pending
+ * slot -EEXIST, an entry present although its word is free (1). A table that cannot be kept
+ * fails the call with its error (-ENOMEM) when its first buffer is reached. Returns 1 when
+ * the general way must say (nothing linked; the tables kept change nothing), else 0 or -errno.
  */
 static int link_bulk_fast(struct dg_dma_iova_state *st, struct dma_links *l, uint64_t offset,
 			  uint64_t stride, void *const *bufs, unsigned int n, size_t len,
 			  enum dg_dma_dir dir, uint64_t *dma)
 {
 	struct pt_slots *s = l->slots;
-	const uint64_t gm = st->granule - 1, ws = stride >> l->gshift, tmpl = l->tmpl[dir];
-	const uint64_t limit = s->oa_limit, lo = s->lo, tmask = s->tmask;
-	const unsigned int tshift = s->tshift;
-	const uint64_t word = link_word(dir, 0, len), base = st->addr + offset;
-	_Atomic uint64_t *pte[DG_DMA_BULK_MAX], *table = NULL;
-	uint64_t wi = offset >> l->gshift, tcur = UINT64_MAX, pa[DG_DMA_BULK_MAX];
+	const uint64_t gm = st->granule - 1, ws = stride >> l->gshift;
+	const struct link_k k = {.gm = gm,
+				 .glen = st->granule - len,
+				 .lim1 = s->oa_limit - 1,
+				 .pmask = s->oa_mask & ~gm,
+				 .hi = s->oa_hi_mask,
+				 .tmpl = l->tmpl[dir],
+				 .word = link_word1(dir, len),
+				 .stride = stride};
+	/* every output address bit a buffer below the limit can have is the leaf's as it is */
+	const bool ring = ws == 1 && !k.hi && !((s->oa_limit - 1) & ~gm & ~s->oa_mask);
+	uint64_t wi = offset >> l->gshift, base = st->addr + offset;
 	struct dma_tstats *t;
-	unsigned int i;
+	unsigned int i = 0;
 	int r;
 
 	if (len > st->granule || atomic_load_explicit(l->fail, memory_order_relaxed))
 		return 1;
-	for (i = 0; i < n; i++, wi += ws) {
-		const uintptr_t a = (uintptr_t)bufs[i];
-		const uint64_t g = lo + wi;
+	while (i < n) {
+		const uint64_t g = s->lo + wi, room = s->tmask - (g & s->tmask);
+		/* Acquire: as in pt_slot_entry(). */
+		_Atomic uint64_t *table =
+			atomic_load_explicit(&s->tables[g >> s->tshift], memory_order_acquire);
+		unsigned int m = n - i, done;
+		uint64_t a, off;
 
-		if (dg_unlikely(!a))
-			return -EINVAL;
-		if (dg_unlikely((a & gm) + len > st->granule))
-			return 1; /* more than one granule: the general way says */
-		pa[i] = a & ~gm;
-		if (dg_unlikely(pa[i] >= limit))
-			return -ERANGE;
-		if (dg_unlikely(atomic_load_explicit(&l->w[wi], memory_order_relaxed)))
-			return -EEXIST;
-		if (dg_unlikely(g >> tshift != tcur)) { /* the next last-level table */
-			_Atomic uint64_t *e = pt_slot_entry(s, wi, &r);
-
-			if (dg_unlikely(!e))
-				return r;
-			table = e - (g & tmask);
-			tcur = g >> tshift;
+		if (room / ws < m - 1) /* the buffers whose slots are in this table */
+			m = (unsigned int)(room / ws) + 1;
+		if (dg_unlikely(!table) && (r = pt_slots_table(s, g >> s->tshift, &table))) {
+			link_undo(st, l, offset, stride, i);
+			return r;
 		}
-		pte[i] = table + (g & tmask);
-		if (dg_unlikely(atomic_load_explicit(pte[i], memory_order_relaxed)))
-			return 1; /* present although its word is free: the general way says */
-	}
-	wi = offset >> l->gshift;
-	for (i = 0; i < n; i++, wi += ws) {
-		const uint64_t off = (uintptr_t)bufs[i] & gm;
-
-		/* Release: pairs with the acquire loads of walkers (as in pt_slot_map). */
-		atomic_store_explicit(pte[i], pt_slots_pte(s, pa[i], tmpl), memory_order_release);
-		atomic_store_explicit(&l->w[wi], word | off << LINK_OFF_SHIFT,
-				      memory_order_relaxed);
-		dma[i] = base + i * stride + off;
+		table += g & s->tmask;
+		if (dg_likely(ring))
+			done = link_run_ring(&l->w[wi], table, bufs + i, m, &k, base, dma + i);
+		else
+			done = link_run_any(&l->w[wi], table, ws, bufs + i, m, &k, base, dma + i);
+		if (dg_likely(done == m)) {
+			i += m;
+			wi += m * ws;
+			base += m * stride;
+			continue;
+		}
+		/* buffer i + done failed a check: which one decides the answer */
+		a = (uintptr_t)bufs[i + done];
+		off = a & gm;
+		if (!a)
+			r = -EINVAL;
+		else if (off > k.glen)
+			r = 1; /* more than one granule: the general way says */
+		else if ((a & ~gm) >= s->oa_limit)
+			r = -ERANGE;
+		else if (atomic_load_explicit(&l->w[wi + done * ws], memory_order_relaxed))
+			r = -EEXIST;
+		else
+			r = 1; /* present although its word is free: the general way says */
+		link_undo(st, l, offset, stride, i + done);
+		return r;
 	}
 	t = dma_tstats(st->dev);
 	ctr_add(t, CTR_LINKS, n);
@@ -588,6 +752,53 @@ int dg_dma_iova_link_bulk(struct dg_dma_iova_state *st, uint64_t offset, uint64_
 	return 0;
 }
 
+/* Are the words w[j * ws], j < n, all @want? The fast unlink's check pass: a load and a
+ * compare each. */
+static dg_always_inline bool words_are(const _Atomic uint64_t *w, uint64_t ws, unsigned int n,
+				       uint64_t want)
+{
+	for (unsigned int j = 0; j < n; j++)
+		if (dg_unlikely(atomic_load_explicit(&w[j * ws], memory_order_relaxed) != want))
+			return false;
+	return true;
+}
+
+/*
+ * The store pass of a fast bulk unlink (every word checked): per last-level table the slots
+ * cross, clear the entries and mark the words pending, two stores a buffer.
+ */
+static void unlink_run(struct dma_links *l, uint64_t wi, uint64_t ws, unsigned int n)
+{
+	struct pt_slots *s = l->slots;
+
+	while (n) {
+		const uint64_t g = s->lo + wi, room = s->tmask - (g & s->tmask);
+		/* Acquire: as in pt_slot_entry(). */
+		_Atomic uint64_t *pte =
+			atomic_load_explicit(&s->tables[g >> s->tshift], memory_order_acquire);
+		_Atomic uint64_t *w = &l->w[wi];
+		unsigned int m = n;
+
+		if (room / ws < m - 1)
+			m = (unsigned int)(room / ws) + 1;
+		if (dg_likely(pte != NULL)) { /* kept: every slot here is linked (always so) */
+			pte += g & s->tmask;
+			for (unsigned int j = 0; j < m; j++) {
+				/* Relaxed: as in pt_unmap_va (the batch end invalidates). */
+				atomic_store_explicit(&pte[j * ws], 0, memory_order_relaxed);
+				atomic_store_explicit(&w[j * ws], DMA_LINK_PENDING,
+						      memory_order_relaxed);
+			}
+		} else {
+			for (unsigned int j = 0; j < m; j++)
+				atomic_store_explicit(&w[j * ws], DMA_LINK_PENDING,
+						      memory_order_relaxed);
+		}
+		n -= m;
+		wi += m * ws;
+	}
+}
+
 int dg_dma_iova_unlink_bulk(struct dg_dma_iova_state *st, uint64_t offset, uint64_t stride,
 			    unsigned int n, size_t len, enum dg_dma_dir dir, struct dg_dma_batch *b)
 {
@@ -615,15 +826,18 @@ int dg_dma_iova_unlink_bulk(struct dg_dma_iova_state *st, uint64_t offset, uint6
 	}
 	ws = stride >> l->gshift;
 	wi = offset >> l->gshift;
+	/* the short way: one-granule links through the slots, every word exactly the link's */
+	if (dg_likely(l->slots && len <= st->granule && words_are(&l->w[wi], ws, n, want)))
+		goto fast;
 	for (i = 0; i < n; i++, wi += ws) {
 		const uint64_t v = atomic_load_explicit(&l->w[wi], memory_order_relaxed);
 
-		if (dg_unlikely((v & ~(LINK_OFF_MASK << LINK_OFF_SHIFT)) != want)) {
+		if (dg_unlikely((v & ~LINK_XSPAN) != want)) {
 			if (!(v & LINK_VALID)) /* free, pending, or inside another link */
 				return dma_err(dd, -ENOENT);
 			return dma_err(dd, -EINVAL);
 		}
-		one &= ((v >> LINK_OFF_SHIFT) & LINK_OFF_MASK) + len <= st->granule;
+		one &= link_span(v, l->gshift) == st->granule;
 	}
 	if (!one || !l->slots) { /* the general way: nothing left to refuse */
 		for (i = 0, r = 0; i < n; i++) {
@@ -634,14 +848,11 @@ int dg_dma_iova_unlink_bulk(struct dg_dma_iova_state *st, uint64_t offset, uint6
 		}
 		return r;
 	}
+fast:
 	if (!b)
 		dg_dma_batch_begin(dd, b = &local);
 	dma_batch_room(b, ws == 1 ? 1 : n);
-	wi = offset >> l->gshift;
-	for (i = 0; i < n; i++, wi += ws) {
-		pt_slot_unmap(l->slots, wi);
-		atomic_store_explicit(&l->w[wi], DMA_LINK_PENDING, memory_order_relaxed);
-	}
+	unlink_run(l, offset >> l->gshift, ws, n);
 	if (ws == 1) { /* adjacent slots: one entry, settled in one pass */
 		dma_batch_put(b, st->addr + offset, (uint64_t)n * st->granule | DMA_BATCH_LINK,
 			      (uint64_t)(uintptr_t)l);

@@ -76,6 +76,20 @@ static uint32_t count_blocks(uint64_t a, uint64_t last)
 	}
 }
 
+/* count_blocks(a, last) > 2, looking at two blocks at most (a leaf-only range's question:
+ * a ring's run of dozens of pages is many blocks, all of which count_blocks() would walk). */
+static bool over_two_blocks(uint64_t a, uint64_t last)
+{
+	for (unsigned int k = 0; k < 2; k++) {
+		unsigned int o = next_block(a, last);
+
+		if (last - a <= (1ull << o) - 1)
+			return false;
+		a += 1ull << o;
+	}
+	return true;
+}
+
 /*
  * A leaf-only range that needs more than two exact blocks is covered by two: split at the
  * highest bit in which its first and last byte differ (a boundary M aligned to that bit),
@@ -129,9 +143,12 @@ static int validate(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint32_t
 		if (c->iova < dom->in_first || last > dom->in_last)
 			return -ERANGE;
 		if (c->type == DG_INVAL_RANGE && c->size <= mmu->cfg.inval_domain_threshold) {
-			*slots = count_blocks(c->iova, last);
-			if (*slots > 2 && (c->flags & DG_INVAL_LEAF))
-				*slots = 2; /* leaf_cover() */
+			if (c->flags & DG_INVAL_LEAF) /* more than two: leaf_cover() makes two */
+				*slots = over_two_blocks(c->iova, last) ?
+						 2 :
+						 count_blocks(c->iova, last);
+			else
+				*slots = count_blocks(c->iova, last);
 		}
 		return 0;
 	case DG_INVAL_DOMAIN:
@@ -169,7 +186,7 @@ static void emit(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint64_t *s
 		last = c->iova + (c->size - 1);
 		ic.op = INV_OP_BLOCK;
 		ic.id = c->domain;
-		if (ic.leaf && count_blocks(a, last) > 2) {
+		if (ic.leaf && over_two_blocks(a, last)) {
 			uint64_t at[2];
 			uint8_t order[2];
 
@@ -384,6 +401,7 @@ static struct wait_stats *wait_shard(struct dg_iommu *mmu)
 
 int dg_inval_wait(struct dg_iommu *mmu, uint64_t seq)
 {
+	const _Atomic uint64_t *watch;
 	struct wait_stats *ws;
 	uint64_t upto, start = 0, now;
 	unsigned int spins = 0;
@@ -406,19 +424,29 @@ int dg_inval_wait(struct dg_iommu *mmu, uint64_t seq)
 		}
 		if (completed_at_least(mmu, seq))
 			return 0; /* another waiter saw it complete */
-		dg_cpu_relax();
-		if (++spins % WAIT_CLOCK_EVERY)
-			continue;
-		now = dg_now_ns();
-		if (!start)
-			start = now;
-		if (now - start < WAIT_SPIN_NS)
-			continue;
-		sched_yield();
-		if (now - start >= mmu->cfg.wait_timeout_ns) {
-			atomic_fetch_add_explicit(&ws->timeouts, 1, memory_order_relaxed);
-			report_timeout(mmu, seq, now - start);
-			return -ETIMEDOUT;
+		/*
+		 * Spin on the one word the scan stopped at - the laggard's acknowledgement, or the
+		 * publication - until it reaches @seq (an offline device's word has AGENT_OFFLINE,
+		 * above any seq), then scan again: a load and a compare a round instead of a scan
+		 * of every device. Relaxed: only a hint; the scan loads it again with acquire.
+		 * Another waiter's completion needs this word past @seq too, so it ends the spin.
+		 */
+		watch = laggard >= 0 ? &mmu->agents[laggard].ack : &mmu->inv.published;
+		while (atomic_load_explicit(watch, memory_order_relaxed) < seq) {
+			dg_cpu_relax();
+			if (++spins % WAIT_CLOCK_EVERY)
+				continue;
+			now = dg_now_ns();
+			if (!start)
+				start = now;
+			if (now - start < WAIT_SPIN_NS)
+				continue;
+			sched_yield();
+			if (now - start >= mmu->cfg.wait_timeout_ns) {
+				atomic_fetch_add_explicit(&ws->timeouts, 1, memory_order_relaxed);
+				report_timeout(mmu, seq, now - start);
+				return -ETIMEDOUT;
+			}
 		}
 	}
 }
