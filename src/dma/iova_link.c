@@ -499,7 +499,9 @@ static int bulk_args(const struct dg_dma_iova_state *st, uint64_t offset, uint64
  * their entries, invalidate them - the device may have walked an entry meanwhile, and the
  * caller is told they were never linked, so it may reuse the buffers - then free the words.
  * Rare (a buffer refused after others were linked): one RANGE command over the hull (it may
- * cover slots between ours: invalidating more is always safe) and one wait.
+ * cover slots between ours: invalidating more is always safe) and one wait. A failed wait is
+ * parked in quarantine and the words freed anyway, as unlink_slow() does: the caller gets the
+ * refused buffer's error, which is what it has to act on.
  */
 static dg_noinline void link_undo(struct dg_dma_iova_state *st, struct dma_links *l,
 				  uint64_t offset, uint64_t stride, unsigned int done)

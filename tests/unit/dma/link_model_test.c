@@ -27,8 +27,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#define PG    4096ull
-#define SLOTS 700 /* crosses a 2 MiB last-level table boundary */
+static uint64_t PG = 4096; /* the granule of the run */
+#define SLOTS 700	   /* crosses a 2 MiB last-level table boundary */
 #define STEPS 2500
 #define PAGES 64 /* buffer pages */
 
@@ -177,7 +177,8 @@ static int expect_link(struct m *m, unsigned int slot, const uint8_t *buf, size_
 static void step_link(struct m *m)
 {
 	const unsigned int slot = below(m, SLOTS);
-	const size_t len = below(m, 4) ? 1 + below(m, (unsigned int)PG) : 1 + below(m, 3 * PG);
+	const size_t len = below(m, 4) ? 1 + below(m, (unsigned int)PG) :
+					 1 + below(m, (unsigned int)(3 * PG));
 	const int kind = below(m, 20) == 0 ? 1 + below(m, 3) : 0;
 	const uint8_t *buf = pick_buf(m, len, kind);
 	const enum dg_dma_dir dir = (enum dg_dma_dir)below(m, 3);
@@ -237,7 +238,8 @@ static void step_link_bulk(struct m *m)
 	uint64_t dma[48];
 	unsigned int n = 1 + below(m, below(m, 4) ? 24 : 48);
 	const unsigned int stride = below(m, 4) ? 1 : 1 + below(m, 3);
-	const size_t len = below(m, 8) ? 1 + below(m, (unsigned int)PG) : 1 + below(m, 2 * PG);
+	const size_t len = below(m, 8) ? 1 + below(m, (unsigned int)PG) :
+					 1 + below(m, (unsigned int)(2 * PG));
 	const unsigned int strd = len > PG && stride < 2 ? 2 : stride;
 	const enum dg_dma_dir dir = (enum dg_dma_dir)below(m, 3);
 	unsigned int slot = below(m, SLOTS);
@@ -419,17 +421,28 @@ static void step_device(struct m *m)
 	fixture_faults(&m->f);
 }
 
-static void run_model(enum dg_dma_policy p, bool reference, uint64_t seed)
+/* One run of @seed under @p, on the page table @geo describes (NULL: the default, VT-d 4K). */
+static void run_model(enum dg_dma_policy p, bool reference, uint64_t seed,
+		      const struct dg_pt_geometry *geo)
 {
 	struct m *m = calloc(1, sizeof(*m));
+	struct dg_dma_dev_config c;
 	struct dma_links *l;
 
 	assert_non_null(m);
 	m->rng = seed;
 	m->reference = reference;
 	assert_int_equal(fixture_init(&m->f, false, 0), 0);
-	m->dd = fixture_idle_dev(&m->f, 1, p, reference, &m->dev);
+	dg_dma_dev_config_init(&c);
+	c.policy = p;
+	if (reference)
+		c.flags = DG_DMA_DEV_LINUX_REFERENCE;
+	if (geo)
+		c.geo = *geo;
+	m->dd = fixture_dev(&m->f, 1, p, &c, &m->dev);
 	assert_non_null(m->dd);
+	dg_dev_set_auto_offline(m->dev, true);
+	PG = geo && geo->granule ? geo->granule : 4096;
 	assert_int_equal(dg_dma_iova_alloc(m->dd, SLOTS * PG, &m->st), 0);
 	assert_int_equal(m->st.granule, PG);
 	l = m->st.links;
@@ -437,7 +450,7 @@ static void run_model(enum dg_dma_policy p, bool reference, uint64_t seed)
 	assert_true(reference == !l->slots);
 	m->limit = oa_limit(m->dd);
 	assert_true(m->limit > (1ull << 32) && m->limit < (1ull << 62));
-	m->mem = page_alloc(PAGES * PG);
+	m->mem = aligned_alloc(PG, PAGES * PG); /* granule aligned */
 	assert_non_null(m->mem);
 	for (unsigned int i = 0; i < PAGES * PG; i++)
 		m->mem[i] = (uint8_t)(i * 7 + i / PG);
@@ -504,20 +517,34 @@ static void run_model(enum dg_dma_policy p, bool reference, uint64_t seed)
 static void test_model_strict(void **state)
 {
 	(void)state;
-	run_model(DG_DMA_STRICT, false, 0x9e3779b97f4a7c15ull);
-	run_model(DG_DMA_STRICT, false, 0x2545f4914f6cdd1dull);
+	run_model(DG_DMA_STRICT, false, 0x9e3779b97f4a7c15ull, NULL);
+	run_model(DG_DMA_STRICT, false, 0x2545f4914f6cdd1dull, NULL);
+}
+
+/* ARM LPAE: 4K and 48 bits (the ring loop), 64K and 52 bits (PA[51:48] in the leaf: the
+ * general loop for every stride). */
+static void test_model_lpae(void **state)
+{
+	const struct dg_pt_geometry g4 = {.format = DG_PT_FMT_ARM_LPAE_S1, .ias = 48, .oas = 48};
+	const struct dg_pt_geometry g64 = {
+		.format = DG_PT_FMT_ARM_LPAE_S1, .ias = 48, .oas = 52, .granule = 65536};
+
+	(void)state;
+	run_model(DG_DMA_STRICT, false, 0x5851f42d4c957f2dull, &g4);
+	run_model(DG_DMA_STRICT, false, 0x14057b7ef767814full, &g64);
+	PG = 4096;
 }
 
 static void test_model_lazy(void **state)
 {
 	(void)state;
-	run_model(DG_DMA_LAZY, false, 0xd1b54a32d192ed03ull);
+	run_model(DG_DMA_LAZY, false, 0xd1b54a32d192ed03ull, NULL);
 }
 
 static void test_model_reference(void **state)
 {
 	(void)state;
-	run_model(DG_DMA_STRICT, true, 0x8cb92ba72f3d8dd7ull);
+	run_model(DG_DMA_STRICT, true, 0x8cb92ba72f3d8dd7ull, NULL);
 }
 
 /* A bulk link refused at buffer k after k buffers were linked undoes them: none reachable,
@@ -600,9 +627,8 @@ static void test_bulk_undo(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_model_strict),
-		cmocka_unit_test(test_model_lazy),
-		cmocka_unit_test(test_model_reference),
+		cmocka_unit_test(test_model_strict), cmocka_unit_test(test_model_lazy),
+		cmocka_unit_test(test_model_lpae),   cmocka_unit_test(test_model_reference),
 		cmocka_unit_test(test_bulk_undo),
 	};
 
