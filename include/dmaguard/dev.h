@@ -90,11 +90,13 @@ DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
  *
  * Leaf-direct mode (leaf_shift != 0, dg_iommu_config.iotlb_leaf_direct): @ent is a cached
  * last-level page table (a copy of a walk-cache entry) covering the 2^leaf_shift bytes from
- * @tag, and the entry at that byte offset is the page's live table entry (VT-d layout:
- * read = bit 0, write = bit 1, output address = its bits between the page size and
- * 64 - oa_shift); a hit is a present entry granting @access (docs/iommu.md, "Leaf-direct").
+ * @tag (aligned to them), and entry (iova ^ tag) >> off_shift of it (off_shift is then the
+ * page shift: the xor is the offset in the span once the span test passed) is the page's
+ * live table entry (VT-d layout: read = bit 0, write = bit 1, output address = its bits in
+ * off_mask, which is then the page-aligned output-address mask); a hit is a present entry
+ * granting @access (docs/iommu.md, "Leaf-direct").
  */
-#define DG_DEV_HOT_ABI 2
+#define DG_DEV_HOT_ABI 3
 
 struct dg_dev_hot_ent {
 	uint64_t key;
@@ -106,31 +108,31 @@ struct dg_dev_hot {
 	uint64_t check;			   /* == *published when the hot level may be used */
 	const struct dg_dev_hot_ent *ent;  /* the IOTLB level probed first (leaf: the table) */
 	uint64_t base_mask;		   /* ~(its page size - 1) */
-	uint64_t off_mask;		   /* slot byte offset mask */
+	uint64_t off_mask;		   /* slot byte offset mask (leaf: output-address mask) */
 	uint64_t tag;			   /* cache tag << 2 | 3 (leaf: the table's first IOVA) */
 	_Atomic uint64_t hits;		   /* IOTLB hits (the device writes, anyone reads) */
-	uint32_t off_shift;		   /* slot byte offset shift */
+	uint32_t off_shift;		   /* slot byte offset shift (leaf: the page shift) */
 	bool held;			   /* a translated sg list may be in use */
 	uint8_t leaf_shift;		   /* 0: IOTLB level; else log2 of the table's span */
-	uint8_t oa_shift;		   /* leaf: bits above the output address */
+	uint8_t spare[2];
 };
 
 /* Leaf-direct's part of dg_dev_hot_xlat(): @iova's entry of the hot line's table. */
 static inline bool dg_dev_hot_leaf(const struct dg_dev_hot *h, uint64_t iova, unsigned int access,
 				   uint64_t *host)
 {
+	const uint64_t x = iova ^ h->tag; /* the offset in the span when the table covers iova */
 	uint64_t pte;
 
-	if ((iova ^ h->tag) >> h->leaf_shift)
+	if (x >> h->leaf_shift)
 		return false;
 	/* Acquire pairs with the release store of a leaf in the page-table layer (src/pt). */
-	pte = atomic_load_explicit(
-		(const _Atomic uint64_t *)(const void *)((const char *)h->ent +
-							 ((iova >> h->off_shift) & h->off_mask)),
-		memory_order_acquire);
+	pte = atomic_load_explicit((const _Atomic uint64_t *)(const void *)h->ent +
+					   (x >> h->off_shift),
+				   memory_order_acquire);
 	if (access & ~pte)
 		return false;
-	*host = ((pte << h->oa_shift >> h->oa_shift) & h->base_mask) + (iova & ~h->base_mask);
+	*host = (pte & h->off_mask) + (iova & ~h->base_mask);
 	return true;
 }
 

@@ -199,11 +199,10 @@ static inline void hot_set_leaf(struct dg_device *dev, const void *table, uint64
 {
 	dev->hot.ent = (const struct dg_dev_hot_ent *)table;
 	dev->hot.base_mask = dev->direct_page_mask;
-	dev->hot.off_mask = dev->direct_off_mask;
-	dev->hot.off_shift = dev->direct_off_shift;
+	dev->hot.off_mask = dev->direct_page_mask & (~0ull >> dev->direct_oa_shift);
+	dev->hot.off_shift = dev->direct_off_shift + 3; /* the page shift */
 	dev->hot.tag = iova >> dev->direct_span_shift << dev->direct_span_shift;
 	dev->hot.leaf_shift = (uint8_t)dev->direct_span_shift;
-	dev->hot.oa_shift = (uint8_t)dev->direct_oa_shift;
 }
 
 static inline uint64_t stat_get(const _Atomic uint64_t *c)
