@@ -270,7 +270,7 @@ DG_EXPORT bool dg_dev_rehold(struct dg_device *dev, uint64_t stamp);
  * are watched. rehold_watched returns false for an id not watched; unwatch ignores it.
  * Device thread; a watch costs the device a compare per watched range and range command.
  */
-#define DG_DEV_WATCH_MAX 4
+#define DG_DEV_WATCH_MAX 32
 DG_EXPORT int dg_dev_watch(struct dg_device *dev, uint64_t iova, size_t len);
 DG_EXPORT void dg_dev_unwatch(struct dg_device *dev, int id);
 DG_EXPORT bool dg_dev_rehold_watched(struct dg_device *dev, int id, uint64_t stamp);

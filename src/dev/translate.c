@@ -40,9 +40,12 @@
 #include <errno.h>
 #include <string.h>
 
-#define COPY_SEGS  16 /* segments translated per step of a copy */
-#define FILL_LINE  1  /* fill_wanted(): fill the line's neighbours */
-#define FILL_AHEAD 2  /* fill_wanted(): and the next line's entries */
+#define COPY_SEGS  16				    /* segments translated per step of a copy */
+#define FILL_LINE  1				    /* fill_wanted(): fill the line's neighbours */
+#define FILL_AHEAD 2				    /* fill_wanted(): and the next line's entries */
+#define WATCH_ALL  ((1ull << DG_DEV_WATCH_MAX) - 1) /* every watched-range id */
+
+static_assert(DG_DEV_WATCH_MAX < 64, "watch_used has a bit per watched range");
 
 static int fault_errno(enum dg_fault_reason r)
 {
@@ -1009,28 +1012,46 @@ bool dg_dev_rehold(struct dg_device *dev, uint64_t stamp)
 	return true;
 }
 
+/* The hull of the watched ranges (agent.c watch_mark()'s quick reject); lo > hi: none. */
+static void watch_hull(struct dg_device *dev)
+{
+	dev->watch_lo = UINT64_MAX;
+	dev->watch_hi = 0;
+	for (uint64_t m = dev->watch_used; m; m &= m - 1) {
+		unsigned int i = (unsigned int)__builtin_ctzll(m);
+
+		if (dev->watch[i].first < dev->watch_lo)
+			dev->watch_lo = dev->watch[i].first;
+		if (dev->watch[i].last > dev->watch_hi)
+			dev->watch_hi = dev->watch[i].last;
+	}
+}
+
 int dg_dev_watch(struct dg_device *dev, uint64_t iova, size_t len)
 {
-	uint32_t free = ~dev->watch_used & ((1u << DG_DEV_WATCH_MAX) - 1);
+	uint64_t free = ~dev->watch_used & WATCH_ALL;
 	unsigned int i;
 
 	if (!len || iova + (len - 1) < iova)
 		return -EINVAL;
 	if (!free)
 		return -ENOSPC;
-	i = (unsigned int)__builtin_ctz(free);
+	i = (unsigned int)__builtin_ctzll(free);
 	dev->watch[i].first = iova;
 	dev->watch[i].last = iova + (len - 1);
 	/* Every command applied so far may have changed it: only stamps from now on count. */
 	dev->watch[i].changed = dev->seen;
-	dev->watch_used |= 1u << i;
+	dev->watch_used |= 1ull << i;
+	watch_hull(dev);
 	return (int)i;
 }
 
 void dg_dev_unwatch(struct dg_device *dev, int id)
 {
-	if (id >= 0 && id < DG_DEV_WATCH_MAX)
-		dev->watch_used &= ~(1u << id);
+	if (id >= 0 && id < DG_DEV_WATCH_MAX && (dev->watch_used >> id & 1)) {
+		dev->watch_used &= ~(1ull << id);
+		watch_hull(dev);
+	}
 }
 
 bool dg_dev_rehold_watched(struct dg_device *dev, int id, uint64_t stamp)

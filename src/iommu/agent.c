@@ -276,8 +276,10 @@ static void flush_all(struct dg_device *dev)
  */
 static void watch_mark(struct dg_device *dev, uint64_t first, uint64_t last, uint64_t seq)
 {
-	for (uint32_t m = dev->watch_used; m; m &= m - 1) {
-		unsigned int i = (unsigned int)__builtin_ctz(m);
+	if (first > dev->watch_hi || last < dev->watch_lo)
+		return; /* outside every watched range (or none watched) */
+	for (uint64_t m = dev->watch_used; m; m &= m - 1) {
+		unsigned int i = (unsigned int)__builtin_ctzll(m);
 
 		if (first <= dev->watch[i].last && last >= dev->watch[i].first)
 			dev->watch[i].changed = seq + 1;

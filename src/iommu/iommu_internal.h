@@ -115,9 +115,14 @@ struct dg_device {
 	 */
 	struct {
 		uint64_t first, last, changed;
-	} watch[DG_DEV_WATCH_MAX]; /* device */
-	uint32_t watch_used;	   /* device: bit i: watch[i] in use */
-	uint64_t changed_all;	   /* device */
+	} watch[DG_DEV_WATCH_MAX];   /* device */
+	uint64_t watch_used;	     /* device: bit i: watch[i] in use */
+	uint64_t watch_lo, watch_hi; /* device: the hull of the watched ranges (lo > hi once all
+					were unwatched; 0, 0 before the first: no bit of
+					watch_used is set then),
+					so a command outside it costs two compares whatever
+					the number of ranges (agent.c watch_mark()) */
+	uint64_t changed_all;	     /* device */
 	/* Counters: the device writes them (relaxed load + store), anyone reads. */
 	_Atomic uint64_t st_misses;
 	_Atomic uint64_t st_walks;

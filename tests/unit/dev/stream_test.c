@@ -19,7 +19,13 @@
  *    keeps the acknowledgement back: the invalidation's wait does not complete until the
  *    device quiesces, and after that the page faults;
  *  - a read-only page refuses a write (-EACCES, recorded) on the inline path, and after it
- *    is remapped writable and the remap's invalidation applied the write is allowed.
+ *    is remapped writable and the remap's invalidation applied the write is allowed;
+ *  - watched ranges (dg_dev_watch()): DG_DEV_WATCH_MAX of them (a multi-queue NIC's or an
+ *    NVMe controller's rings) are all re-held across a buffer's invalidation, and exactly
+ *    the one a command covers is not; one more watch is -ENOSPC; the hull that lets a
+ *    command outside every range skip the per-range compares follows watch and unwatch (a
+ *    range added above it, a middle range after the lowest was unwatched: both must still
+ *    see their command, which fails if the hull is stale).
  */
 #include "iommu/iommu_internal.h"
 
@@ -286,12 +292,91 @@ static void test_perm_remap(void **state)
 	env_fini(&e);
 }
 
+/* Ring r of the watch test: page WR0 + 2 r (the odd pages between are packet buffers). */
+#define WR0 64ull
+
+static uint64_t ring_stamp(struct env *e, uint64_t k)
+{
+	struct dg_sg sg[2];
+	unsigned int nr = 0;
+
+	assert_int_equal(dg_dev_translate(e->dev, BASE + k * K4, K4,
+					  DG_ACCESS_READ | DG_ACCESS_WRITE, sg, 2, &nr),
+			 0);
+	assert_int_equal(nr, 1);
+	return dg_dev_stamp(e->dev);
+}
+
+/* Unmap page k with its leaf-only command, acknowledged, then map it again. */
+static void cycle(struct env *e, uint64_t k)
+{
+	uint64_t seq = unmap_submit(e, k);
+
+	dg_dev_quiesce(e->dev);
+	assert_int_equal(dg_inval_wait(e->mmu, seq), 0);
+	map(e, k, DG_PROT_READ | DG_PROT_WRITE);
+}
+
+static void test_watch_many(void **state)
+{
+	enum { N = DG_DEV_WATCH_MAX };
+	uint64_t stamp[N];
+	int id[N], top;
+	struct env e;
+
+	(void)state;
+	env_open(&e);
+	for (uint64_t k = WR0; k < WR0 + 2 * N + 2; k++)
+		map(&e, k, DG_PROT_READ | DG_PROT_WRITE);
+	for (int r = 0; r < N; r++) {
+		id[r] = dg_dev_watch(e.dev, BASE + (WR0 + 2 * (uint64_t)r) * K4, K4);
+		assert_true(id[r] >= 0 && id[r] < DG_DEV_WATCH_MAX);
+		stamp[r] = ring_stamp(&e, WR0 + 2 * (uint64_t)r);
+	}
+	assert_int_equal(dg_dev_watch(e.dev, BASE, K4), -ENOSPC);
+	dg_dev_quiesce(e.dev);
+	/* a buffer between rings 3 and 4: every ring is re-held */
+	cycle(&e, WR0 + 7);
+	for (int r = 0; r < N; r++)
+		assert_true(dg_dev_rehold_watched(e.dev, id[r], stamp[r]));
+	dg_dev_quiesce(e.dev);
+	/* ring 5's page: only ring 5 is not */
+	cycle(&e, WR0 + 10);
+	for (int r = 0; r < N; r++)
+		assert_int_equal(dg_dev_rehold_watched(e.dev, id[r], stamp[r]), r != 5);
+	dg_dev_quiesce(e.dev);
+	stamp[5] = ring_stamp(&e, WR0 + 10);
+	dg_dev_quiesce(e.dev);
+	/* the lowest ring unwatched: the hull shrinks, a middle ring still sees its command */
+	dg_dev_unwatch(e.dev, id[0]);
+	cycle(&e, WR0 + 2 * 9);
+	for (int r = 1; r < N; r++)
+		assert_int_equal(dg_dev_rehold_watched(e.dev, id[r], stamp[r]), r != 9);
+	dg_dev_quiesce(e.dev);
+	/* a range above the hull: its command must reach it */
+	top = dg_dev_watch(e.dev, BASE + (WR0 + 2 * N + 1) * K4, K4);
+	assert_int_equal(top, id[0]); /* the freed id */
+	stamp[0] = ring_stamp(&e, WR0 + 2 * N + 1);
+	dg_dev_quiesce(e.dev);
+	assert_true(dg_dev_rehold_watched(e.dev, top, stamp[0]));
+	dg_dev_quiesce(e.dev);
+	cycle(&e, WR0 + 2 * N + 1);
+	assert_false(dg_dev_rehold_watched(e.dev, top, stamp[0]));
+	for (int r = 1; r < N; r++)
+		assert_int_equal(dg_dev_rehold_watched(e.dev, id[r], stamp[r]), r != 9);
+	dg_dev_quiesce(e.dev);
+	for (int r = 0; r < N; r++)
+		dg_dev_unwatch(e.dev, id[r]);
+	unmap_all(&e, WR0, 2 * N + 2);
+	env_fini(&e);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_chunk_one_table), cmocka_unit_test(test_chunk_two_tables),
 		cmocka_unit_test(test_stream_strict),	cmocka_unit_test(test_held_then_fault),
-		cmocka_unit_test(test_perm_remap),
+		cmocka_unit_test(test_perm_remap),	cmocka_unit_test(test_watch_many),
 	};
 
 	return cmocka_run_group_tests(tests, setup_arena, teardown_arena);
