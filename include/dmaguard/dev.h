@@ -74,8 +74,8 @@ DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
 #include <stdatomic.h>
 
 /*
- * The device's hot line: the first 64 bytes of every struct dg_device, which is all a hit
- * reads and writes. It is public only so that dg_dev_translate_fast() below can be inlined
+ * The device's hot line: the first bytes of every struct dg_device, which is all a hit
+ * reads and writes (one cache line; leaf-direct's second table in the next). It is public only so that dg_dev_translate_fast() below can be inlined
  * into the caller; nothing else may read or write it.
  *
  * ABI: this layout is part of the ABI of this version of dmaguard (DG_DEV_HOT_ABI). A program
@@ -94,7 +94,10 @@ DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
  * page shift: the xor is the offset in the span once the span test passed) is the page's
  * live table entry (VT-d layout: read = bit 0, write = bit 1, output address = its bits in
  * off_mask, which is then the page-aligned output-address mask); a hit is a present entry
- * granting @access (docs/iommu.md, "Leaf-direct").
+ * granting @access (docs/iommu.md, "Leaf-direct"). A second table (@ent2 covering the span
+ * from @tag2, in the second cache line, read only when @tag's span does not cover @iova: a
+ * ring whose receive and send buffers live in two tables hits both inline) is the table the
+ * hot line held before @ent; @ent2 == @ent when there is none.
  */
 #define DG_DEV_HOT_ABI 3
 
@@ -115,20 +118,27 @@ struct dg_dev_hot {
 	bool held;			   /* a translated sg list may be in use */
 	uint8_t leaf_shift;		   /* 0: IOTLB level; else log2 of the table's span */
 	uint8_t spare[2];
+	/* second cache line: leaf-direct's second table, read only when the first misses */
+	const struct dg_dev_hot_ent *ent2; /* leaf: the table held before @ent (or @ent) */
+	uint64_t tag2;			   /* leaf: its first IOVA */
 };
 
 /* Leaf-direct's part of dg_dev_hot_xlat(): @iova's entry of the hot line's table. */
 static inline bool dg_dev_hot_leaf(const struct dg_dev_hot *h, uint64_t iova, unsigned int access,
 				   uint64_t *host)
 {
-	const uint64_t x = iova ^ h->tag; /* the offset in the span when the table covers iova */
+	uint64_t x = iova ^ h->tag; /* the offset in the span when the table covers iova */
+	const struct dg_dev_hot_ent *t = h->ent;
 	uint64_t pte;
 
-	if (x >> h->leaf_shift)
-		return false;
+	if (x >> h->leaf_shift) {
+		x = iova ^ h->tag2;
+		if (x >> h->leaf_shift)
+			return false;
+		t = h->ent2;
+	}
 	/* Acquire pairs with the release store of a leaf in the page-table layer (src/pt). */
-	pte = atomic_load_explicit((const _Atomic uint64_t *)(const void *)h->ent +
-					   (x >> h->off_shift),
+	pte = atomic_load_explicit((const _Atomic uint64_t *)(const void *)t + (x >> h->off_shift),
 				   memory_order_acquire);
 	if (access & ~pte)
 		return false;

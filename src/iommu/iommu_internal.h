@@ -150,7 +150,8 @@ struct dg_device {
 
 /* dg_dev_translate_fast() reads the hot line at the start of the device (dmaguard/dev.h). */
 static_assert(offsetof(struct dg_device, hot) == 0, "the hot line starts struct dg_device");
-static_assert(sizeof(struct dg_dev_hot) <= DG_CACHELINE, "the hot line is one cache line");
+static_assert(offsetof(struct dg_dev_hot, ent2) == DG_CACHELINE,
+	      "the hot line is one cache line, leaf-direct's second table in the next");
 
 struct dg_iommu {
 	struct inv_queue inv;
@@ -202,6 +203,14 @@ static inline void hot_set(struct dg_device *dev, const struct iotlb_level *l)
  */
 static inline void hot_set_leaf(struct dg_device *dev, const void *table, uint64_t iova)
 {
+	/* The table held until now becomes the second one (none held: the new one twice). */
+	if (dev->hot.leaf_shift) {
+		dev->hot.ent2 = dev->hot.ent;
+		dev->hot.tag2 = dev->hot.tag;
+	} else {
+		dev->hot.ent2 = (const struct dg_dev_hot_ent *)table;
+		dev->hot.tag2 = iova >> dev->direct_span_shift << dev->direct_span_shift;
+	}
 	dev->hot.ent = (const struct dg_dev_hot_ent *)table;
 	dev->hot.base_mask = dev->direct_page_mask;
 	dev->hot.off_mask = dev->direct_page_mask & (~0ull >> dev->direct_oa_shift);

@@ -20,6 +20,12 @@
  *    device quiesces, and after that the page faults;
  *  - a read-only page refuses a write (-EACCES, recorded) on the inline path, and after it
  *    is remapped writable and the remap's invalidation applied the write is allowed;
+ *  - two tables (a ring's receive and send buffers): alternating between them misses twice,
+ *    then every access is an inline hit (the hot line's second table); a third table evicts
+ *    the older one; a non-leaf invalidation of the second table's span (the table freed and,
+ *    by a LIFO allocator, reused for another region) drops it: the old region's access then
+ *    faults instead of reading the other region's entry through the reused page (fails
+ *    without the second table's overlap test in agent.c apply());
  *  - watched ranges (dg_dev_watch()): DG_DEV_WATCH_MAX of them (a multi-queue NIC's or an
  *    NVMe controller's rings) are all re-held across a buffer's invalidation, and exactly
  *    the one a command covers is not; one more watch is -ENOSPC; the hull that lets a
@@ -55,7 +61,37 @@ struct env {
 	struct dg_device *dev;
 };
 
-static void env_open(struct env *e)
+/* A LIFO table-page allocator: a freed 4 KiB page is the next one handed out. */
+#define POOL_MAX 16
+
+struct pool {
+	void *free[POOL_MAX];
+	unsigned int nfree;
+};
+
+static void *pool_alloc(void *cookie, size_t size)
+{
+	struct pool *p = cookie;
+	void *page = p->nfree && size == K4 ? p->free[--p->nfree] : aligned_alloc(size, size);
+
+	if (page)
+		memset(page, 0, size);
+	return page;
+}
+
+static void pool_free(void *cookie, void *page, size_t size)
+{
+	struct pool *p = cookie;
+
+	if (size == K4 && p->nfree < POOL_MAX)
+		p->free[p->nfree++] = page;
+	else
+		free(page);
+}
+
+static const struct dg_pt_mem_ops pool_ops = {.alloc = pool_alloc, .free = pool_free};
+
+static void env_open_pool(struct env *e, struct pool *p)
 {
 	struct dg_pt_geometry g = {.format = DG_PT_FMT_VTD_SS, .ias = 48, .oas = 48};
 	struct dg_iommu_config cfg;
@@ -65,13 +101,18 @@ static void env_open(struct env *e)
 	cfg.iotlb_leaf_direct = true;
 	e->mmu = dg_iommu_create(&cfg);
 	assert_non_null(e->mmu);
-	e->dom = dg_domain_create(e->mmu, &g, NULL, NULL);
+	e->dom = dg_domain_create(e->mmu, &g, p ? &pool_ops : NULL, p);
 	assert_non_null(e->dom);
 	e->dev = dg_device_create(e->mmu, 1);
 	assert_non_null(e->dev);
 	assert_int_equal(dg_device_attach(e->dev, e->dom), 0);
 	dg_dev_online(e->dev);
 	assert_true(e->dev->direct);
+}
+
+static void env_open(struct env *e)
+{
+	env_open_pool(e, NULL);
 }
 
 static void env_fini(struct env *e)
@@ -292,6 +333,70 @@ static void test_perm_remap(void **state)
 	env_fini(&e);
 }
 
+/* Table j's page k (tables 2 MiB apart from BASE). */
+#define TP(j, k) ((j)*NPG + (k))
+
+static void test_two_tables(void **state)
+{
+	struct dg_dev_stats a, b;
+	struct pool pl = {.nfree = 0};
+	struct dg_pt_gather g;
+	uint64_t unmapped;
+	struct env e;
+	void *p;
+
+	(void)state;
+	env_open_pool(&e, &pl);
+	for (uint64_t k = 0; k < 8; k++)
+		for (uint64_t j = 0; j < 3; j++)
+			map(&e, TP(j, k), DG_PROT_READ | DG_PROT_WRITE);
+	dg_dev_stats(e.dev, &a);
+	for (uint64_t k = 0; k < 8; k++)
+		for (uint64_t j = 0; j < 2; j++) {
+			assert_int_equal(xlat(&e, TP(j, k), 64, DG_ACCESS_READ, &p), 0);
+			assert_ptr_equal(p, (void *)(uintptr_t)(host(host_off(TP(j, k))) + 64));
+		}
+	dg_dev_stats(e.dev, &b);
+	assert_int_equal(b.iotlb_misses - a.iotlb_misses, 2); /* each table's first access */
+	assert_int_equal(b.iotlb_hits - a.iotlb_hits, 14);
+	/* a third table: table 0 (the older) is evicted, table 1 stays */
+	assert_int_equal(xlat(&e, TP(2, 0), 0, DG_ACCESS_READ, &p), 0);
+	dg_dev_stats(e.dev, &a);
+	assert_int_equal(xlat(&e, TP(1, 3), 0, DG_ACCESS_READ, &p), 0);
+	assert_int_equal(xlat(&e, TP(2, 3), 0, DG_ACCESS_READ, &p), 0);
+	dg_dev_stats(e.dev, &b);
+	assert_int_equal(b.iotlb_misses - a.iotlb_misses, 0);
+	assert_int_equal(xlat(&e, TP(0, 3), 0, DG_ACCESS_READ, &p), 0);
+	dg_dev_stats(e.dev, &a);
+	assert_int_equal(a.iotlb_misses - b.iotlb_misses, 1);
+	/* tables: first 0, second 2. Free table 2 (its whole span) and reuse its page. */
+	assert_int_equal(xlat(&e, TP(2, 3), 0, DG_ACCESS_READ, &p), 0); /* second: hit */
+	dg_dev_quiesce(e.dev);
+	dg_pt_gather_init(&g);
+	assert_int_equal(dg_domain_unmap(e.dom, BASE + TP(2, 0) * K4, M2, &g, &unmapped), 0);
+	assert_true(g.nr_tables > 0);
+	dg_dev_offline(e.dev);
+	assert_int_equal(dg_iommu_flush_gather(e.mmu, e.dom, &g), 0); /* non-leaf RANGE */
+	dg_dev_online(e.dev);
+	/* another region, 16 MiB up (same directory): its new leaf table is table 2's page */
+	assert_int_equal(dg_domain_map(e.dom, BASE + (16ull << 20) + 3 * K4, host(0), K4,
+				       DG_PROT_READ | DG_PROT_WRITE, NULL),
+			 0);
+	assert_int_equal(xlat(&e, TP(2, 3), 0, DG_ACCESS_READ, &p), -EFAULT);
+	expect_fault(&e, TP(2, 3), 0, DG_FAULT_UNMAPPED);
+	assert_int_equal(xlat(&e, TP(0, 3), 0, DG_ACCESS_READ, &p), 0); /* table 0 kept */
+	assert_ptr_equal(p, (void *)(uintptr_t)host(host_off(TP(0, 3))));
+	dg_dev_quiesce(e.dev);
+	dg_pt_gather_init(&g);
+	assert_int_equal(dg_domain_unmap(e.dom, BASE + (16ull << 20), M2, &g, &unmapped), 0);
+	dg_dev_offline(e.dev);
+	assert_int_equal(dg_iommu_flush_gather(e.mmu, e.dom, &g), 0);
+	unmap_all(&e, 0, 2 * NPG);
+	env_fini(&e);
+	while (pl.nfree)
+		free(pl.free[--pl.nfree]);
+}
+
 /* Ring r of the watch test: page WR0 + 2 r (the odd pages between are packet buffers). */
 #define WR0 64ull
 
@@ -377,6 +482,7 @@ int main(void)
 		cmocka_unit_test(test_chunk_one_table), cmocka_unit_test(test_chunk_two_tables),
 		cmocka_unit_test(test_stream_strict),	cmocka_unit_test(test_held_then_fault),
 		cmocka_unit_test(test_perm_remap),	cmocka_unit_test(test_watch_many),
+		cmocka_unit_test(test_two_tables),
 	};
 
 	return cmocka_run_group_tests(tests, setup_arena, teardown_arena);
