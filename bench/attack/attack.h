@@ -96,6 +96,8 @@ struct atk_config {
 	bool reuse_after_timeout; /* a negligent driver: it reuses memory even when the unmap
 				     said -ETIMEDOUT (shows why it must not; tests use it to
 				     prove that a breach outside the documentation is caught) */
+	bool iotlb_leaf_direct;	  /* the machine's devices read last-level tables directly
+				     (dg_iommu_config.iotlb_leaf_direct; the bench's setting) */
 };
 
 struct atk_result {

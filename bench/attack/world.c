@@ -208,6 +208,7 @@ int world_init(struct atk_world *w, enum atk_policy pol, const struct atk_config
 	ic.log = NULL;
 	ic.wait_timeout_ns = cfg->wait_timeout_ns ? cfg->wait_timeout_ns : 20000000ull;
 	ic.reference = pol == ATK_POL_LINUX_REF;
+	ic.iotlb_leaf_direct = cfg->iotlb_leaf_direct;
 	w->mmu = dg_iommu_create(&ic);
 	if (!w->mmu)
 		return -errno;

@@ -433,6 +433,12 @@ struct wl_ring_xlat {
 void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t bytes,
 		  struct wl_ring_xlat *x);
 
+/* A burst cut short because its ring could not be translated again at an acknowledgement
+   point (never while rings stay mapped): @undone descriptors were not written back. Counted
+   as an error of the device thread (reported as the run's "errors", which the e2e check
+   requires to be 0), with a message the first time. */
+void wl_dev_ring_lost(struct wl_dev *d, uint32_t undone);
+
 /* ---- the packet header every generated frame starts with -------------------------------------- */
 
 struct wl_hdr {

@@ -450,6 +450,16 @@ void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t
 	return sg[0].addr;
 }
 
+void wl_dev_ring_lost(struct wl_dev *d, uint32_t undone)
+{
+	if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
+		fprintf(stderr,
+			"bench workloads: %s/%s: a ring could not be translated again: burst cut, "
+			"%u descriptors not written back\n",
+			d->run->wl->name, wl_cfg_name[d->run->cfg], undone);
+	wl_ctr_add(&d->ctr->errors, 1);
+}
+
 void wl_sg_copy_to(const struct dg_sg *sg, unsigned int nr, size_t off, const void *src, size_t len)
 {
 	const uint8_t *s = src;

@@ -993,9 +993,12 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 			written[k0 + f] = prm->rx_frame;
 			bytes += prm->rx_frame;
 		}
-		if (k0 + m < n && !dev_ack_between(d, p, rg, &ring))
-			return bytes; /* cannot happen: the ring stays mapped (and with it
-					 untranslatable, no descriptor can be written back) */
+		if (k0 + m < n && !dev_ack_between(d, p, rg, &ring)) {
+			/* never while the ring stays mapped: untranslatable, no descriptor can
+			   be written back (the buffers are written again next burst) */
+			wl_dev_ring_lost(d, n);
+			return bytes;
+		}
 	}
 	rx_write_back(ring, rg, written, n, units);
 	return bytes;
@@ -1109,13 +1112,13 @@ static uint64_t rx_burst_agg(struct wl_dev *d, struct wl_port *p, struct nic_por
 		b.addr = dsc->addr;
 		b.len = dsc->len;
 		written[k] = nic_agg_fill(d, p, prm, &b, &since_ack, &rg->dev_seq, &frames);
-		if (!a.ring)
-			return (uint64_t)frames *
-			       prm->rx_frame; /* cannot happen: rings stay mapped */
-		if (since_ack >= NIC_ACK_EVERY && k + 1 < n) { /* between two buffers */
+		if (a.ring && since_ack >= NIC_ACK_EVERY && k + 1 < n) { /* between two buffers */
 			since_ack = 0;
-			if (agg_ack(d, &a) && !a.ring)
-				return (uint64_t)frames * prm->rx_frame;
+			agg_ack(d, &a);
+		}
+		if (!a.ring) { /* never while the ring stays mapped (see rx_burst()) */
+			wl_dev_ring_lost(d, n);
+			return (uint64_t)frames * prm->rx_frame;
 		}
 	}
 	rx_write_back(a.ring, rg, written, n, units);
@@ -1164,8 +1167,11 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 			off += dsc->len;
 			if (++since_ack == NIC_ACK_EVERY) {
 				since_ack = 0;
-				if (!dev_ack_between(d, p, rg, &ring))
-					return bytes; /* cannot happen: the ring stays mapped */
+				if (!dev_ack_between(d, p, rg, &ring)) {
+					/* never while the ring stays mapped (see rx_burst()) */
+					wl_dev_ring_lost(d, n + ns);
+					return bytes;
+				}
 			}
 		}
 		const struct wl_hdr *h = (const void *)d->scratch;

@@ -505,8 +505,10 @@ static bool nvme_dev_poll(struct wl_dev *d, struct wl_port *p)
 				cq = wl_dev_ring(d, p, j->cq_dma, (size_t)j->size * sizeof(*cq),
 						 &j->dev_cq_x);
 				wl_dev_xlat_end(d);
-				if (!sq || !cq)
+				if (!sq || !cq) { /* never while the rings stay mapped */
+					wl_dev_ring_lost(d, n);
 					return false;
+				}
 			}
 			const struct nvme_sqe *s = &sq[(j->dev_sq_head + k) & j->mask];
 			unsigned int nr;

@@ -74,8 +74,8 @@ DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
 #include <stdatomic.h>
 
 /*
- * The device's hot line: the first 64 bytes of every struct dg_device, which is all a hit
- * reads and writes. It is public only so that dg_dev_translate_fast() below can be inlined
+ * The device's hot line: the first bytes of every struct dg_device, which is all a hit
+ * reads and writes (one cache line; leaf-direct's second table in the next). It is public only so that dg_dev_translate_fast() below can be inlined
  * into the caller; nothing else may read or write it.
  *
  * ABI: this layout is part of the ABI of this version of dmaguard (DG_DEV_HOT_ABI). A program
@@ -90,11 +90,16 @@ DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
  *
  * Leaf-direct mode (leaf_shift != 0, dg_iommu_config.iotlb_leaf_direct): @ent is a cached
  * last-level page table (a copy of a walk-cache entry) covering the 2^leaf_shift bytes from
- * @tag, and the entry at that byte offset is the page's live table entry (VT-d layout:
- * read = bit 0, write = bit 1, output address = its bits between the page size and
- * 64 - oa_shift); a hit is a present entry granting @access (docs/iommu.md, "Leaf-direct").
+ * @tag (aligned to them), and entry (iova ^ tag) >> off_shift of it (off_shift is then the
+ * page shift: the xor is the offset in the span once the span test passed) is the page's
+ * live table entry (VT-d layout: read = bit 0, write = bit 1, output address = its bits in
+ * off_mask, which is then the page-aligned output-address mask); a hit is a present entry
+ * granting @access (docs/iommu.md, "Leaf-direct"). A second table (@ent2 covering the span
+ * from @tag2, in the second cache line, read only when @tag's span does not cover @iova: a
+ * ring whose receive and send buffers live in two tables hits both inline) is the table the
+ * hot line held before @ent; @ent2 == @ent when there is none.
  */
-#define DG_DEV_HOT_ABI 2
+#define DG_DEV_HOT_ABI 3
 
 struct dg_dev_hot_ent {
 	uint64_t key;
@@ -106,31 +111,38 @@ struct dg_dev_hot {
 	uint64_t check;			   /* == *published when the hot level may be used */
 	const struct dg_dev_hot_ent *ent;  /* the IOTLB level probed first (leaf: the table) */
 	uint64_t base_mask;		   /* ~(its page size - 1) */
-	uint64_t off_mask;		   /* slot byte offset mask */
+	uint64_t off_mask;		   /* slot byte offset mask (leaf: output-address mask) */
 	uint64_t tag;			   /* cache tag << 2 | 3 (leaf: the table's first IOVA) */
 	_Atomic uint64_t hits;		   /* IOTLB hits (the device writes, anyone reads) */
-	uint32_t off_shift;		   /* slot byte offset shift */
+	uint32_t off_shift;		   /* slot byte offset shift (leaf: the page shift) */
 	bool held;			   /* a translated sg list may be in use */
 	uint8_t leaf_shift;		   /* 0: IOTLB level; else log2 of the table's span */
-	uint8_t oa_shift;		   /* leaf: bits above the output address */
+	uint8_t spare[2];
+	/* second cache line: leaf-direct's second table, read only when the first misses */
+	const struct dg_dev_hot_ent *ent2; /* leaf: the table held before @ent (or @ent) */
+	uint64_t tag2;			   /* leaf: its first IOVA */
 };
 
 /* Leaf-direct's part of dg_dev_hot_xlat(): @iova's entry of the hot line's table. */
 static inline bool dg_dev_hot_leaf(const struct dg_dev_hot *h, uint64_t iova, unsigned int access,
 				   uint64_t *host)
 {
+	uint64_t x = iova ^ h->tag; /* the offset in the span when the table covers iova */
+	const struct dg_dev_hot_ent *t = h->ent;
 	uint64_t pte;
 
-	if ((iova ^ h->tag) >> h->leaf_shift)
-		return false;
+	if (x >> h->leaf_shift) {
+		x = iova ^ h->tag2;
+		if (x >> h->leaf_shift)
+			return false;
+		t = h->ent2;
+	}
 	/* Acquire pairs with the release store of a leaf in the page-table layer (src/pt). */
-	pte = atomic_load_explicit(
-		(const _Atomic uint64_t *)(const void *)((const char *)h->ent +
-							 ((iova >> h->off_shift) & h->off_mask)),
-		memory_order_acquire);
+	pte = atomic_load_explicit((const _Atomic uint64_t *)(const void *)t + (x >> h->off_shift),
+				   memory_order_acquire);
 	if (access & ~pte)
 		return false;
-	*host = ((pte << h->oa_shift >> h->oa_shift) & h->base_mask) + (iova & ~h->base_mask);
+	*host = (pte & h->off_mask) + (iova & ~h->base_mask);
 	return true;
 }
 
@@ -268,7 +280,7 @@ DG_EXPORT bool dg_dev_rehold(struct dg_device *dev, uint64_t stamp);
  * are watched. rehold_watched returns false for an id not watched; unwatch ignores it.
  * Device thread; a watch costs the device a compare per watched range and range command.
  */
-#define DG_DEV_WATCH_MAX 4
+#define DG_DEV_WATCH_MAX 32
 DG_EXPORT int dg_dev_watch(struct dg_device *dev, uint64_t iova, size_t len);
 DG_EXPORT void dg_dev_unwatch(struct dg_device *dev, int id);
 DG_EXPORT bool dg_dev_rehold_watched(struct dg_device *dev, int id, uint64_t stamp);

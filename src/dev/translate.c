@@ -40,9 +40,12 @@
 #include <errno.h>
 #include <string.h>
 
-#define COPY_SEGS  16 /* segments translated per step of a copy */
-#define FILL_LINE  1  /* fill_wanted(): fill the line's neighbours */
-#define FILL_AHEAD 2  /* fill_wanted(): and the next line's entries */
+#define COPY_SEGS  16				    /* segments translated per step of a copy */
+#define FILL_LINE  1				    /* fill_wanted(): fill the line's neighbours */
+#define FILL_AHEAD 2				    /* fill_wanted(): and the next line's entries */
+#define WATCH_ALL  ((1ull << DG_DEV_WATCH_MAX) - 1) /* every watched-range id */
+
+static_assert(DG_DEV_WATCH_MAX < 64, "watch_used has a bit per watched range");
 
 static int fault_errno(enum dg_fault_reason r)
 {
@@ -540,12 +543,16 @@ out:
  * first page it could not serve (not present, not allowed, table not cached:
  * translate_one() will answer it). Without @load it stops at a page the hot line's table
  * does not cover, and then has changed nothing but @b (direct_entered() starts over).
+ * After the first page of a table the pages are whole up to the one holding the end, so the
+ * loop per page is a load, the permission test, the address and the segment (~17
+ * instructions; 40 when every page recomputed its end and counted its hit).
  */
 static dg_noinline bool direct_run(struct dg_device *dev, uint64_t *a, uint64_t last,
 				   unsigned int access, struct seg_build *b, bool load)
 {
 	const uint64_t pmask = ~dev->direct_page_mask;
-	const unsigned int psh = dev->direct_off_shift + 3, oas = dev->direct_oa_shift;
+	const unsigned int psh = dev->direct_off_shift + 3;
+	const uint64_t oa_mask = dev->direct_page_mask & (~0ull >> dev->direct_oa_shift);
 	const uint64_t imask = dev->direct_off_mask >> 3;
 	uint64_t p = *a, cur_end = b->cur_end, hits = 0;
 	bool done = false;
@@ -563,29 +570,48 @@ static dg_noinline bool direct_run(struct dg_device *dev, uint64_t *a, uint64_t 
 		const uint64_t stop = last < rlast ? last : rlast;
 		const _Atomic uint64_t *pte =
 			(const _Atomic uint64_t *)(const void *)dev->hot.ent + ((p >> psh) & imask);
+		/* The first page, from p (anywhere in it) to its end or stop. */
+		uint64_t end = (p | pmask) < stop ? (p | pmask) : stop, host;
+		/* Acquire pairs with the release store of a leaf (src/pt), as in the hit. */
+		uint64_t e = atomic_load_explicit(pte, memory_order_acquire);
 
-		for (;; pte++) {
-			uint64_t end = (p | pmask) < stop ? (p | pmask) : stop, host;
-			/* Acquire pairs with the release store of a leaf (src/pt), as in the hit. */
-			uint64_t e = atomic_load_explicit(pte, memory_order_acquire);
+		if (access & ~e)
+			goto out;
+		host = (e & oa_mask) + (p & pmask);
+		cur_end = host == cur_end ? cur_end + (end - p + 1) :
+					    seg_open(b, cur_end, host, end - p + 1);
+		hits += !loaded;
+		/* The next pages of this table: whole ones up to the page holding stop (each one
+		   load, the permission test and the address), then that page up to stop. */
+		if (end != stop) {
+			const uint64_t first = end + 1, stop_page = stop & ~pmask, size = pmask + 1;
+			uint64_t q = first;
 
-			if (access & ~e)
-				goto out;
-			host = ((e << oas >> oas) & ~pmask) + (p & pmask);
-			if (host == cur_end)
-				cur_end += end - p + 1;
-			else
-				cur_end = seg_open(b, cur_end, host, end - p + 1);
-			hits += !loaded;
-			loaded = false;
-			if (end == last) {
-				done = true;
-				goto out;
+			for (;; q += size) {
+				const uint64_t len = q < stop_page ? size : stop - q + 1;
+
+				e = atomic_load_explicit(++pte,
+							 memory_order_acquire); /* as above */
+				if (access & ~e) {
+					hits += (q - first) >> psh;
+					p = q;
+					goto out;
+				}
+				host = e & oa_mask;
+				cur_end = host == cur_end ? cur_end + len :
+							    seg_open(b, cur_end, host, len);
+				if (q == stop_page)
+					break;
 			}
-			p = end + 1;
-			if (end == stop)
-				break; /* the next table */
+			hits += ((stop_page - first) >> psh) + 1;
+			end = stop;
 		}
+		if (end == last) {
+			p = end; /* inside the last page (done: the caller does not read it) */
+			done = true;
+			goto out;
+		}
+		p = end + 1; /* the next table */
 	}
 out:
 	b->cur_end = cur_end;
@@ -1009,28 +1035,46 @@ bool dg_dev_rehold(struct dg_device *dev, uint64_t stamp)
 	return true;
 }
 
+/* The hull of the watched ranges (agent.c watch_mark()'s quick reject); lo > hi: none. */
+static void watch_hull(struct dg_device *dev)
+{
+	dev->watch_lo = UINT64_MAX;
+	dev->watch_hi = 0;
+	for (uint64_t m = dev->watch_used; m; m &= m - 1) {
+		unsigned int i = (unsigned int)__builtin_ctzll(m);
+
+		if (dev->watch[i].first < dev->watch_lo)
+			dev->watch_lo = dev->watch[i].first;
+		if (dev->watch[i].last > dev->watch_hi)
+			dev->watch_hi = dev->watch[i].last;
+	}
+}
+
 int dg_dev_watch(struct dg_device *dev, uint64_t iova, size_t len)
 {
-	uint32_t free = ~dev->watch_used & ((1u << DG_DEV_WATCH_MAX) - 1);
+	uint64_t free = ~dev->watch_used & WATCH_ALL;
 	unsigned int i;
 
 	if (!len || iova + (len - 1) < iova)
 		return -EINVAL;
 	if (!free)
 		return -ENOSPC;
-	i = (unsigned int)__builtin_ctz(free);
+	i = (unsigned int)__builtin_ctzll(free);
 	dev->watch[i].first = iova;
 	dev->watch[i].last = iova + (len - 1);
 	/* Every command applied so far may have changed it: only stamps from now on count. */
 	dev->watch[i].changed = dev->seen;
-	dev->watch_used |= 1u << i;
+	dev->watch_used |= 1ull << i;
+	watch_hull(dev);
 	return (int)i;
 }
 
 void dg_dev_unwatch(struct dg_device *dev, int id)
 {
-	if (id >= 0 && id < DG_DEV_WATCH_MAX)
-		dev->watch_used &= ~(1u << id);
+	if (id >= 0 && id < DG_DEV_WATCH_MAX && (dev->watch_used >> id & 1)) {
+		dev->watch_used &= ~(1ull << id);
+		watch_hull(dev);
+	}
 }
 
 bool dg_dev_rehold_watched(struct dg_device *dev, int id, uint64_t stamp)

@@ -63,7 +63,8 @@ static void set_tag(struct dg_device *dev, uint32_t ctag)
 }
 
 /*
- * Leaf-direct: forget the last-level table the hot line reads (hot_set_leaf()). Called by
+ * Leaf-direct: forget the last-level tables the hot line reads (hot_set_leaf(); the second
+ * one is read only while leaf_shift != 0, which hot_set() clears). Called by
  * every command that drops walk-cache entries covering it (a non-leaf range over its span, a
  * non-leaf domain flush, global, device, context, a lap), in apply() before the device can
  * acknowledge the command, so the table page it points to is never read after the wait of
@@ -276,8 +277,10 @@ static void flush_all(struct dg_device *dev)
  */
 static void watch_mark(struct dg_device *dev, uint64_t first, uint64_t last, uint64_t seq)
 {
-	for (uint32_t m = dev->watch_used; m; m &= m - 1) {
-		unsigned int i = (unsigned int)__builtin_ctz(m);
+	if (first > dev->watch_hi || last < dev->watch_lo)
+		return; /* outside every watched range (or none watched) */
+	for (uint64_t m = dev->watch_used; m; m &= m - 1) {
+		unsigned int i = (unsigned int)__builtin_ctzll(m);
 
 		if (first <= dev->watch[i].last && last >= dev->watch[i].first)
 			dev->watch[i].changed = seq + 1;
@@ -301,7 +304,15 @@ static void apply(struct dg_device *dev, const struct inv_cmd *c, uint64_t seq)
 			iotlb_inval_range(&dev->iotlb, dev->ctag, c->iova, last);
 		if (!c->leaf) {
 			wc_inval_range(&dev->wc, dev->wtag, c->iova, last);
-			/* the hot line's table, if its span overlaps [iova, last] */
+			/* the hot line's tables whose span overlaps [iova, last]: the second one
+			   becomes a copy of the first, the first takes both with it */
+			if (dev->hot.leaf_shift &&
+			    c->iova >> dev->hot.leaf_shift <= dev->hot.tag2 >>
+				    dev->hot.leaf_shift &&
+			    last >> dev->hot.leaf_shift >= dev->hot.tag2 >> dev->hot.leaf_shift) {
+				dev->hot.ent2 = dev->hot.ent;
+				dev->hot.tag2 = dev->hot.tag;
+			}
 			if (dev->hot.leaf_shift &&
 			    c->iova >> dev->hot.leaf_shift <= dev->hot.tag >> dev->hot.leaf_shift &&
 			    last >> dev->hot.leaf_shift >= dev->hot.tag >> dev->hot.leaf_shift)

@@ -115,9 +115,14 @@ struct dg_device {
 	 */
 	struct {
 		uint64_t first, last, changed;
-	} watch[DG_DEV_WATCH_MAX]; /* device */
-	uint32_t watch_used;	   /* device: bit i: watch[i] in use */
-	uint64_t changed_all;	   /* device */
+	} watch[DG_DEV_WATCH_MAX];   /* device */
+	uint64_t watch_used;	     /* device: bit i: watch[i] in use */
+	uint64_t watch_lo, watch_hi; /* device: the hull of the watched ranges (lo > hi once all
+					were unwatched; 0, 0 before the first: no bit of
+					watch_used is set then),
+					so a command outside it costs two compares whatever
+					the number of ranges (agent.c watch_mark()) */
+	uint64_t changed_all;	     /* device */
 	/* Counters: the device writes them (relaxed load + store), anyone reads. */
 	_Atomic uint64_t st_misses;
 	_Atomic uint64_t st_walks;
@@ -145,7 +150,8 @@ struct dg_device {
 
 /* dg_dev_translate_fast() reads the hot line at the start of the device (dmaguard/dev.h). */
 static_assert(offsetof(struct dg_device, hot) == 0, "the hot line starts struct dg_device");
-static_assert(sizeof(struct dg_dev_hot) <= DG_CACHELINE, "the hot line is one cache line");
+static_assert(offsetof(struct dg_dev_hot, ent2) == DG_CACHELINE,
+	      "the hot line is one cache line, leaf-direct's second table in the next");
 
 struct dg_iommu {
 	struct inv_queue inv;
@@ -197,13 +203,20 @@ static inline void hot_set(struct dg_device *dev, const struct iotlb_level *l)
  */
 static inline void hot_set_leaf(struct dg_device *dev, const void *table, uint64_t iova)
 {
+	/* The table held until now becomes the second one (none held: the new one twice). */
+	if (dev->hot.leaf_shift) {
+		dev->hot.ent2 = dev->hot.ent;
+		dev->hot.tag2 = dev->hot.tag;
+	} else {
+		dev->hot.ent2 = (const struct dg_dev_hot_ent *)table;
+		dev->hot.tag2 = iova >> dev->direct_span_shift << dev->direct_span_shift;
+	}
 	dev->hot.ent = (const struct dg_dev_hot_ent *)table;
 	dev->hot.base_mask = dev->direct_page_mask;
-	dev->hot.off_mask = dev->direct_off_mask;
-	dev->hot.off_shift = dev->direct_off_shift;
+	dev->hot.off_mask = dev->direct_page_mask & (~0ull >> dev->direct_oa_shift);
+	dev->hot.off_shift = dev->direct_off_shift + 3; /* the page shift */
 	dev->hot.tag = iova >> dev->direct_span_shift << dev->direct_span_shift;
 	dev->hot.leaf_shift = (uint8_t)dev->direct_span_shift;
-	dev->hot.oa_shift = (uint8_t)dev->direct_oa_shift;
 }
 
 static inline uint64_t stat_get(const _Atomic uint64_t *c)
