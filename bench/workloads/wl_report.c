@@ -389,6 +389,13 @@ int wl_report_csv(const char *path, struct wl_result *res, size_t n)
 
 /* ---- plots --------------------------------------------------------------------------------------- */
 
+/*
+ * Bars scale to the largest ratio of the run, at most WL_PLOT_TOP (a wild ratio from a disturbed
+ * round would otherwise squash every other bar to nothing); a longer bar is clipped and ends in
+ * '>' (in the last column). Any positive ratio gets at least one '#'.
+ */
+#define WL_PLOT_TOP 2.0
+
 void wl_plot_ascii(FILE *out, struct wl_result *res, size_t n, unsigned int width)
 {
 	double top = 1.0;
@@ -396,21 +403,26 @@ void wl_plot_ascii(FILE *out, struct wl_result *res, size_t n, unsigned int widt
 	for (size_t i = 0; i < n; i++)
 		if (res[i].ratio_s.median > top && isfinite(res[i].ratio_s.median))
 			top = res[i].ratio_s.median;
+	if (top > WL_PLOT_TOP)
+		top = WL_PLOT_TOP;
 	fprintf(out, "\nratio to identity ('|' marks 1.0)\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct wl_result *r = &res[i];
 		double v = isfinite(r->ratio_s.median) && r->ratio_s.median > 0 ?
 				   r->ratio_s.median :
 				   0;
-		unsigned int bar = (unsigned int)(v / top * width + 0.5);
+		bool clipped = v > top;
+		unsigned int bar = clipped ? width : (unsigned int)(v / top * width + 0.5);
 		unsigned int one = (unsigned int)(1.0 / top * width + 0.5);
 
+		if (v > 0 && bar == 0)
+			bar = 1;
 		if (i && res[i - 1].wl != r->wl)
 			fputc('\n', out);
 		fprintf(out, "%-9s %-14s %6.3f ", i && res[i - 1].wl == r->wl ? "" : r->wl->name,
 			wl_cfg_name[r->cfg], v);
 		for (unsigned int k = 0; k <= width; k++)
-			fputc(k < bar ? '#' : k == one ? '|' : ' ', out);
+			fputc(k < bar ? '#' : clipped ? '>' : k == one ? '|' : ' ', out);
 		fputc('\n', out);
 	}
 	fflush(out);

@@ -174,6 +174,17 @@ static void test_plot_ascii(void **state)
 	assert_non_null(strstr(buf, "          strict          0.500 #####     |"));
 	assert_non_null(strstr(buf, "fwd64     pool            2.000 ####################"));
 	free(buf);
+	/* A wild ratio is clipped at 2.0 and the others keep their length; a tiny one still
+	   shows one bar. */
+	r[1].ratio_s.median = 0.001;
+	r[2].ratio_s.median = 40.0;
+	f = open_memstream(&buf, &len);
+	wl_plot_ascii(f, r, 3, 20);
+	fclose(f);
+	assert_non_null(strstr(buf, "xdp64     identity        1.000 ##########|"));
+	assert_non_null(strstr(buf, "          strict          0.001 #         |"));
+	assert_non_null(strstr(buf, "fwd64     pool           40.000 ####################>"));
+	free(buf);
 }
 
 static struct dg_dma_dev *slots_dev(struct dg_iommu **mmu, struct dg_dma **dma,
