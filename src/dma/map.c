@@ -117,6 +117,7 @@ int dma_space_create(struct dg_dma_dev *dd, const struct dg_pt_geometry *geo, ui
 	r = dma_rec_init(&sp->rec, first, sp->gshift);
 	if (r)
 		goto fail_iova;
+	dma_stream_init(sp, !dd->reference); /* the reference models Linux: no streams */
 	*out = sp;
 	return 0;
 fail_iova:
@@ -132,6 +133,7 @@ void dma_space_destroy(struct dma_space *sp)
 {
 	if (!sp)
 		return;
+	dma_stream_fini(sp);
 	dma_rec_fini(&sp->rec);
 	dg_iova_destroy(sp->iova);
 	dg_domain_destroy(sp->dom);
@@ -242,9 +244,26 @@ int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_g
 	return 0;
 }
 
+/* Give back a parked IOVA range whose invalidation completed: a stream granule to its chunk
+ * (@token tagged), anything else to the allocator (validated). */
+static void quarantine_give(struct dma_space *sp, uint64_t iova, uint64_t size, uint64_t token)
+{
+	if (dma_token_stream(token))
+		dma_stream_retire(sp, token, size >> sp->gshift);
+	else
+		dg_iova_free(sp->iova, iova, size);
+}
+
 void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t seq,
 			struct dg_pt_gather *g, const uint64_t *iova, const uint64_t *size,
 			uint32_t n, void *mem)
+{
+	dma_quarantine_add_tok(dd, sp, seq, g, iova, size, NULL, n, mem);
+}
+
+void dma_quarantine_add_tok(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t seq,
+			    struct dg_pt_gather *g, const uint64_t *iova, const uint64_t *size,
+			    const uint64_t *token, uint32_t n, void *mem)
 {
 	struct dma_quarantine *q = calloc(1, sizeof(*q));
 
@@ -254,7 +273,7 @@ void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t se
 			;
 		dg_pt_gather_release(sp->pt, g);
 		for (uint32_t i = 0; i < n; i++)
-			dg_iova_free(sp->iova, iova[i], size[i]);
+			quarantine_give(sp, iova[i], size[i], token ? token[i] : 0);
 		free(mem);
 		return;
 	}
@@ -267,6 +286,7 @@ void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t se
 	for (uint32_t i = 0; i < n; i++) {
 		q->iova[i] = iova[i];
 		q->size[i] = size[i];
+		q->token[i] = token ? token[i] : 0;
 	}
 	pthread_mutex_lock(&dd->q_lock);
 	q->next = dd->quarantine;
@@ -292,7 +312,7 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 		}
 		dg_pt_gather_release(q->sp->pt, &q->gather);
 		for (uint32_t i = 0; i < q->n; i++)
-			dg_iova_free(q->sp->iova, q->iova[i], q->size[i]);
+			quarantine_give(q->sp, q->iova[i], q->size[i], q->token[i]);
 		free(q->mem);
 		atomic_fetch_sub_explicit(&dd->nr_quarantined, q->n ? q->n : 1,
 					  memory_order_relaxed);
@@ -604,6 +624,36 @@ static int batch_issue(struct dg_dma_batch *b)
 }
 
 /*
+ * Give back one streaming unmap's IOVA at the batch end, its invalidation completed: a
+ * stream granule counts towards its chunk's retirement (consecutive entries of one chunk
+ * are added up in *stok / *sn and retired in one atomic add when the chunk changes, and by
+ * give_end()), anything else goes to this thread's magazine.
+ */
+static dg_always_inline void give_one(struct dma_space *sp, struct iova_tcache **tc, uint64_t a,
+				      uint64_t sz, uint64_t tok, uint64_t *stok, uint64_t *sn)
+{
+	if (dg_likely(dma_token_stream(tok))) {
+		if (dg_unlikely(tok != *stok)) {
+			if (*sn)
+				dma_stream_retire(sp, *stok, *sn);
+			*stok = tok;
+			*sn = 0;
+		}
+		*sn += sz >> sp->gshift;
+		return;
+	}
+	iova_free_owned_one(sp->iova, tc, a, sz, tok);
+}
+
+static dg_always_inline void give_end(struct dma_space *sp, struct iova_tcache *tc, uint64_t stok,
+				      uint64_t sn)
+{
+	iova_free_owned_end(tc);
+	if (sn)
+		dma_stream_retire(sp, stok, sn);
+}
+
+/*
  * The end of a batch (or of a full ent[]): invalidate what is not yet, wait once for all of
  * it, then give back table pages, IOVAs (one allocator call, this thread's cache) and shadow
  * slots, and make two-step granules linkable again; on a failed invalidation or wait park the
@@ -614,7 +664,7 @@ static int batch_flush(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
-	uint64_t qi[DG_DMA_BATCH_MAX], qs[DG_DMA_BATCH_MAX];
+	uint64_t qi[DG_DMA_BATCH_MAX], qs[DG_DMA_BATCH_MAX], qt[DG_DMA_BATCH_MAX];
 	struct iova_owned fr[DG_DMA_BATCH_MAX];
 	const uint32_t nsub = b->nsub;
 	uint32_t nf = 0, nb = 0;
@@ -645,6 +695,7 @@ static int batch_flush(struct dg_dma_batch *b)
 		 * IOVAs back highest first straight from the entries, no copy and no sort - the
 		 * pieces merged from their ends (what dma_order_frees() would give) */
 		struct iova_tcache *tc = NULL;
+		uint64_t stok = 0, sn = 0; /* stream granules of one chunk not retired yet */
 		const uint32_t *seg = b->piece, ns = b->npieces;
 		uint32_t end[BATCH_PIECES]; /* piece j's entries not given back: [seg[j], end[j]) */
 
@@ -652,10 +703,10 @@ static int batch_flush(struct dg_dma_batch *b)
 			dg_pt_gather_release(sp->pt, &b->gather);
 		if (ns == 1) { /* one piece (a ring's reap): back to front */
 			for (uint32_t i = b->n; i-- > 0;)
-				iova_free_owned_one(sp->iova, &tc, b->ent[i].addr,
-						    b->ent[i].size & ~(uint64_t)BATCH_KIND,
-						    b->ent[i].token);
-			iova_free_owned_end(tc);
+				give_one(sp, &tc, b->ent[i].addr,
+					 b->ent[i].size & ~(uint64_t)BATCH_KIND, b->ent[i].token,
+					 &stok, &sn);
+			give_end(sp, tc, stok, sn);
 			goto done;
 		}
 		/* several pieces: the piece whose next entry is highest gives back its entries
@@ -686,12 +737,12 @@ static int batch_flush(struct dg_dma_batch *b)
 				break;
 			do {
 				i = --end[top];
-				iova_free_owned_one(sp->iova, &tc, b->ent[i].addr,
-						    b->ent[i].size & ~(uint64_t)BATCH_KIND,
-						    b->ent[i].token);
+				give_one(sp, &tc, b->ent[i].addr,
+					 b->ent[i].size & ~(uint64_t)BATCH_KIND, b->ent[i].token,
+					 &stok, &sn);
 			} while (end[top] > seg[top] && b->ent[end[top] - 1].addr > bar);
 		}
-		iova_free_owned_end(tc);
+		give_end(sp, tc, stok, sn);
 		goto done;
 	}
 	/* back to front: a batch unmapped in ascending order (a ring's) lands in fr[] in the
@@ -718,12 +769,27 @@ static int batch_flush(struct dg_dma_batch *b)
 			for (uint32_t i = 0; i < nf; i++) { /* in the batch's order */
 				qi[i] = fr[nf - 1 - i].iova;
 				qs[i] = fr[nf - 1 - i].size;
+				qt[i] = fr[nf - 1 - i].token;
 			}
-			dma_quarantine_add(dd, sp, b->seq, &b->gather, qi, qs, nf, NULL);
+			dma_quarantine_add_tok(dd, sp, b->seq, &b->gather, qi, qs, qt, nf, NULL);
 			nf = 0; /* parked: given back once a completion confirms */
 		} else if (!gather_empty(&b->gather)) {
 			dg_pt_gather_release(sp->pt, &b->gather);
 		}
+	}
+	if (nf) { /* stream granules to their chunks, the rest to the allocator */
+		uint64_t stok = 0, sn = 0;
+		uint32_t m = 0;
+
+		for (uint32_t i = 0; i < nf; i++) {
+			if (dma_token_stream(fr[i].token))
+				give_one(sp, NULL, fr[i].iova, fr[i].size, fr[i].token, &stok, &sn);
+			else
+				fr[m++] = fr[i];
+		}
+		if (sn)
+			dma_stream_retire(sp, stok, sn);
+		nf = m;
 	}
 	if (nf) {
 		if (!desc)
@@ -945,21 +1011,10 @@ static dg_noinline int xl_map_undo(struct dg_dma_dev *dd, struct dma_space *sp, 
  * Publish a mapping's record (the claim of its unmap reads it) and count its sub-page bytes
  * in @t (this thread's block of the device): the last step of dma_xl_map() and xl_map_one().
  */
-/* A mapping's record: w1..w3, then w0 (the word a claim compares with) makes it live. */
-static dg_always_inline void rec_write(struct dma_rec *rec, uint64_t len, uint64_t total,
-				       uint64_t token, uint64_t w0)
-{
-	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
-	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
-	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
-	/* Release pairs with the acquire load in xl_check(): w1..w3 are visible. */
-	atomic_store_explicit(&rec->w0, w0, memory_order_release);
-}
-
 static dg_always_inline void rec_publish(struct dma_tstats *t, struct dma_rec *rec, uint64_t len,
 					 uint64_t total, uint64_t token, uint64_t w0, uint64_t sub)
 {
-	rec_write(rec, len, total, token, w0);
+	dma_rec_write(rec, len, total, token, w0);
 	ctr_add(t, CTR_SUBPAGE, sub);
 	ctr_max(&t->subpage_max, sub);
 }
@@ -993,6 +1048,9 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	if (dg_unlikely(r == -ENOSPC) && dd->lazy && !dma_lazy_drain(dd, dd->lazy))
 		/* lazy: IOVAs waiting in the flush queues are free space once their flush
 		   completes: flush them all and try once more before saying -ENOSPC */
+		r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
+	else if (dg_unlikely(r == -ENOSPC) && !dd->lazy && dma_stream_drain(sp, dma_tstats(dd)))
+		/* strict: spare stream chunks are free space too */
 		r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
 	if (dg_unlikely(r))
 		return r;
@@ -1131,7 +1189,7 @@ static dg_always_inline int xl_check(struct dma_space *sp, uint64_t dma, uint64_
 	rec = dma_rec_in(&sp->rec, dma, d >> sp->gshift, false);
 	if (dg_unlikely(!rec))
 		return -ENOENT;
-	/* Acquire pairs with the release store of w0 in rec_write(): w1..w3 are visible. */
+	/* Acquire pairs with the release store of w0 in dma_rec_write(): w1..w3 are visible. */
 	w0 = atomic_load_explicit(&rec->w0, memory_order_acquire);
 	if (dg_unlikely(w0 != want || atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
 		return xl_claim_err(w0, dma & sp->gmask);
@@ -1195,11 +1253,14 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		r = dma_inval(dd, &c, 1, &seq);
 	}
 	if (dg_unlikely(r)) {
-		dma_quarantine_add(dd, sp, seq, &g, &iova, &size, free_iova ? 1 : 0, mem);
+		dma_quarantine_add_tok(dd, sp, seq, &g, &iova, &size, &token, free_iova ? 1 : 0,
+				       mem);
 		return r;
 	}
 	dg_pt_gather_release(sp->pt, &g);
-	if (free_iova && token) {
+	if (free_iova && dma_token_stream(token)) {
+		dma_stream_retire(sp, token, size >> sp->gshift);
+	} else if (free_iova && token) {
 		struct iova_owned o = {.iova = iova, .size = size, .token = token};
 
 		iova_free_owned(sp->iova, &o, 1);
@@ -1802,7 +1863,7 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	const uint64_t g = sp->granule, gm = sp->gmask;
 	const unsigned int prot = dma_dir_prot(dir);
 	uint64_t iova[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX], phys[DG_DMA_BULK_MAX];
-	uint64_t sub, waste;
+	uint64_t sub, waste, pmax = 0;
 	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
 	const bool hook = atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL;
 	struct dg_pt_gather gth;
@@ -1822,11 +1883,19 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 		if (dg_unlikely((a & gm) + len > g || !a))
 			goto odd;
 		phys[i] = a & ~(uintptr_t)gm;
+		pmax = phys[i] > pmax ? phys[i] : pmax;
 	}
 	r = dma_fail(dd, DG_DMA_FAIL_IOVA);
 	if (dg_unlikely(r))
 		return r;
+	t = dma_tstats(dd);
+	/* strict: this thread's stream (stream.c); an installed hook takes the allocator path,
+	 * which asks it at every step */
+	if (!dd->lazy && !hook && !dma_stream_map(sp, t, bufs, phys, pmax, n, len, dir, dma))
+		goto counted;
 	r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);
+	if (dg_unlikely(r == -ENOSPC) && !dd->lazy && dma_stream_drain(sp, t))
+		r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);
 	if (dg_unlikely(r))
 		return dd->lazy && r == -ENOSPC ? 1 : r; /* lazy: the single call drains */
 	pt_gather_init(&gth);
@@ -1864,10 +1933,10 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 						      memory_order_relaxed);
 			return bulk_map_undo(dd, sp, iova, token, n, g, n, -ENOMEM);
 		}
-		rec_write(rec, len, g, token[i], rec_w0(KIND_SINGLE, dir, 0, off));
+		dma_rec_write(rec, len, g, token[i], rec_w0(KIND_SINGLE, dir, 0, off));
 		dma[i] = iova[i] + off;
 	}
-	t = dma_tstats(dd);
+counted:
 	waste = g - len;
 	sub = waste * n;
 	ctr_add(t, CTR_SUBPAGE, sub);
