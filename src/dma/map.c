@@ -2003,13 +2003,122 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 	return 0;
 }
 
+/* The record of the granule at @a (granule aligned) for a claim, and where its record leaf's
+ * granules end (*lend, an IOVA; saturated): NULL outside the space or with no record there. */
+static dg_noinline struct dma_rec *claim_rec(struct dma_space *sp, uint64_t a, uint64_t *lend)
+{
+	const uint64_t d = a - sp->first, gi = d >> sp->gshift;
+	const uint64_t left = REC_NODE - (gi & (REC_NODE - 1)); /* granules to the leaf's end */
+	struct dma_rec *rec;
+
+	if (dg_unlikely(d > sp->last - sp->first))
+		return NULL;
+	rec = dma_rec_in(&sp->rec, a, gi, false);
+	*lend = left <= (UINT64_MAX - a) >> sp->gshift ? a + (left << sp->gshift) : UINT64_MAX;
+	return rec;
+}
+
+/*
+ * The strict way of dg_dma_unmap_bulk() (not lazy, not the reference): each record checked
+ * on its face and claimed in one pass, its entry written straight into the batch (room made
+ * for all first, counted in b->n once all are claimed). The records of neighbouring granules
+ * are neighbours in their leaf (a ring's reap of a stream: every buffer after the first),
+ * so the record is the previous one's next without a lookup while the addresses ascend by a
+ * granule inside one leaf. A failure - a bad address or record, a claim lost to a racing
+ * unmap or to an address given twice - gives back this call's claims (stored back with the
+ * word they had: the mappings were live all along) and refuses the call with the first bad
+ * entry's error (-ERANGE first if any address wraps), nothing having entered the batch.
+ * @b is the caller's batch or its own (begun before, ended after).
+ */
+static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *dma, unsigned int n,
+					 size_t len, enum dg_dma_dir dir, struct dg_dma_batch *b)
+{
+	const uint64_t gm = sp->gmask, g = sp->granule, wdir = rec_w0(KIND_SINGLE, dir, 0, 0);
+	uint64_t chi = dma[0] & ~gm, off_run = 0, lend = 0, next = 1; /* next: never aligned */
+	struct dma_rec *rec = NULL;
+	__typeof__(&b->ent[0]) e;
+	uint32_t bn;
+	unsigned int i;
+	int r;
+
+	dma_batch_room(b, n);
+	bn = b->n;
+	e = &b->ent[bn];
+	for (i = 0; i < n; i++, e++) {
+		const uint64_t d = dma[i], a = d & ~gm, want = wdir | (d & gm);
+		uint64_t w, sz;
+
+		if (dg_unlikely(d + (len - 1) < d))
+			goto bad;
+		if (dg_likely(a == next && a < lend)) {
+			rec++; /* the next granule's record, in the same leaf */
+		} else {
+			uint64_t le;
+
+			rec = claim_rec(sp, a, &le);
+			if (dg_unlikely(!rec))
+				goto bad;
+			lend = le;
+		}
+		next = a + g;
+		/* Acquire pairs with the release store of w0 in dma_rec_write(): w1..w3 are
+		 * visible (as in xl_check()). */
+		w = atomic_load_explicit(&rec->w0, memory_order_acquire);
+		if (dg_unlikely(w != want ||
+				atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
+			goto bad;
+		/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
+		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
+			    &rec->w0, &w, 0, memory_order_acquire, memory_order_relaxed)))
+			goto bad;
+		sz = atomic_load_explicit(&rec->w2, memory_order_relaxed);
+		e->addr = a;
+		e->size = sz | BATCH_IOVA;
+		e->token = atomic_load_explicit(&rec->w3, memory_order_relaxed);
+		off_run |= a ^ chi;
+		chi = a + sz;
+	}
+	b->n = bn + n;
+	if (!off_run && n > 1 && b->nruns < BATCH_PIECES) { /* one range for the batch end */
+		b->run_first[b->nruns] = bn;
+		b->run_len[b->nruns++] = n;
+	}
+	return 0;
+bad:
+	/* the first bad entry's error, read before anything is given back: a record this call
+	 * claimed reads as unmapped (an address given twice is -ENOENT, as a lost claim is) */
+	if (dma[i] + (len - 1) < dma[i]) {
+		r = -ERANGE;
+	} else {
+		const uint64_t off = dma[i] & gm;
+		uint64_t lw;
+		struct dma_rec *x = claim_rec(sp, dma[i] & ~gm, &lw);
+
+		lw = x ? atomic_load_explicit(&x->w0, memory_order_relaxed) : 0;
+		if (lw != (wdir | off))
+			r = xl_claim_err(lw, off);
+		else /* the face was right: the length, or a claim lost */
+			r = atomic_load_explicit(&x->w1, memory_order_relaxed) != len ? -EINVAL :
+											-ENOENT;
+	}
+	for (unsigned int j = i + 1; j < n && r != -ERANGE; j++)
+		if (dma[j] + (len - 1) < dma[j])
+			r = -ERANGE;
+	while (i--) {
+		struct dma_rec *x = dma_rec_get(&sp->rec, dma[i] & ~gm, false);
+
+		/* Release pairs with the acquire load in xl_check(), as the map's. */
+		atomic_store_explicit(&x->w0, wdir | (dma[i] & gm), memory_order_release);
+	}
+	return r;
+}
+
 int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
 		      enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
 {
 	struct dma_rec *rec[DG_DMA_BULK_MAX];
 	uint64_t w0[DG_DMA_BULK_MAX], size[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX];
 	struct dg_dma_batch local;
-	bool into;
 	struct dma_space *sp;
 	struct dma_tstats *t;
 	unsigned int i;
@@ -2038,6 +2147,21 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 	return dma_err(dd, -EOPNOTSUPP);
 strict:
 	sp = dd->sp;
+	if (!dd->lazy && !dd->reference) {
+		const bool own = !b;
+
+		if (own)
+			dg_dma_batch_begin(dd, b = &local);
+		r = unmap_bulk_strict(sp, dma, n, len, dir, b);
+		if (dg_unlikely(r)) {
+			if (own)
+				dg_dma_batch_end(&local); /* empty */
+			return dma_err(dd, r);
+		}
+		if (own)
+			r = dg_dma_batch_end(&local);
+		goto counted;
+	}
 	/* 1. every address and record on its face: no wrap, the word the map wrote and the
 	 * length, in one pass; a wrapping address anywhere is -ERANGE before any record's error,
 	 * so the first failure looks for one among the rest */
@@ -2054,48 +2178,8 @@ strict:
 			return dma_err(dd, r);
 		}
 	}
-	/* 2. claim them - strict: straight into the batch (room made for all first, counted
-	 * once all are claimed); a lost claim gives back this call's claims (the mappings were
-	 * live throughout), nothing having entered the batch */
-	into = !dd->lazy && !dd->reference;
-	if (into) {
-		/* the entries go to ent[bn..bn + n), counted in b->n once all are claimed */
-		uint32_t bn;
-
-		if (!b)
-			dg_dma_batch_begin(dd, b = &local);
-		/* where the next range of a run starts, and any bit of a range that did not */
-		uint64_t chi = dma[0] & ~sp->gmask, off_run = 0;
-
-		dma_batch_room(b, n);
-		bn = b->n;
-		for (i = 0; i < n; i++) {
-			const uint64_t a = dma[i] & ~sp->gmask;
-			uint64_t w = w0[i], sz;
-
-			/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
-			if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
-				    &rec[i]->w0, &w, 0, memory_order_acquire,
-				    memory_order_relaxed)))
-				goto lost;
-			sz = atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
-			b->ent[bn + i].addr = a;
-			b->ent[bn + i].size = sz | BATCH_IOVA;
-			b->ent[bn + i].token =
-				atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
-			off_run |= a ^ chi;
-			chi = a + sz;
-		}
-		b->n = bn + n;
-		if (!off_run && n > 1 &&
-		    b->nruns < BATCH_PIECES) { /* one range for the batch end */
-			b->run_first[b->nruns] = bn;
-			b->run_len[b->nruns++] = n;
-		}
-		if (b == &local)
-			r = dg_dma_batch_end(&local);
-		goto counted;
-	}
+	/* 2. claim them (lazy, the reference); a lost claim gives back this call's claims (the
+	 * mappings were live throughout) */
 	for (i = 0; i < n; i++) {
 		uint64_t w = w0[i];
 
@@ -2106,8 +2190,7 @@ strict:
 		size[i] = atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
 		token[i] = atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
 	}
-	/* 3. retire: lazy all at once, the reference one by one; strict took the batch's
-	 * entries above */
+	/* 3. retire: lazy all at once, the reference one by one */
 	if (dd->lazy) {
 		r = dma_lazy_retire_bulk(dd, dma, size, token, n);
 	} else {
@@ -2123,11 +2206,9 @@ counted:
 	t = dma_tstats(dd);
 	ctr_add(t, CTR_UNMAPS, n);
 	return r ? dma_err(dd, r) : 0;
-lost: /* a claim lost: give back this call's claims (nothing entered the batch) */
+lost: /* a claim lost: give back this call's claims */
 	while (i--)
 		/* Release pairs with the acquire load in xl_check(), as the map's. */
 		atomic_store_explicit(&rec[i]->w0, w0[i], memory_order_release);
-	if (b == &local)
-		dg_dma_batch_end(&local); /* empty */
 	return dma_err(dd, -ENOENT);
 }
