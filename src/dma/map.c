@@ -627,12 +627,15 @@ static int batch_issue(struct dg_dma_batch *b)
  * Give back one streaming unmap's IOVA at the batch end, its invalidation completed: a
  * stream granule counts towards its chunk's retirement (consecutive entries of one chunk
  * are added up in *stok / *sn and retired in one atomic add when the chunk changes, and by
- * give_end()), anything else goes to this thread's magazine.
+ * give_end(); skipped when @stok is NULL), anything else goes to this thread's magazine.
  */
 static dg_always_inline void give_one(struct dma_space *sp, struct iova_tcache **tc, uint64_t a,
 				      uint64_t sz, uint64_t tok, uint64_t *stok, uint64_t *sn)
 {
-	if (dg_likely(dma_token_stream(tok))) {
+	/* @stok NULL: stream granules were retired already (batch_flush's first pass) */
+	if (dma_token_stream(tok)) {
+		if (!stok)
+			return; /* retired already (batch_flush's first pass) */
 		if (dg_unlikely(tok != *stok)) {
 			if (*sn)
 				dma_stream_retire(sp, *stok, *sn);
@@ -699,13 +702,37 @@ static int batch_flush(struct dg_dma_batch *b)
 		const uint32_t *seg = b->piece, ns = b->npieces;
 		uint32_t end[BATCH_PIECES]; /* piece j's entries not given back: [seg[j], end[j]) */
 
+		uint32_t nother = 0;
+
 		if (!gather_empty(&b->gather))
 			dg_pt_gather_release(sp->pt, &b->gather);
+		/* stream granules first, in entry order (their chunks keep no order): one add per
+		 * run of one chunk; the allocator's ranges after, in the order below */
+		for (uint32_t i = 0; i < b->n; i++) {
+			const uint64_t tok = b->ent[i].token;
+
+			if (dg_unlikely(!dma_token_stream(tok))) {
+				nother++;
+				continue;
+			}
+			if (dg_unlikely(tok != stok)) {
+				if (sn)
+					dma_stream_retire(sp, stok, sn);
+				stok = tok;
+				sn = 0;
+			}
+			sn++; /* a stream granule is one granule */
+		}
+		if (sn)
+			dma_stream_retire(sp, stok, sn);
+		stok = sn = 0;
+		if (dg_likely(!nother))
+			goto done;
 		if (ns == 1) { /* one piece (a ring's reap): back to front */
 			for (uint32_t i = b->n; i-- > 0;)
 				give_one(sp, &tc, b->ent[i].addr,
 					 b->ent[i].size & ~(uint64_t)BATCH_KIND, b->ent[i].token,
-					 &stok, &sn);
+					 NULL, NULL);
 			give_end(sp, tc, stok, sn);
 			goto done;
 		}
@@ -739,7 +766,7 @@ static int batch_flush(struct dg_dma_batch *b)
 				i = --end[top];
 				give_one(sp, &tc, b->ent[i].addr,
 					 b->ent[i].size & ~(uint64_t)BATCH_KIND, b->ent[i].token,
-					 &stok, &sn);
+					 NULL, NULL);
 			} while (end[top] > seg[top] && b->ent[end[top] - 1].addr > bar);
 		}
 		give_end(sp, tc, stok, sn);
@@ -2034,7 +2061,10 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 					 size_t len, enum dg_dma_dir dir, struct dg_dma_batch *b)
 {
 	const uint64_t gm = sp->gmask, g = sp->granule, wdir = rec_w0(KIND_SINGLE, dir, 0, 0);
-	uint64_t chi = dma[0] & ~gm, off_run = 0, lend = 0, next = 1; /* next: never aligned */
+	/* off_run: an entry after the first is not the next granule of the one before (a
+	 * record found at the next granule of a live one-granule mapping is the only way on
+	 * the short way: entries all taking it are a run of adjacent granules) */
+	uint64_t off_run = 0, lend = 0, next = 1; /* next: never aligned */
 	struct dma_rec *rec = NULL;
 	__typeof__(&b->ent[0]) e;
 	uint32_t bn;
@@ -2048,8 +2078,8 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 		const uint64_t d = dma[i], a = d & ~gm, want = wdir | (d & gm);
 		uint64_t w, sz;
 
-		if (dg_unlikely(d + (len - 1) < d))
-			goto bad;
+		/* no wrap test: a record that matches proves [d, d + len) is inside a live
+		 * mapping of the space; a bad entry's error looks for a wrapping one */
 		if (dg_likely(a == next && a < lend)) {
 			rec++; /* the next granule's record, in the same leaf */
 		} else {
@@ -2059,6 +2089,7 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 			if (dg_unlikely(!rec))
 				goto bad;
 			lend = le;
+			off_run |= i; /* not the next granule of the one before */
 		}
 		next = a + g;
 		/* Acquire pairs with the release store of w0 in dma_rec_write(): w1..w3 are
@@ -2075,8 +2106,6 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 		e->addr = a;
 		e->size = sz | BATCH_IOVA;
 		e->token = atomic_load_explicit(&rec->w3, memory_order_relaxed);
-		off_run |= a ^ chi;
-		chi = a + sz;
 	}
 	b->n = bn + n;
 	if (!off_run && n > 1 && b->nruns < BATCH_PIECES) { /* one range for the batch end */

@@ -298,6 +298,29 @@ static dg_noinline int stream_refill(struct dma_space *sp, struct dma_stream *s,
 	return 0;
 }
 
+/* The stores of dma_stream_map(): the entry (output address, the high part of a 52-bit one
+ * moved, the template), the record and the address, per buffer. Inline twice: with the
+ * output-address masks the caller proved to change nothing, and with the format's. */
+static dg_always_inline void stream_fill(_Atomic uint64_t *pte, struct dma_rec *rec,
+					 void *const *bufs, const uint64_t *phys, unsigned int n,
+					 uint64_t len, uint64_t g, uint64_t iova, uint64_t tmpl,
+					 uint64_t oam, uint64_t ohm, uint64_t tok, uint64_t w0,
+					 uint64_t *dma)
+{
+	const uint64_t gm = g - 1;
+
+	for (unsigned int i = 0; i < n; i++, iova += g) {
+		const uint64_t p = phys[i], off = (uintptr_t)bufs[i] & gm;
+
+		/* Release: pairs with the acquire loads of walkers (as in pt_map_va). The entry
+		 * is clear: see the preamble. */
+		atomic_store_explicit(&pte[i], (p & oam) | ((p >> 36) & ohm) | tmpl,
+				      memory_order_release);
+		dma_rec_write(&rec[i], len, g, tok, w0 | off);
+		dma[i] = iova + off;
+	}
+}
+
 int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
 		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
 		   enum dg_dma_dir dir, uint64_t *dma)
@@ -317,18 +340,14 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 	const uint64_t tok = (uintptr_t)c | DMA_TOKEN_STREAM, w0 = rec_w0(KIND_SINGLE, dir, 0, 0);
 	_Atomic uint64_t *pte = c->pte0 + cur;
 	struct dma_rec *rec = c->rec0 + cur;
-	uint64_t iova = c->iova + (cur << sp->gshift);
+	const uint64_t iova = c->iova + (cur << sp->gshift);
 
-	for (unsigned int i = 0; i < n; i++, iova += g) {
-		const uint64_t p = phys[i], off = (uintptr_t)bufs[i] & gm;
-
-		/* Release: pairs with the acquire loads of walkers (as in pt_map_va). The entry
-		 * is clear: see the preamble. */
-		atomic_store_explicit(&pte[i], (p & oam) | ((p >> 36) & ohm) | tmpl,
-				      memory_order_release);
-		dma_rec_write(&rec[i], len, g, tok, w0 | off);
-		dma[i] = iova + off;
-	}
+	if (dg_likely(!ohm && oam == ((sl->oa_limit - 1) & ~gm)))
+		/* every aligned address below oa_limit is its own output-address bits */
+		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, UINT64_MAX, 0, tok, w0,
+			    dma);
+	else
+		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, oam, ohm, tok, w0, dma);
 	s->cur = (uint32_t)(cur + n);
 	return 0;
 }
