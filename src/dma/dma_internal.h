@@ -738,6 +738,12 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
 		   enum dg_dma_dir dir, uint64_t *dma);
 
+/* Clear the entries of the @n granules from @iova, claimed stream granules of the chunk of
+ * @token that dma_stream_within() said lie in it: a bulk unmap of a run (the batch end
+ * invalidates them, b->run_clear). */
+void dma_stream_clear(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
+bool dma_stream_within(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
+
 /* @k granules of the chunk of @token (a stream token) are done with: unmapped, and the
  * invalidation covering that completed. The last one makes the chunk spare. */
 void dma_stream_retire(struct dma_space *sp, uint64_t token, uint64_t k);

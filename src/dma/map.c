@@ -381,7 +381,7 @@ static size_t runs_merge(uint64_t *lo, uint64_t *hi, size_t m, const uint32_t *s
  */
 static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
 			 uint64_t *sum, uint32_t *niova, uint32_t *nlink, uint32_t *pe,
-			 uint32_t *npe)
+			 uint32_t *npe, uint32_t *nclr)
 {
 	struct iova_owned t[DG_DMA_BATCH_MAX];
 	uint32_t seg[BATCH_PIECES + 1], ns = 1; /* seg[j]: the first run of piece j */
@@ -402,6 +402,8 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 
 		if (i == rnext) {
 			/* a known run of streaming unmaps: one range, its entries unread */
+			if (b->run_clear >> rj & 1)
+				*nclr += b->run_len[rj]; /* its entries cleared already */
 			i += b->run_len[rj] - 1;
 			ni += b->run_len[rj] - 1; /* the last one is counted below */
 			k = b->ent[i].size & BATCH_KIND;
@@ -553,12 +555,12 @@ static int batch_issue(struct dg_dma_batch *b)
 	struct dg_pt_gather *g = &b->gather;
 	uint64_t start, end;
 	size_t nr, nc = 1;
-	uint32_t niova, nlink, pe[BATCH_PIECES], npe;
+	uint32_t niova, nlink, pe[BATCH_PIECES], npe, nclr = 0;
 	int r;
 
 	if (b->nsub == b->n)
 		return 0;
-	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, pe, &npe);
+	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, pe, &npe, &nclr);
 	/* the pieces of the whole batch so far, for its end (after a submit, the pieces of the
 	 * later unmaps follow those of the earlier ones) */
 	if (!b->nsub)
@@ -575,7 +577,10 @@ static int batch_issue(struct dg_dma_batch *b)
 		b->nsub = b->n;
 		return 0; /* bounce slots only */
 	}
-	if (niova && !nlink) { /* streaming unmaps only: a page-table call per run */
+	if (niova && !nlink && nclr == niova) {
+		/* streaming unmaps only, every one in a run a bulk unmap cleared already */
+	} else if (niova && !nlink) { /* streaming unmaps only: a page-table call per run (an
+				       entry cleared already is skipped) */
 		for (size_t i = 0; i < nr; i++)
 			pt_unmap_granules(sp->pt, lo[i], (hi[i] - lo[i]) >> sp->gshift, g);
 	} else if (niova) { /* mixed: never unmap over a two-step range (its tables are kept) */
@@ -833,6 +838,7 @@ done:
 	b->seq = 0;
 	b->npieces = 0;
 	b->nruns = 0;
+	b->run_clear = 0;
 	dg_pt_gather_init(&b->gather);
 	b->flushes++;
 	return r;
@@ -877,6 +883,7 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 	b->seq = 0;
 	b->npieces = 0;
 	b->nruns = 0;
+	b->run_clear = 0;
 	b->flushes = 0;
 	b->status = 0;
 	dg_pt_gather_init(&b->gather);
@@ -2109,6 +2116,15 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 	}
 	b->n = bn + n;
 	if (!off_run && n > 1 && b->nruns < BATCH_PIECES) { /* one range for the batch end */
+		const uint64_t tok = b->ent[bn].token;
+
+		/* a stream's run in one chunk (both ends of it there): its entries are cleared
+		 * here through the kept table, in one tight loop; the batch end invalidates */
+		if (dma_token_stream(tok) && b->ent[bn + n - 1].token == tok &&
+		    dma_stream_within(sp, tok, b->ent[bn].addr, n)) {
+			dma_stream_clear(sp, tok, b->ent[bn].addr, n);
+			b->run_clear |= 1u << b->nruns;
+		}
 		b->run_first[b->nruns] = bn;
 		b->run_len[b->nruns++] = n;
 	}

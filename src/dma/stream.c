@@ -409,3 +409,23 @@ int dma_stream_check(struct dma_space *sp, FILE *why)
 	pthread_mutex_unlock(&sp->chunk_lock);
 	return r;
 }
+
+void dma_stream_clear(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n)
+{
+	const struct dma_chunk *c =
+		(const struct dma_chunk *)(uintptr_t)(token & ~DMA_TOKEN_STREAM);
+	_Atomic uint64_t *pte = c->pte0 + ((iova - c->iova) >> sp->gshift);
+
+	for (uint32_t i = 0; i < n; i++)
+		/* Relaxed: as in pt_unmap_va (the batch end invalidates; a last-level entry is
+		 * a leaf). */
+		atomic_store_explicit(&pte[i], 0, memory_order_relaxed);
+}
+
+bool dma_stream_within(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n)
+{
+	const struct dma_chunk *c =
+		(const struct dma_chunk *)(uintptr_t)(token & ~DMA_TOKEN_STREAM);
+
+	return iova >= c->iova && ((iova - c->iova) >> sp->gshift) + n <= sp->cspan;
+}
