@@ -713,12 +713,20 @@ static int batch_flush(struct dg_dma_batch *b)
 			dg_pt_gather_release(sp->pt, &b->gather);
 		/* stream granules first, in entry order (their chunks keep no order): one add per
 		 * run of one chunk; the allocator's ranges after, in the order below */
-		for (uint32_t i = 0; i < b->n; i++) {
+		for (uint32_t i = 0, rj = 0; i < b->n; i++) {
 			const uint64_t tok = b->ent[i].token;
+			uint32_t k = 1;
 
 			if (dg_unlikely(!dma_token_stream(tok))) {
 				nother++;
 				continue;
+			}
+			while (rj < b->nruns && b->run_first[rj] < i)
+				rj++;
+			if (rj < b->nruns && b->run_first[rj] == i && (b->run_clear >> rj & 1)) {
+				/* a run in one chunk (unmap_bulk_strict checked): its entries unread */
+				k = b->run_len[rj];
+				i += k - 1;
 			}
 			if (dg_unlikely(tok != stok)) {
 				if (sn)
@@ -726,7 +734,7 @@ static int batch_flush(struct dg_dma_batch *b)
 				stok = tok;
 				sn = 0;
 			}
-			sn++; /* a stream granule is one granule */
+			sn += k; /* a stream granule is one granule */
 		}
 		if (sn)
 			dma_stream_retire(sp, stok, sn);
