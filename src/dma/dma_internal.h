@@ -732,17 +732,22 @@ void dma_stream_fini(struct dma_space *sp);
  * Map @n one-granule buffers (bufs[i], page phys[i], every phys[i] <= @pmax, each inside one
  * granule, checked by the caller) from this thread's stream @t of @sp, writing their records:
  * 0 with dma[] set, or 1 when the stream cannot take them (nothing changed: the caller takes
- * the allocator path). Strict only (not lazy, not the reference).
+ * the allocator path). Strict only (not lazy, not the reference). Records of @kind (a bulk
+ * call's and dg_dma_map_single()'s KIND_SINGLE, dg_dma_map_page()'s KIND_PAGE).
  */
 int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
 		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
-		   enum dg_dma_dir dir, uint64_t *dma);
+		   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma);
 
 /* Clear the entries of the @n granules from @iova, claimed stream granules of the chunk of
  * @token that dma_stream_within() said lie in it: a bulk unmap of a run (the batch end
  * invalidates them, b->run_clear). */
 void dma_stream_clear(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
 bool dma_stream_within(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
+
+/* dma_stream_map() of one buffer at @buf (inside one granule, not NULL): the single calls. */
+int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf, size_t len,
+		       enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma);
 
 /* @k granules of the chunk of @token (a stream token) are done with: unmapped, and the
  * invalidation covering that completed. The last one makes the chunk spare. */

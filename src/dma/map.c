@@ -1159,8 +1159,9 @@ fail_iova:
 }
 
 /*
- * dma_xl_map() of one buffer, the streaming single and page maps of strict and lazy: the same
- * steps without the list layout, one granule through the page table's hint; @t is this
+ * dma_xl_map() of one buffer, the streaming single and page maps of strict and lazy: strict's
+ * one-granule buffers from this thread's stream (stream.c), else the same steps as
+ * dma_xl_map() without the list layout, one granule through the page table's hint; @t is this
  * thread's counter block of the device (map_common looks it up once per call). An installed
  * failure hook or a failed allocation takes dma_xl_map(), which handles them.
  */
@@ -1176,7 +1177,16 @@ static dg_always_inline int xl_map_one(struct dg_dma_dev *dd, struct dma_space *
 	int r;
 
 	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
-	if (dg_unlikely(atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL) ||
+	const bool hook = atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL;
+
+	/* strict, one granule: this thread's stream (stream.c), as a bulk call of one */
+	if (total == sp->granule && !dd->lazy && !dd->reference && !hook &&
+	    !dma_stream_map_one(sp, t, (uintptr_t)buf, len, dir, kind, dma_out)) {
+		ctr_add(t, CTR_SUBPAGE, total - len);
+		ctr_max(&t->subpage_max, total - len);
+		return 0;
+	}
+	if (dg_unlikely(hook) ||
 	    dg_unlikely(iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token))) {
 		struct dg_dma_sg s = {.addr = buf, .len = len};
 
@@ -1933,7 +1943,8 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	t = dma_tstats(dd);
 	/* strict: this thread's stream (stream.c); an installed hook takes the allocator path,
 	 * which asks it at every step */
-	if (!dd->lazy && !hook && !dma_stream_map(sp, t, bufs, phys, pmax, n, len, dir, dma))
+	if (!dd->lazy && !hook &&
+	    !dma_stream_map(sp, t, bufs, phys, pmax, n, len, dir, KIND_SINGLE, dma))
 		goto counted;
 	r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);
 	if (dg_unlikely(r == -ENOSPC) && !dd->lazy && dma_stream_drain(sp, t))

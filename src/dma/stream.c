@@ -10,7 +10,7 @@
  * present once (pt_slots, pt/pt_fast.h) and its records' leaf created once. A thread's stream
  * (dma_stream, in its counter block of the device) hands the chunk's granules out ascending:
  *
- *   map (one granule, strict bulk call):  iova = chunk + cur++ granules
+ *   map (one granule, strict bulk or single call):  iova = chunk + cur++ granules
  *                                         one PTE store into the kept table, the record
  *
  * No magazine, no descent, no per-buffer allocator state. Unmaps are strict's as before: the
@@ -323,7 +323,7 @@ static dg_always_inline void stream_fill(_Atomic uint64_t *pte, struct dma_rec *
 
 int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
 		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
-		   enum dg_dma_dir dir, uint64_t *dma)
+		   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
 {
 	struct dma_stream *s = &t->st;
 	const struct pt_slots *sl;
@@ -337,7 +337,7 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 		return 1; /* the allocator path says -ERANGE */
 	const uint64_t g = sp->granule, gm = sp->gmask, cur = s->cur;
 	const uint64_t tmpl = sl->tmpl[dma_dir_prot(dir)], oam = sl->oa_mask, ohm = sl->oa_hi_mask;
-	const uint64_t tok = (uintptr_t)c | DMA_TOKEN_STREAM, w0 = rec_w0(KIND_SINGLE, dir, 0, 0);
+	const uint64_t tok = (uintptr_t)c | DMA_TOKEN_STREAM, w0 = rec_w0(kind, dir, 0, 0);
 	_Atomic uint64_t *pte = c->pte0 + cur;
 	struct dma_rec *rec = c->rec0 + cur;
 	const uint64_t iova = c->iova + (cur << sp->gshift);
@@ -349,6 +349,35 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 	else
 		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, oam, ohm, tok, w0, dma);
 	s->cur = (uint32_t)(cur + n);
+	return 0;
+}
+
+int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf, size_t len,
+		       enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
+{
+	struct dma_stream *s = &t->st;
+	const uint64_t gm = sp->gmask, pa = buf & ~gm, off = buf & gm;
+	const struct pt_slots *sl;
+	struct dma_chunk *c;
+	uint32_t cur;
+
+	if (dg_unlikely(s->gen != sp->gen || s->cur == s->end) && stream_refill(sp, s, 1))
+		return 1;
+	c = s->c;
+	sl = c->slots;
+	if (dg_unlikely(pa >= sl->oa_limit))
+		return 1; /* the allocator path says -ERANGE */
+	cur = s->cur;
+	/* Release: pairs with the acquire loads of walkers (as in pt_map_va). The entry is
+	 * clear: see the preamble. */
+	atomic_store_explicit(&c->pte0[cur],
+			      (pa & sl->oa_mask) | ((pa >> 36) & sl->oa_hi_mask) |
+				      sl->tmpl[dma_dir_prot(dir)],
+			      memory_order_release);
+	dma_rec_write(&c->rec0[cur], len, sp->granule, (uintptr_t)c | DMA_TOKEN_STREAM,
+		      rec_w0(kind, dir, 0, off));
+	*dma = c->iova + ((uint64_t)cur << sp->gshift) + off;
+	s->cur = cur + 1;
 	return 0;
 }
 

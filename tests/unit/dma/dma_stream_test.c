@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Streams (src/dma/stream.c): strict's bulk maps handed out in order from per-thread chunks
- * with kept tables, retired per chunk at the batch end.
+ * Streams (src/dma/stream.c): strict's one-granule maps (bulk and single calls) handed out in
+ * order from per-thread chunks with kept tables, retired per chunk at the batch end.
  *
  *  - test_order: a ring's refills come out ascending from one chunk-aligned chunk; the device
  *    reaches every mapping and, after the batch end, faults on every unmapped address it had
  *    cached; the kept tables stay linked (dg_dma_dev_check -> pt_slots_check).
- *  - test_model: a reference model over random steps - bulk maps of random sizes and
- *    directions, unmaps in random orders and pieces, by bulk and single calls, in batches
+ *  - test_model: a reference model over random steps - bulk and single maps of random sizes
+ *    and directions, unmaps in random orders and pieces, by bulk and single calls, in batches
  *    (submitted early or not), without a batch, on another thread (with its own batch or
  *    this one's), long-lived pins, refused calls with an exact error and nothing changed:
  *    no IOVA is handed out while it is mapped or while its unmap's invalidation is not
@@ -228,7 +228,11 @@ static void model_map(struct model *m, uint64_t *seed)
 		assert_int_equal(dg_dma_map_bulk(m->dd, bufs, n, 64, dir, 0, dma), -EINVAL);
 		bufs[n / 2] = keep;
 	}
-	assert_int_equal(dg_dma_map_bulk(m->dd, bufs, n, 64, dir, 0, dma), 0);
+	if (rnd(seed) % 4 == 0) /* single calls: the stream too */
+		for (unsigned int j = 0; j < n; j++)
+			assert_int_equal(dg_dma_map_single(m->dd, bufs[j], 64, dir, 0, &dma[j]), 0);
+	else
+		assert_int_equal(dg_dma_map_bulk(m->dd, bufs, n, 64, dir, 0, dma), 0);
 	for (unsigned int j = 0; j < n; j++) {
 		const unsigned int i = idx[j];
 
