@@ -8,9 +8,9 @@
  *   stress_dma_stream CPU_THREADS ROUNDS
  *
  * A shared set of granules that are mapped or whose unmap's batch has not ended yet: every
- * address a map returns must be outside it (no IOVA is reissued before the invalidation of
- * its previous unmap completed), and an unmap's granules leave it only after its batch end
- * returned. At the end: every call succeeded, dg_dma_dev_check() holds (kept tables linked,
+ * address a map returns must not be mapped, nor unmapped in a batch whose end has not begun
+ * (no IOVA is reissued before the invalidation of its previous unmap completed: that
+ * completes inside the batch end, so from the moment the end begins a map may get it back). At the end: every call succeeded, dg_dma_dev_check() holds (kept tables linked,
  * spare chunks clear), chunks were reused.
  */
 #include "dma/dma_internal.h"
@@ -30,6 +30,7 @@
 static struct {
 	pthread_mutex_t lock;
 	uint64_t set[SETSZ];  /* open addressing, 0 empty, ~0 removed */
+	uint8_t st[SETSZ];    /* LIVE or ENDING */
 	uint64_t pool[POOLN]; /* mapped by someone, free for anyone to unmap */
 	unsigned int npool;
 	unsigned int bad;
@@ -43,34 +44,61 @@ static unsigned int slot_of(uint64_t k)
 	return (unsigned int)((k * 0x9e3779b97f4a7c15ull) >> 50) & (SETSZ - 1);
 }
 
-/* lock held: false if @k was there already */
-static bool set_add(uint64_t k)
+/* Set states: mapped or unmapped in a batch not ending yet, or in a batch whose end has begun
+ * (its invalidation may have completed already: a map may get it back from then on). */
+enum { LIVE = 1, ENDING = 2 };
+
+/* lock held: the slot of @k, or where it goes (SETSZ: full) */
+static unsigned int set_find(uint64_t k, bool *found)
 {
 	unsigned int i = slot_of(k), tomb = SETSZ;
 
-	for (;; i = (i + 1) & (SETSZ - 1)) {
-		if (g.set[i] == k)
-			return false;
+	for (unsigned int n = 0; n < SETSZ; n++, i = (i + 1) & (SETSZ - 1)) {
+		if (g.set[i] == k) {
+			*found = true;
+			return i;
+		}
 		if (g.set[i] == ~0ull && tomb == SETSZ)
 			tomb = i;
 		if (!g.set[i])
 			break;
 	}
-	g.set[tomb != SETSZ ? tomb : i] = k;
+	*found = false;
+	return tomb != SETSZ ? tomb : i;
+}
+
+/* A map returned @k: false if it is live, or unmapped in a batch whose end has not begun. */
+static bool set_add(uint64_t k)
+{
+	bool found;
+	unsigned int i = set_find(k, &found);
+
+	if (found && g.st[i] == LIVE)
+		return false;
+	g.set[i] = k; /* new, or taken over from a batch end under way */
+	g.st[i] = LIVE;
 	return true;
 }
 
+static void set_mark(uint64_t k, uint8_t st)
+{
+	bool found;
+	unsigned int i = set_find(k, &found);
+
+	if (found)
+		g.st[i] = st;
+	else
+		g.bad++; /* unmapping what is not live */
+}
+
+/* @k's batch ended: gone, unless a map took it over meanwhile (LIVE again). */
 static void set_del(uint64_t k)
 {
-	for (unsigned int i = slot_of(k);; i = (i + 1) & (SETSZ - 1)) {
-		if (g.set[i] == k) {
-			g.set[i] = ~0ull;
-			return;
-		}
-		if (!g.set[i])
-			break;
-	}
-	g.bad++; /* removing what was never added */
+	bool found;
+	unsigned int i = set_find(k, &found);
+
+	if (found && g.st[i] == ENDING)
+		g.set[i] = ~0ull;
 }
 
 static uint64_t rnd(uint64_t *s)
@@ -140,6 +168,10 @@ static void *worker_main(void *arg)
 			if (!e && rnd(&seed) % 8 == 0)
 				e = dg_dma_batch_submit(&b);
 		}
+		pthread_mutex_lock(&g.lock); /* the end begins: from now on they may come back */
+		for (unsigned int i = 0; i < k; i++)
+			set_mark(un[i] >> 12, ENDING);
+		pthread_mutex_unlock(&g.lock);
 		if (!e)
 			e = dg_dma_batch_end(&b);
 		else
@@ -148,7 +180,7 @@ static void *worker_main(void *arg)
 			w->err = e;
 			break;
 		}
-		pthread_mutex_lock(&g.lock); /* invalidated: they may come back now */
+		pthread_mutex_lock(&g.lock); /* ended */
 		for (unsigned int i = 0; i < k; i++)
 			set_del(un[i] >> 12);
 		pthread_mutex_unlock(&g.lock);
