@@ -15,6 +15,7 @@
  *   pool.c         page_pool-style pools
  *   coherent.c     coherent allocations
  *   iova_link.c    the two-step API
+ *   stream.c       streams: strict's per-thread IOVA chunks handed out in ring order
  *
  * Hot-path rules: no lock and no atomic read-modify-write of a line shared between CPUs on
  * the identity, strict-batched and two-step paths beyond what the IOVA allocator and the
@@ -70,11 +71,28 @@ enum dma_ctr {
  * read-modify-write), read by dg_dma_dev_stats() with relaxed loads: exact once the device is
  * quiet. Blocks are never freed before the device.
  */
+struct dma_chunk;
+
+/*
+ * A thread's stream on one device (stream.c): the chunk it hands granules out of, in order.
+ * Only its thread reads or writes it. @gen is the space's generation (dma_space.gen) when the
+ * chunk was taken: a stream of a destroyed space (a policy change) never matches, so its
+ * chunk pointer is never followed.
+ */
+struct dma_stream {
+	uint64_t gen;	     /* dma_space.gen of @c, 0: none */
+	struct dma_chunk *c; /* the current chunk */
+	uint32_t cur;	     /* its next granule */
+	uint32_t end;	     /* its granules (the space's chunk span) */
+	uint32_t backoff;    /* calls left before the next try after a failed chunk get */
+};
+
 struct dma_tstats {
 	struct dma_tstats *next; /* dd->tstats list (push only) */
 	uint64_t owner;		 /* thread id (dma_thread_id()), never reused */
 	_Atomic uint64_t c[CTR_NR];
 	_Atomic uint64_t subpage_max;
+	struct dma_stream st; /* strict's stream (stream.c) */
 };
 
 enum dma_err_kind {
@@ -218,6 +236,17 @@ int dma_rec_for_each(const struct dma_rec_table *t,
 		     int (*fn)(void *arg, uint64_t iova, uint64_t w0, uint64_t w1, uint64_t w2),
 		     void *arg);
 
+/* A mapping's record: w1..w3, then w0 (the word a claim compares with) makes it live. */
+static dg_always_inline void dma_rec_write(struct dma_rec *rec, uint64_t len, uint64_t total,
+					   uint64_t token, uint64_t w0)
+{
+	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
+	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
+	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
+	/* Release pairs with the acquire load in xl_check() (map.c): w1..w3 are visible. */
+	atomic_store_explicit(&rec->w0, w0, memory_order_release);
+}
+
 static inline uint64_t rec_w0(enum dma_kind kind, enum dg_dma_dir dir, uint32_t nents, uint64_t off)
 {
 	return REC_VALID | (uint64_t)kind << REC_KIND_SHIFT | (uint64_t)dir << REC_DIR_SHIFT |
@@ -239,6 +268,15 @@ struct dma_space {
 	uint64_t limit;	    /* min(device mask, last): allocation limit */
 	bool write_only_ok; /* the format can express write-only (not ARM stage 1) */
 	struct dma_rec_table rec;
+	/* Streams (stream.c). */
+	uint64_t gen;	/* unique, never reused, never 0: key of dma_stream.gen */
+	uint32_t cspan; /* granules of a chunk (one last-level table's), 0: no streams */
+	pthread_mutex_t chunk_lock;  /* the lists below */
+	struct dma_chunk *spare;     /* chunks whose every granule retired, table kept */
+	struct dma_chunk *chunks;    /* every chunk held (current, draining or spare) */
+	uint32_t nspare, nchunks;    /* under chunk_lock */
+	uint32_t cmax;		     /* chunks held at most (stream.c) */
+	_Atomic uint64_t chunk_gets; /* chunks taken by streams (tests, stats) */
 };
 
 /* ---- policies ---------------------------------------------------------------------------- */
@@ -390,7 +428,8 @@ struct dma_quarantine {
 	uint32_t n;
 	uint64_t iova[DG_DMA_BATCH_MAX]; /* IOVA ranges to free once confirmed */
 	uint64_t size[DG_DMA_BATCH_MAX];
-	void *mem; /* host memory to free once confirmed (coherent, pool) */
+	uint64_t token[DG_DMA_BATCH_MAX]; /* a stream granule's token (DMA_TOKEN_STREAM), else 0 */
+	void *mem;			  /* host memory to free once confirmed (coherent, pool) */
 };
 
 /* Everything a policy owns (dma_dev.c). */
@@ -575,6 +614,10 @@ int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_g
 void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t seq,
 			struct dg_pt_gather *g, const uint64_t *iova, const uint64_t *size,
 			uint32_t n, void *mem);
+/* dma_quarantine_add() with the ranges' tokens (stream granules go back to their chunks). */
+void dma_quarantine_add_tok(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t seq,
+			    struct dg_pt_gather *g, const uint64_t *iova, const uint64_t *size,
+			    const uint64_t *token, uint32_t n, void *mem);
 int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait);
 /* Translated unmap shared by strict, window (on demand) and pool fallbacks. */
 int dma_xl_unmap(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t dma, size_t len,
@@ -664,6 +707,60 @@ static inline void dma_links_settle(struct dma_links *l, uint64_t iova, uint64_t
 	for (uint64_t j = 1; dg_unlikely(j < k); j++)
 		atomic_store_explicit(&l->w[i + j], 0, memory_order_relaxed);
 }
+
+/* ---- streams (stream.c) ------------------------------------------------------------------ */
+
+/*
+ * The token (record w3, batch entry token) of a granule handed out by a stream: its chunk's
+ * address with this bit set (allocator tokens are node addresses: the bit is clear). Every
+ * place that gives a token back (batch end, strict retire, quarantine) sends these to
+ * dma_stream_retire() instead of the allocator.
+ */
+#define DMA_TOKEN_STREAM 1ull
+
+static inline bool dma_token_stream(uint64_t token)
+{
+	return token & DMA_TOKEN_STREAM;
+}
+
+/* Streams of a new space (off when not @on or when its geometry does not suit them) / of a
+ * dying one. */
+void dma_stream_init(struct dma_space *sp, bool on);
+void dma_stream_fini(struct dma_space *sp);
+
+/*
+ * Map @n one-granule buffers (bufs[i], page phys[i], every phys[i] <= @pmax, each inside one
+ * granule, checked by the caller) from this thread's stream @t of @sp, writing their records:
+ * 0 with dma[] set, or 1 when the stream cannot take them (nothing changed: the caller takes
+ * the allocator path). Strict only (not lazy, not the reference). Records of @kind (a bulk
+ * call's and dg_dma_map_single()'s KIND_SINGLE, dg_dma_map_page()'s KIND_PAGE).
+ */
+int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
+		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
+		   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma);
+
+/* Clear the entries of the @n granules from @iova, claimed stream granules of the chunk of
+ * @token that dma_stream_within() said lie in it: a bulk unmap of a run (the batch end
+ * invalidates them, b->run_clear). */
+void dma_stream_clear(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
+bool dma_stream_within(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
+
+/* dma_stream_map() of one buffer at @buf (inside one granule, not NULL): the single calls. */
+int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf, size_t len,
+		       enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma);
+
+/* @k granules of the chunk of @token (a stream token) are done with: unmapped, and the
+ * invalidation covering that completed. The last one makes the chunk spare. */
+void dma_stream_retire(struct dma_space *sp, uint64_t token, uint64_t k);
+
+/* The allocator said -ENOSPC: give back this thread's chunk's unused rest and every spare
+ * chunk. True when that freed anything (worth a retry). */
+bool dma_stream_drain(struct dma_space *sp, struct dma_tstats *t);
+
+/* Every held chunk's kept table still linked (pt_slots_check), spare chunks wholly retired
+ * with every entry and record clear, the lists' counts right: 0 or -EUCLEAN (a line on @why).
+ * The device quiet (dg_dma_dev_check()). */
+int dma_stream_check(struct dma_space *sp, FILE *why);
 
 /* dma_dev.c / dma_stats.c */
 uint64_t dma_dev_live(const struct dg_dma_dev *dd);

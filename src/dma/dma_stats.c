@@ -305,7 +305,16 @@ static int check_rec(void *arg, uint64_t iova, uint64_t w0, uint64_t w1, uint64_
 		return check_fail(cx->why,
 				  "record at %#" PRIx64 " has bad sizes (len %#" PRIx64 ")", iova,
 				  w1);
-	if (dg_iova_find(sp->iova, iova, &start, &size) || start != iova || size != w2)
+	/* a stream granule (token DMA_TOKEN_STREAM) lies in its chunk's allocation */
+	const struct dma_rec *rec = dma_rec_get(&sp->rec, iova, false);
+	const bool streamed =
+		rec && dma_token_stream(atomic_load_explicit(&rec->w3, memory_order_relaxed));
+	const uint64_t cbytes = (uint64_t)sp->cspan << sp->gshift;
+
+	if (dg_iova_find(sp->iova, iova, &start, &size) ||
+	    (streamed ? !sp->cspan || w2 != sp->granule || size != cbytes ||
+				(iova & ~(cbytes - 1)) != start :
+			start != iova || size != w2))
 		return check_fail(cx->why,
 				  "record at %#" PRIx64 " not live in the allocator (%#" PRIx64
 				  " bytes)",
@@ -341,6 +350,8 @@ int dg_dma_dev_check(const struct dg_dma_dev *dd, FILE *why)
 	/* The calling thread's last-leaf-table hint names a linked table, or is stale. */
 	if (dg_iova_check(dd->sp->iova, why) || dg_pt_check(dd->sp->pt, why) ||
 	    dg_pt_hint_check(dd->sp->pt, why))
+		return -EUCLEAN;
+	if (dma_stream_check(dd->sp, why))
 		return -EUCLEAN;
 	r = dma_rec_for_each(&dd->sp->rec, check_rec, &cx);
 	if (r)

@@ -117,6 +117,7 @@ int dma_space_create(struct dg_dma_dev *dd, const struct dg_pt_geometry *geo, ui
 	r = dma_rec_init(&sp->rec, first, sp->gshift);
 	if (r)
 		goto fail_iova;
+	dma_stream_init(sp, !dd->reference); /* the reference models Linux: no streams */
 	*out = sp;
 	return 0;
 fail_iova:
@@ -132,6 +133,7 @@ void dma_space_destroy(struct dma_space *sp)
 {
 	if (!sp)
 		return;
+	dma_stream_fini(sp);
 	dma_rec_fini(&sp->rec);
 	dg_iova_destroy(sp->iova);
 	dg_domain_destroy(sp->dom);
@@ -242,9 +244,26 @@ int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_g
 	return 0;
 }
 
+/* Give back a parked IOVA range whose invalidation completed: a stream granule to its chunk
+ * (@token tagged), anything else to the allocator (validated). */
+static void quarantine_give(struct dma_space *sp, uint64_t iova, uint64_t size, uint64_t token)
+{
+	if (dma_token_stream(token))
+		dma_stream_retire(sp, token, size >> sp->gshift);
+	else
+		dg_iova_free(sp->iova, iova, size);
+}
+
 void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t seq,
 			struct dg_pt_gather *g, const uint64_t *iova, const uint64_t *size,
 			uint32_t n, void *mem)
+{
+	dma_quarantine_add_tok(dd, sp, seq, g, iova, size, NULL, n, mem);
+}
+
+void dma_quarantine_add_tok(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t seq,
+			    struct dg_pt_gather *g, const uint64_t *iova, const uint64_t *size,
+			    const uint64_t *token, uint32_t n, void *mem)
 {
 	struct dma_quarantine *q = calloc(1, sizeof(*q));
 
@@ -254,7 +273,7 @@ void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t se
 			;
 		dg_pt_gather_release(sp->pt, g);
 		for (uint32_t i = 0; i < n; i++)
-			dg_iova_free(sp->iova, iova[i], size[i]);
+			quarantine_give(sp, iova[i], size[i], token ? token[i] : 0);
 		free(mem);
 		return;
 	}
@@ -267,6 +286,7 @@ void dma_quarantine_add(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t se
 	for (uint32_t i = 0; i < n; i++) {
 		q->iova[i] = iova[i];
 		q->size[i] = size[i];
+		q->token[i] = token ? token[i] : 0;
 	}
 	pthread_mutex_lock(&dd->q_lock);
 	q->next = dd->quarantine;
@@ -292,7 +312,7 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
 		}
 		dg_pt_gather_release(q->sp->pt, &q->gather);
 		for (uint32_t i = 0; i < q->n; i++)
-			dg_iova_free(q->sp->iova, q->iova[i], q->size[i]);
+			quarantine_give(q->sp, q->iova[i], q->size[i], q->token[i]);
 		free(q->mem);
 		atomic_fetch_sub_explicit(&dd->nr_quarantined, q->n ? q->n : 1,
 					  memory_order_relaxed);
@@ -361,7 +381,7 @@ static size_t runs_merge(uint64_t *lo, uint64_t *hi, size_t m, const uint32_t *s
  */
 static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
 			 uint64_t *sum, uint32_t *niova, uint32_t *nlink, uint32_t *pe,
-			 uint32_t *npe)
+			 uint32_t *npe, uint32_t *nclr)
 {
 	struct iova_owned t[DG_DMA_BATCH_MAX];
 	uint32_t seg[BATCH_PIECES + 1], ns = 1; /* seg[j]: the first run of piece j */
@@ -382,6 +402,8 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 
 		if (i == rnext) {
 			/* a known run of streaming unmaps: one range, its entries unread */
+			if (b->run_clear >> rj & 1)
+				*nclr += b->run_len[rj]; /* its entries cleared already */
 			i += b->run_len[rj] - 1;
 			ni += b->run_len[rj] - 1; /* the last one is counted below */
 			k = b->ent[i].size & BATCH_KIND;
@@ -533,12 +555,12 @@ static int batch_issue(struct dg_dma_batch *b)
 	struct dg_pt_gather *g = &b->gather;
 	uint64_t start, end;
 	size_t nr, nc = 1;
-	uint32_t niova, nlink, pe[BATCH_PIECES], npe;
+	uint32_t niova, nlink, pe[BATCH_PIECES], npe, nclr = 0;
 	int r;
 
 	if (b->nsub == b->n)
 		return 0;
-	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, pe, &npe);
+	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, pe, &npe, &nclr);
 	/* the pieces of the whole batch so far, for its end (after a submit, the pieces of the
 	 * later unmaps follow those of the earlier ones) */
 	if (!b->nsub)
@@ -555,7 +577,10 @@ static int batch_issue(struct dg_dma_batch *b)
 		b->nsub = b->n;
 		return 0; /* bounce slots only */
 	}
-	if (niova && !nlink) { /* streaming unmaps only: a page-table call per run */
+	if (niova && !nlink && nclr == niova) {
+		/* streaming unmaps only, every one in a run a bulk unmap cleared already */
+	} else if (niova && !nlink) { /* streaming unmaps only: a page-table call per run (an
+				       entry cleared already is skipped) */
 		for (size_t i = 0; i < nr; i++)
 			pt_unmap_granules(sp->pt, lo[i], (hi[i] - lo[i]) >> sp->gshift, g);
 	} else if (niova) { /* mixed: never unmap over a two-step range (its tables are kept) */
@@ -604,6 +629,39 @@ static int batch_issue(struct dg_dma_batch *b)
 }
 
 /*
+ * Give back one streaming unmap's IOVA at the batch end, its invalidation completed: a
+ * stream granule counts towards its chunk's retirement (consecutive entries of one chunk
+ * are added up in *stok / *sn and retired in one atomic add when the chunk changes, and by
+ * give_end(); skipped when @stok is NULL), anything else goes to this thread's magazine.
+ */
+static dg_always_inline void give_one(struct dma_space *sp, struct iova_tcache **tc, uint64_t a,
+				      uint64_t sz, uint64_t tok, uint64_t *stok, uint64_t *sn)
+{
+	/* @stok NULL: stream granules were retired already (batch_flush's first pass) */
+	if (dma_token_stream(tok)) {
+		if (!stok)
+			return; /* retired already (batch_flush's first pass) */
+		if (dg_unlikely(tok != *stok)) {
+			if (*sn)
+				dma_stream_retire(sp, *stok, *sn);
+			*stok = tok;
+			*sn = 0;
+		}
+		*sn += sz >> sp->gshift;
+		return;
+	}
+	iova_free_owned_one(sp->iova, tc, a, sz, tok);
+}
+
+static dg_always_inline void give_end(struct dma_space *sp, struct iova_tcache *tc, uint64_t stok,
+				      uint64_t sn)
+{
+	iova_free_owned_end(tc);
+	if (sn)
+		dma_stream_retire(sp, stok, sn);
+}
+
+/*
  * The end of a batch (or of a full ent[]): invalidate what is not yet, wait once for all of
  * it, then give back table pages, IOVAs (one allocator call, this thread's cache) and shadow
  * slots, and make two-step granules linkable again; on a failed invalidation or wait park the
@@ -614,7 +672,7 @@ static int batch_flush(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
-	uint64_t qi[DG_DMA_BATCH_MAX], qs[DG_DMA_BATCH_MAX];
+	uint64_t qi[DG_DMA_BATCH_MAX], qs[DG_DMA_BATCH_MAX], qt[DG_DMA_BATCH_MAX];
 	struct iova_owned fr[DG_DMA_BATCH_MAX];
 	const uint32_t nsub = b->nsub;
 	uint32_t nf = 0, nb = 0;
@@ -645,17 +703,50 @@ static int batch_flush(struct dg_dma_batch *b)
 		 * IOVAs back highest first straight from the entries, no copy and no sort - the
 		 * pieces merged from their ends (what dma_order_frees() would give) */
 		struct iova_tcache *tc = NULL;
+		uint64_t stok = 0, sn = 0; /* stream granules of one chunk not retired yet */
 		const uint32_t *seg = b->piece, ns = b->npieces;
 		uint32_t end[BATCH_PIECES]; /* piece j's entries not given back: [seg[j], end[j]) */
 
+		uint32_t nother = 0;
+
 		if (!gather_empty(&b->gather))
 			dg_pt_gather_release(sp->pt, &b->gather);
+		/* stream granules first, in entry order (their chunks keep no order): one add per
+		 * run of one chunk; the allocator's ranges after, in the order below */
+		for (uint32_t i = 0, rj = 0; i < b->n; i++) {
+			const uint64_t tok = b->ent[i].token;
+			uint32_t k = 1;
+
+			if (dg_unlikely(!dma_token_stream(tok))) {
+				nother++;
+				continue;
+			}
+			while (rj < b->nruns && b->run_first[rj] < i)
+				rj++;
+			if (rj < b->nruns && b->run_first[rj] == i && (b->run_clear >> rj & 1)) {
+				/* a run in one chunk (unmap_bulk_strict checked): its entries unread */
+				k = b->run_len[rj];
+				i += k - 1;
+			}
+			if (dg_unlikely(tok != stok)) {
+				if (sn)
+					dma_stream_retire(sp, stok, sn);
+				stok = tok;
+				sn = 0;
+			}
+			sn += k; /* a stream granule is one granule */
+		}
+		if (sn)
+			dma_stream_retire(sp, stok, sn);
+		stok = sn = 0;
+		if (dg_likely(!nother))
+			goto done;
 		if (ns == 1) { /* one piece (a ring's reap): back to front */
 			for (uint32_t i = b->n; i-- > 0;)
-				iova_free_owned_one(sp->iova, &tc, b->ent[i].addr,
-						    b->ent[i].size & ~(uint64_t)BATCH_KIND,
-						    b->ent[i].token);
-			iova_free_owned_end(tc);
+				give_one(sp, &tc, b->ent[i].addr,
+					 b->ent[i].size & ~(uint64_t)BATCH_KIND, b->ent[i].token,
+					 NULL, NULL);
+			give_end(sp, tc, stok, sn);
 			goto done;
 		}
 		/* several pieces: the piece whose next entry is highest gives back its entries
@@ -686,12 +777,12 @@ static int batch_flush(struct dg_dma_batch *b)
 				break;
 			do {
 				i = --end[top];
-				iova_free_owned_one(sp->iova, &tc, b->ent[i].addr,
-						    b->ent[i].size & ~(uint64_t)BATCH_KIND,
-						    b->ent[i].token);
+				give_one(sp, &tc, b->ent[i].addr,
+					 b->ent[i].size & ~(uint64_t)BATCH_KIND, b->ent[i].token,
+					 NULL, NULL);
 			} while (end[top] > seg[top] && b->ent[end[top] - 1].addr > bar);
 		}
-		iova_free_owned_end(tc);
+		give_end(sp, tc, stok, sn);
 		goto done;
 	}
 	/* back to front: a batch unmapped in ascending order (a ring's) lands in fr[] in the
@@ -718,12 +809,27 @@ static int batch_flush(struct dg_dma_batch *b)
 			for (uint32_t i = 0; i < nf; i++) { /* in the batch's order */
 				qi[i] = fr[nf - 1 - i].iova;
 				qs[i] = fr[nf - 1 - i].size;
+				qt[i] = fr[nf - 1 - i].token;
 			}
-			dma_quarantine_add(dd, sp, b->seq, &b->gather, qi, qs, nf, NULL);
+			dma_quarantine_add_tok(dd, sp, b->seq, &b->gather, qi, qs, qt, nf, NULL);
 			nf = 0; /* parked: given back once a completion confirms */
 		} else if (!gather_empty(&b->gather)) {
 			dg_pt_gather_release(sp->pt, &b->gather);
 		}
+	}
+	if (nf) { /* stream granules to their chunks, the rest to the allocator */
+		uint64_t stok = 0, sn = 0;
+		uint32_t m = 0;
+
+		for (uint32_t i = 0; i < nf; i++) {
+			if (dma_token_stream(fr[i].token))
+				give_one(sp, NULL, fr[i].iova, fr[i].size, fr[i].token, &stok, &sn);
+			else
+				fr[m++] = fr[i];
+		}
+		if (sn)
+			dma_stream_retire(sp, stok, sn);
+		nf = m;
 	}
 	if (nf) {
 		if (!desc)
@@ -740,6 +846,7 @@ done:
 	b->seq = 0;
 	b->npieces = 0;
 	b->nruns = 0;
+	b->run_clear = 0;
 	dg_pt_gather_init(&b->gather);
 	b->flushes++;
 	return r;
@@ -784,6 +891,7 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 	b->seq = 0;
 	b->npieces = 0;
 	b->nruns = 0;
+	b->run_clear = 0;
 	b->flushes = 0;
 	b->status = 0;
 	dg_pt_gather_init(&b->gather);
@@ -945,21 +1053,10 @@ static dg_noinline int xl_map_undo(struct dg_dma_dev *dd, struct dma_space *sp, 
  * Publish a mapping's record (the claim of its unmap reads it) and count its sub-page bytes
  * in @t (this thread's block of the device): the last step of dma_xl_map() and xl_map_one().
  */
-/* A mapping's record: w1..w3, then w0 (the word a claim compares with) makes it live. */
-static dg_always_inline void rec_write(struct dma_rec *rec, uint64_t len, uint64_t total,
-				       uint64_t token, uint64_t w0)
-{
-	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
-	atomic_store_explicit(&rec->w2, total, memory_order_relaxed);
-	atomic_store_explicit(&rec->w3, token, memory_order_relaxed);
-	/* Release pairs with the acquire load in xl_check(): w1..w3 are visible. */
-	atomic_store_explicit(&rec->w0, w0, memory_order_release);
-}
-
 static dg_always_inline void rec_publish(struct dma_tstats *t, struct dma_rec *rec, uint64_t len,
 					 uint64_t total, uint64_t token, uint64_t w0, uint64_t sub)
 {
-	rec_write(rec, len, total, token, w0);
+	dma_rec_write(rec, len, total, token, w0);
 	ctr_add(t, CTR_SUBPAGE, sub);
 	ctr_max(&t->subpage_max, sub);
 }
@@ -993,6 +1090,9 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	if (dg_unlikely(r == -ENOSPC) && dd->lazy && !dma_lazy_drain(dd, dd->lazy))
 		/* lazy: IOVAs waiting in the flush queues are free space once their flush
 		   completes: flush them all and try once more before saying -ENOSPC */
+		r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
+	else if (dg_unlikely(r == -ENOSPC) && !dd->lazy && dma_stream_drain(sp, dma_tstats(dd)))
+		/* strict: spare stream chunks are free space too */
 		r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
 	if (dg_unlikely(r))
 		return r;
@@ -1059,8 +1159,9 @@ fail_iova:
 }
 
 /*
- * dma_xl_map() of one buffer, the streaming single and page maps of strict and lazy: the same
- * steps without the list layout, one granule through the page table's hint; @t is this
+ * dma_xl_map() of one buffer, the streaming single and page maps of strict and lazy: strict's
+ * one-granule buffers from this thread's stream (stream.c), else the same steps as
+ * dma_xl_map() without the list layout, one granule through the page table's hint; @t is this
  * thread's counter block of the device (map_common looks it up once per call). An installed
  * failure hook or a failed allocation takes dma_xl_map(), which handles them.
  */
@@ -1076,7 +1177,16 @@ static dg_always_inline int xl_map_one(struct dg_dma_dev *dd, struct dma_space *
 	int r;
 
 	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
-	if (dg_unlikely(atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL) ||
+	const bool hook = atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL;
+
+	/* strict, one granule: this thread's stream (stream.c), as a bulk call of one */
+	if (total == sp->granule && !dd->lazy && !dd->reference && !hook &&
+	    !dma_stream_map_one(sp, t, (uintptr_t)buf, len, dir, kind, dma_out)) {
+		ctr_add(t, CTR_SUBPAGE, total - len);
+		ctr_max(&t->subpage_max, total - len);
+		return 0;
+	}
+	if (dg_unlikely(hook) ||
 	    dg_unlikely(iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token))) {
 		struct dg_dma_sg s = {.addr = buf, .len = len};
 
@@ -1131,7 +1241,7 @@ static dg_always_inline int xl_check(struct dma_space *sp, uint64_t dma, uint64_
 	rec = dma_rec_in(&sp->rec, dma, d >> sp->gshift, false);
 	if (dg_unlikely(!rec))
 		return -ENOENT;
-	/* Acquire pairs with the release store of w0 in rec_write(): w1..w3 are visible. */
+	/* Acquire pairs with the release store of w0 in dma_rec_write(): w1..w3 are visible. */
 	w0 = atomic_load_explicit(&rec->w0, memory_order_acquire);
 	if (dg_unlikely(w0 != want || atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
 		return xl_claim_err(w0, dma & sp->gmask);
@@ -1195,11 +1305,14 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		r = dma_inval(dd, &c, 1, &seq);
 	}
 	if (dg_unlikely(r)) {
-		dma_quarantine_add(dd, sp, seq, &g, &iova, &size, free_iova ? 1 : 0, mem);
+		dma_quarantine_add_tok(dd, sp, seq, &g, &iova, &size, &token, free_iova ? 1 : 0,
+				       mem);
 		return r;
 	}
 	dg_pt_gather_release(sp->pt, &g);
-	if (free_iova && token) {
+	if (free_iova && dma_token_stream(token)) {
+		dma_stream_retire(sp, token, size >> sp->gshift);
+	} else if (free_iova && token) {
 		struct iova_owned o = {.iova = iova, .size = size, .token = token};
 
 		iova_free_owned(sp->iova, &o, 1);
@@ -1802,7 +1915,7 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	const uint64_t g = sp->granule, gm = sp->gmask;
 	const unsigned int prot = dma_dir_prot(dir);
 	uint64_t iova[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX], phys[DG_DMA_BULK_MAX];
-	uint64_t sub, waste;
+	uint64_t sub, waste, pmax = 0;
 	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
 	const bool hook = atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL;
 	struct dg_pt_gather gth;
@@ -1822,11 +1935,20 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 		if (dg_unlikely((a & gm) + len > g || !a))
 			goto odd;
 		phys[i] = a & ~(uintptr_t)gm;
+		pmax = phys[i] > pmax ? phys[i] : pmax;
 	}
 	r = dma_fail(dd, DG_DMA_FAIL_IOVA);
 	if (dg_unlikely(r))
 		return r;
+	t = dma_tstats(dd);
+	/* strict: this thread's stream (stream.c); an installed hook takes the allocator path,
+	 * which asks it at every step */
+	if (!dd->lazy && !hook &&
+	    !dma_stream_map(sp, t, bufs, phys, pmax, n, len, dir, KIND_SINGLE, dma))
+		goto counted;
 	r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);
+	if (dg_unlikely(r == -ENOSPC) && !dd->lazy && dma_stream_drain(sp, t))
+		r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);
 	if (dg_unlikely(r))
 		return dd->lazy && r == -ENOSPC ? 1 : r; /* lazy: the single call drains */
 	pt_gather_init(&gth);
@@ -1864,10 +1986,10 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 						      memory_order_relaxed);
 			return bulk_map_undo(dd, sp, iova, token, n, g, n, -ENOMEM);
 		}
-		rec_write(rec, len, g, token[i], rec_w0(KIND_SINGLE, dir, 0, off));
+		dma_rec_write(rec, len, g, token[i], rec_w0(KIND_SINGLE, dir, 0, off));
 		dma[i] = iova[i] + off;
 	}
-	t = dma_tstats(dd);
+counted:
 	waste = g - len;
 	sub = waste * n;
 	ctr_add(t, CTR_SUBPAGE, sub);
@@ -1934,13 +2056,133 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 	return 0;
 }
 
+/* The record of the granule at @a (granule aligned) for a claim, and where its record leaf's
+ * granules end (*lend, an IOVA; saturated): NULL outside the space or with no record there. */
+static dg_noinline struct dma_rec *claim_rec(struct dma_space *sp, uint64_t a, uint64_t *lend)
+{
+	const uint64_t d = a - sp->first, gi = d >> sp->gshift;
+	const uint64_t left = REC_NODE - (gi & (REC_NODE - 1)); /* granules to the leaf's end */
+	struct dma_rec *rec;
+
+	if (dg_unlikely(d > sp->last - sp->first))
+		return NULL;
+	rec = dma_rec_in(&sp->rec, a, gi, false);
+	*lend = left <= (UINT64_MAX - a) >> sp->gshift ? a + (left << sp->gshift) : UINT64_MAX;
+	return rec;
+}
+
+/*
+ * The strict way of dg_dma_unmap_bulk() (not lazy, not the reference): each record checked
+ * on its face and claimed in one pass, its entry written straight into the batch (room made
+ * for all first, counted in b->n once all are claimed). The records of neighbouring granules
+ * are neighbours in their leaf (a ring's reap of a stream: every buffer after the first),
+ * so the record is the previous one's next without a lookup while the addresses ascend by a
+ * granule inside one leaf. A failure - a bad address or record, a claim lost to a racing
+ * unmap or to an address given twice - gives back this call's claims (stored back with the
+ * word they had: the mappings were live all along) and refuses the call with the first bad
+ * entry's error (-ERANGE first if any address wraps), nothing having entered the batch.
+ * @b is the caller's batch or its own (begun before, ended after).
+ */
+static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *dma, unsigned int n,
+					 size_t len, enum dg_dma_dir dir, struct dg_dma_batch *b)
+{
+	const uint64_t gm = sp->gmask, g = sp->granule, wdir = rec_w0(KIND_SINGLE, dir, 0, 0);
+	/* off_run: an entry after the first is not the next granule of the one before (a
+	 * record found at the next granule of a live one-granule mapping is the only way on
+	 * the short way: entries all taking it are a run of adjacent granules) */
+	uint64_t off_run = 0, lend = 0, next = 1; /* next: never aligned */
+	struct dma_rec *rec = NULL;
+	__typeof__(&b->ent[0]) e;
+	uint32_t bn;
+	unsigned int i;
+	int r;
+
+	dma_batch_room(b, n);
+	bn = b->n;
+	e = &b->ent[bn];
+	for (i = 0; i < n; i++, e++) {
+		const uint64_t d = dma[i], a = d & ~gm, want = wdir | (d & gm);
+		uint64_t w, sz;
+
+		/* no wrap test: a record that matches proves [d, d + len) is inside a live
+		 * mapping of the space; a bad entry's error looks for a wrapping one */
+		if (dg_likely(a == next && a < lend)) {
+			rec++; /* the next granule's record, in the same leaf */
+		} else {
+			uint64_t le;
+
+			rec = claim_rec(sp, a, &le);
+			if (dg_unlikely(!rec))
+				goto bad;
+			lend = le;
+			off_run |= i; /* not the next granule of the one before */
+		}
+		next = a + g;
+		/* Acquire pairs with the release store of w0 in dma_rec_write(): w1..w3 are
+		 * visible (as in xl_check()). */
+		w = atomic_load_explicit(&rec->w0, memory_order_acquire);
+		if (dg_unlikely(w != want ||
+				atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
+			goto bad;
+		/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
+		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
+			    &rec->w0, &w, 0, memory_order_acquire, memory_order_relaxed)))
+			goto bad;
+		sz = atomic_load_explicit(&rec->w2, memory_order_relaxed);
+		e->addr = a;
+		e->size = sz | BATCH_IOVA;
+		e->token = atomic_load_explicit(&rec->w3, memory_order_relaxed);
+	}
+	b->n = bn + n;
+	if (!off_run && n > 1 && b->nruns < BATCH_PIECES) { /* one range for the batch end */
+		const uint64_t tok = b->ent[bn].token;
+
+		/* a stream's run in one chunk (both ends of it there): its entries are cleared
+		 * here through the kept table, in one tight loop; the batch end invalidates */
+		if (dma_token_stream(tok) && b->ent[bn + n - 1].token == tok &&
+		    dma_stream_within(sp, tok, b->ent[bn].addr, n)) {
+			dma_stream_clear(sp, tok, b->ent[bn].addr, n);
+			b->run_clear |= 1u << b->nruns;
+		}
+		b->run_first[b->nruns] = bn;
+		b->run_len[b->nruns++] = n;
+	}
+	return 0;
+bad:
+	/* the first bad entry's error, read before anything is given back: a record this call
+	 * claimed reads as unmapped (an address given twice is -ENOENT, as a lost claim is) */
+	if (dma[i] + (len - 1) < dma[i]) {
+		r = -ERANGE;
+	} else {
+		const uint64_t off = dma[i] & gm;
+		uint64_t lw;
+		struct dma_rec *x = claim_rec(sp, dma[i] & ~gm, &lw);
+
+		lw = x ? atomic_load_explicit(&x->w0, memory_order_relaxed) : 0;
+		if (lw != (wdir | off))
+			r = xl_claim_err(lw, off);
+		else /* the face was right: the length, or a claim lost */
+			r = atomic_load_explicit(&x->w1, memory_order_relaxed) != len ? -EINVAL :
+											-ENOENT;
+	}
+	for (unsigned int j = i + 1; j < n && r != -ERANGE; j++)
+		if (dma[j] + (len - 1) < dma[j])
+			r = -ERANGE;
+	while (i--) {
+		struct dma_rec *x = dma_rec_get(&sp->rec, dma[i] & ~gm, false);
+
+		/* Release pairs with the acquire load in xl_check(), as the map's. */
+		atomic_store_explicit(&x->w0, wdir | (dma[i] & gm), memory_order_release);
+	}
+	return r;
+}
+
 int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
 		      enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
 {
 	struct dma_rec *rec[DG_DMA_BULK_MAX];
 	uint64_t w0[DG_DMA_BULK_MAX], size[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX];
 	struct dg_dma_batch local;
-	bool into;
 	struct dma_space *sp;
 	struct dma_tstats *t;
 	unsigned int i;
@@ -1969,6 +2211,21 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 	return dma_err(dd, -EOPNOTSUPP);
 strict:
 	sp = dd->sp;
+	if (!dd->lazy && !dd->reference) {
+		const bool own = !b;
+
+		if (own)
+			dg_dma_batch_begin(dd, b = &local);
+		r = unmap_bulk_strict(sp, dma, n, len, dir, b);
+		if (dg_unlikely(r)) {
+			if (own)
+				dg_dma_batch_end(&local); /* empty */
+			return dma_err(dd, r);
+		}
+		if (own)
+			r = dg_dma_batch_end(&local);
+		goto counted;
+	}
 	/* 1. every address and record on its face: no wrap, the word the map wrote and the
 	 * length, in one pass; a wrapping address anywhere is -ERANGE before any record's error,
 	 * so the first failure looks for one among the rest */
@@ -1985,48 +2242,8 @@ strict:
 			return dma_err(dd, r);
 		}
 	}
-	/* 2. claim them - strict: straight into the batch (room made for all first, counted
-	 * once all are claimed); a lost claim gives back this call's claims (the mappings were
-	 * live throughout), nothing having entered the batch */
-	into = !dd->lazy && !dd->reference;
-	if (into) {
-		/* the entries go to ent[bn..bn + n), counted in b->n once all are claimed */
-		uint32_t bn;
-
-		if (!b)
-			dg_dma_batch_begin(dd, b = &local);
-		/* where the next range of a run starts, and any bit of a range that did not */
-		uint64_t chi = dma[0] & ~sp->gmask, off_run = 0;
-
-		dma_batch_room(b, n);
-		bn = b->n;
-		for (i = 0; i < n; i++) {
-			const uint64_t a = dma[i] & ~sp->gmask;
-			uint64_t w = w0[i], sz;
-
-			/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
-			if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
-				    &rec[i]->w0, &w, 0, memory_order_acquire,
-				    memory_order_relaxed)))
-				goto lost;
-			sz = atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
-			b->ent[bn + i].addr = a;
-			b->ent[bn + i].size = sz | BATCH_IOVA;
-			b->ent[bn + i].token =
-				atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
-			off_run |= a ^ chi;
-			chi = a + sz;
-		}
-		b->n = bn + n;
-		if (!off_run && n > 1 &&
-		    b->nruns < BATCH_PIECES) { /* one range for the batch end */
-			b->run_first[b->nruns] = bn;
-			b->run_len[b->nruns++] = n;
-		}
-		if (b == &local)
-			r = dg_dma_batch_end(&local);
-		goto counted;
-	}
+	/* 2. claim them (lazy, the reference); a lost claim gives back this call's claims (the
+	 * mappings were live throughout) */
 	for (i = 0; i < n; i++) {
 		uint64_t w = w0[i];
 
@@ -2037,8 +2254,7 @@ strict:
 		size[i] = atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
 		token[i] = atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
 	}
-	/* 3. retire: lazy all at once, the reference one by one; strict took the batch's
-	 * entries above */
+	/* 3. retire: lazy all at once, the reference one by one */
 	if (dd->lazy) {
 		r = dma_lazy_retire_bulk(dd, dma, size, token, n);
 	} else {
@@ -2054,11 +2270,9 @@ counted:
 	t = dma_tstats(dd);
 	ctr_add(t, CTR_UNMAPS, n);
 	return r ? dma_err(dd, r) : 0;
-lost: /* a claim lost: give back this call's claims (nothing entered the batch) */
+lost: /* a claim lost: give back this call's claims */
 	while (i--)
 		/* Release pairs with the acquire load in xl_check(), as the map's. */
 		atomic_store_explicit(&rec[i]->w0, w0[i], memory_order_release);
-	if (b == &local)
-		dg_dma_batch_end(&local); /* empty */
 	return dma_err(dd, -ENOENT);
 }

@@ -1,0 +1,466 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Streams (src/dma/stream.c): strict's one-granule maps (bulk and single calls) handed out in
+ * order from per-thread chunks with kept tables, retired per chunk at the batch end.
+ *
+ *  - test_order: a ring's refills come out ascending from one chunk-aligned chunk; the device
+ *    reaches every mapping and, after the batch end, faults on every unmapped address it had
+ *    cached; the kept tables stay linked (dg_dma_dev_check -> pt_slots_check).
+ *  - test_model: a reference model over random steps - bulk and single maps of random sizes
+ *    and directions, unmaps in random orders and pieces, by bulk and single calls, in batches
+ *    (submitted early or not), without a batch, on another thread (with its own batch or
+ *    this one's), long-lived pins, refused calls with an exact error and nothing changed:
+ *    no IOVA is handed out while it is mapped or while its unmap's invalidation is not
+ *    complete (the batch not ended), and the device faults on each unmapped address once the
+ *    batch ended.
+ *  - test_exhaust: a small space: chunks pinned by one mapping each until the streams' share
+ *    is held, then the allocator path maps on - every granule the streams do not hold - and
+ *    once the pins go, spare chunks go back on -ENOSPC so single maps fill the whole space.
+ */
+#include "dma/dma_internal.h" /* before cmocka.h: it defines fail() */
+#include "dma_test_util.h"
+
+#include <dmaguard/dev.h>
+#include <dmaguard/iommu.h>
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#define PG 4096u
+
+static uint64_t rnd(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
+
+/* The device reaches @dma (the byte @v there), or faults on it. */
+static void reach(struct dg_device *dev, uint64_t dma, enum dg_dma_dir dir, uint8_t v)
+{
+	uint8_t got = 0;
+
+	if (dir == DG_DMA_FROM_DEVICE) { /* write-only: the device writes what is there */
+		assert_int_equal(dg_dev_write(dev, dma, &v, 1), 0);
+		return;
+	}
+	assert_int_equal(dg_dev_read(dev, dma, &got, 1), 0);
+	assert_int_equal(got, v);
+}
+
+static void faults(struct dg_device *dev, uint64_t dma)
+{
+	uint8_t v = 0;
+
+	assert_int_equal(dg_dev_read(dev, dma, &v, 1), -EFAULT);
+	assert_int_equal(dg_dev_write(dev, dma, &v, 1), -EFAULT);
+}
+
+static void test_order(void **state)
+{
+	enum { N = 32, ROUNDS = 40 };
+	uint8_t *mem = page_alloc((size_t)N * PG);
+	uint64_t dma[N], chunk = (uint64_t)512 * PG, last = 0;
+	void *bufs[N];
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dma_fixture f;
+
+	(void)state;
+	assert_non_null(mem);
+	for (unsigned int i = 0; i < N; i++) {
+		mem[(size_t)i * PG + 64] = (uint8_t)(i + 1);
+		bufs[i] = mem + (size_t)i * PG + 64;
+	}
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	assert_int_equal(dd->sp->cspan, 512);
+	for (unsigned int r = 0; r < ROUNDS; r++) {
+		struct dg_dma_batch b;
+
+		assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+		for (unsigned int i = 0; i < N; i++) {
+			assert_int_equal(dma[i] & (PG - 1), 64);
+			if (i)
+				assert_int_equal(dma[i], dma[i - 1] + PG); /* in order */
+			else if (r % (512 / N))
+				assert_int_equal(dma[0], last + PG); /* the same chunk goes on */
+			else
+				assert_int_equal((dma[0] - 64) & (chunk - 1), 0); /* a new chunk */
+			reach(dev, dma[i], DG_DMA_TO_DEVICE, (uint8_t)(i + 1));	  /* cached now */
+		}
+		last = dma[N - 1];
+		dg_dma_batch_begin(dd, &b);
+		assert_int_equal(dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+		assert_int_equal(dg_dma_batch_end(&b), 0);
+		for (unsigned int i = 0; i < N; i++)
+			faults(dev, dma[i]);
+		assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+	}
+	/* 40 refills of 32 take a chunk three times: the same one (wholly retired when its
+	 * last refill's batch ended: spare, taken again) */
+	assert_int_equal(atomic_load(&dd->sp->chunk_gets), 3);
+	assert_int_equal(dd->sp->nchunks, 1);
+	assert_int_equal(fixture_faults(&f) > 0, 1);
+	fixture_dev_destroy(dd);
+	fixture_fini(&f);
+	free(mem);
+}
+
+/* ---- the model ---------------------------------------------------------------------------- */
+
+#define MB    192 /* buffers */
+#define STEPS 2500
+
+struct model {
+	struct dg_dma_dev *dd;
+	struct dg_device *dev;
+	uint8_t *mem;
+	bool on[MB];
+	uint64_t dma[MB];
+	enum dg_dma_dir dir[MB];
+	bool pin[MB];
+	/* IOVAs unmapped in the open batch (its end not reached): must not come back yet */
+	uint64_t pend[DG_DMA_BATCH_MAX];
+	unsigned int npend;
+	struct dg_dma_batch b;
+	bool open;
+};
+
+static void *buf_of(struct model *m, unsigned int i)
+{
+	return m->mem + (size_t)i * PG + (i % 7) * 64;
+}
+
+static uint8_t val_of(unsigned int i)
+{
+	return (uint8_t)(i * 13 + 1);
+}
+
+/* A new IOVA is neither mapped nor waiting for its unmap's invalidation. */
+static void check_new(struct model *m, uint64_t dma)
+{
+	const uint64_t g = dma & ~(uint64_t)(PG - 1);
+
+	for (unsigned int i = 0; i < MB; i++)
+		if (m->on[i])
+			assert_true((m->dma[i] & ~(uint64_t)(PG - 1)) != g);
+	for (unsigned int j = 0; j < m->npend; j++)
+		assert_true(m->pend[j] != g);
+}
+
+static void batch_end(struct model *m)
+{
+	if (!m->open)
+		return;
+	assert_int_equal(dg_dma_batch_end(&m->b), 0);
+	m->open = false;
+	for (unsigned int j = 0; j < m->npend; j++)
+		faults(m->dev, m->pend[j]); /* cached before its unmap, unreachable now */
+	m->npend = 0;
+}
+
+static void batch_open(struct model *m)
+{
+	if (m->open)
+		return;
+	dg_dma_batch_begin(m->dd, &m->b);
+	m->open = true;
+}
+
+struct xunmap {
+	struct dg_dma_dev *dd;
+	const uint64_t *dma;
+	unsigned int n;
+	enum dg_dma_dir dir;
+	struct dg_dma_batch *b; /* NULL: its own */
+	int r;
+};
+
+static void *xunmap_main(void *arg)
+{
+	struct xunmap *x = arg;
+	struct dg_dma_batch own;
+
+	if (x->b) {
+		x->r = dg_dma_unmap_bulk(x->dd, x->dma, x->n, 64, x->dir, 0, x->b);
+		return NULL;
+	}
+	dg_dma_batch_begin(x->dd, &own);
+	x->r = dg_dma_unmap_bulk(x->dd, x->dma, x->n, 64, x->dir, 0, &own);
+	if (!x->r)
+		x->r = dg_dma_batch_end(&own);
+	else
+		dg_dma_batch_end(&own);
+	return NULL;
+}
+
+static void model_map(struct model *m, uint64_t *seed)
+{
+	static const enum dg_dma_dir dirs[3] = {DG_DMA_TO_DEVICE, DG_DMA_FROM_DEVICE,
+						DG_DMA_BIDIRECTIONAL};
+	const enum dg_dma_dir dir = dirs[rnd(seed) % 3];
+	const unsigned int want = 1 + (unsigned int)(rnd(seed) % 48);
+	unsigned int idx[MB], n = 0;
+	void *bufs[MB];
+	uint64_t dma[MB];
+
+	for (unsigned int j = 0, i = (unsigned int)(rnd(seed) % MB); j < MB && n < want;
+	     j++, i = (i + 1) % MB)
+		if (!m->on[i]) {
+			idx[n] = i;
+			bufs[n++] = buf_of(m, i);
+		}
+	if (!n)
+		return;
+	if (n > 1 && rnd(seed) % 16 == 0) { /* a bad buffer: -EINVAL, nothing mapped */
+		void *keep = bufs[n / 2];
+
+		bufs[n / 2] = NULL;
+		assert_int_equal(dg_dma_map_bulk(m->dd, bufs, n, 64, dir, 0, dma), -EINVAL);
+		bufs[n / 2] = keep;
+	}
+	if (rnd(seed) % 4 == 0) /* single calls: the stream too */
+		for (unsigned int j = 0; j < n; j++)
+			assert_int_equal(dg_dma_map_single(m->dd, bufs[j], 64, dir, 0, &dma[j]), 0);
+	else
+		assert_int_equal(dg_dma_map_bulk(m->dd, bufs, n, 64, dir, 0, dma), 0);
+	for (unsigned int j = 0; j < n; j++) {
+		const unsigned int i = idx[j];
+
+		check_new(m, dma[j]);
+		m->on[i] = true;
+		m->dma[i] = dma[j];
+		m->dir[i] = dir;
+		m->pin[i] = rnd(seed) % 24 == 0; /* long-lived */
+		reach(m->dev, dma[j], dir, val_of(i));
+	}
+}
+
+static void model_unmap(struct model *m, uint64_t *seed)
+{
+	const unsigned int want = 1 + (unsigned int)(rnd(seed) % 40);
+	const enum dg_dma_dir dir = (enum dg_dma_dir)(rnd(seed) % 3);
+	const unsigned int how = (unsigned int)(rnd(seed) % 8);
+	unsigned int idx[MB], n = 0;
+	uint64_t dma[MB];
+
+	/* a piece of one direction: ascending from a random start (a reap) or shuffled */
+	for (unsigned int j = 0, i = (unsigned int)(rnd(seed) % MB); j < MB && n < want;
+	     j++, i = (i + 1) % MB)
+		if (m->on[i] && m->dir[i] == dir && (!m->pin[i] || rnd(seed) % 64 == 0))
+			idx[n++] = i;
+	if (!n)
+		return;
+	if (rnd(seed) % 2) /* address order, as a ring's reap */
+		for (unsigned int a = 1; a < n; a++)
+			for (unsigned int c = a; c > 0 && m->dma[idx[c]] < m->dma[idx[c - 1]];
+			     c--) {
+				unsigned int t = idx[c];
+
+				idx[c] = idx[c - 1];
+				idx[c - 1] = t;
+			}
+	else
+		for (unsigned int a = n; a > 1; a--) {
+			unsigned int c = (unsigned int)(rnd(seed) % a), t = idx[a - 1];
+
+			idx[a - 1] = idx[c];
+			idx[c] = t;
+		}
+	for (unsigned int j = 0; j < n; j++) {
+		dma[j] = m->dma[idx[j]];
+		reach(m->dev, dma[j], dir, val_of(idx[j])); /* cached */
+	}
+	if (rnd(seed) % 12 == 0) { /* refused calls: exact errors, nothing changed */
+		uint64_t bad[MB + 1];
+		const unsigned int at = (unsigned int)(rnd(seed) % (n + 1));
+		const enum dg_dma_dir other = (enum dg_dma_dir)((dir + 1) % 3);
+
+		assert_int_equal(dg_dma_unmap_bulk(m->dd, dma, n, 64, other, 0, NULL), -EINVAL);
+		assert_int_equal(dg_dma_unmap_bulk(m->dd, dma, n, 128, dir, 0, NULL), -EINVAL);
+		for (unsigned int j = 0, k = 0; j <= n; j++)
+			bad[j] = j == at ? (m->npend ? m->pend[0] + 64 : 0x7000000040ull) :
+					   dma[k++];
+		assert_int_equal(dg_dma_unmap_bulk(m->dd, bad, n + 1, 64, dir, 0, NULL), -ENOENT);
+		for (unsigned int j = 0; j < n; j++)
+			reach(m->dev, dma[j], dir, val_of(idx[j])); /* still mapped */
+	}
+	if (how != 0 && how != 2 && m->open && m->b.n + n > DG_DMA_BATCH_MAX)
+		batch_end(m); /* a full batch would end early inside the call: end it here */
+	if (how == 0) {	      /* no batch: invalidated and given back before returning */
+		assert_int_equal(dg_dma_unmap_bulk(m->dd, dma, n, 64, dir, 0, NULL), 0);
+		for (unsigned int j = 0; j < n; j++)
+			faults(m->dev, dma[j]);
+	} else if (how == 1) { /* single calls into the open batch */
+		batch_open(m);
+		for (unsigned int j = 0; j < n; j++)
+			assert_int_equal(dg_dma_unmap_single(m->dd, dma[j], 64, dir, 0, &m->b), 0);
+	} else if (how == 2 || how == 3) { /* another thread: its own batch, or ours */
+		struct xunmap x = {.dd = m->dd, .dma = dma, .n = n, .dir = dir};
+		pthread_t th;
+
+		if (how == 3) {
+			batch_open(m);
+			x.b = &m->b;
+		}
+		assert_int_equal(pthread_create(&th, NULL, xunmap_main, &x), 0);
+		assert_int_equal(pthread_join(th, NULL), 0);
+		assert_int_equal(x.r, 0);
+		if (how == 2)
+			for (unsigned int j = 0; j < n; j++)
+				faults(m->dev, dma[j]);
+	} else {
+		batch_open(m);
+		assert_int_equal(dg_dma_unmap_bulk(m->dd, dma, n, 64, dir, 0, &m->b), 0);
+		if (how == 4)
+			assert_int_equal(dg_dma_batch_submit(&m->b), 0);
+	}
+	for (unsigned int j = 0; j < n; j++) {
+		m->on[idx[j]] = false;
+		if (m->open && how != 0 && how != 2)
+			m->pend[m->npend++] = dma[j] & ~(uint64_t)(PG - 1);
+	}
+	if (m->open && rnd(seed) % 3 == 0)
+		batch_end(m);
+}
+
+static void test_model(void **state)
+{
+	uint64_t seed = 0x853c49e6748fea9bull;
+	struct dma_fixture f;
+	struct model *m = calloc(1, sizeof(*m));
+
+	(void)state;
+	assert_non_null(m);
+	m->mem = page_alloc((size_t)MB * PG);
+	assert_non_null(m->mem);
+	for (unsigned int i = 0; i < MB; i++)
+		*(uint8_t *)buf_of(m, i) = val_of(i);
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	m->dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &m->dev);
+	assert_non_null(m->dd);
+	for (unsigned int s = 0; s < STEPS; s++) {
+		if (rnd(&seed) % 2)
+			model_map(m, &seed);
+		else
+			model_unmap(m, &seed);
+		if (s % 250 == 0) {
+			batch_end(m);
+			assert_int_equal(dg_dma_dev_check(m->dd, stderr), 0);
+		}
+	}
+	batch_end(m);
+	for (unsigned int i = 0; i < MB; i++) /* the rest, pins included */
+		if (m->on[i]) {
+			assert_int_equal(
+				dg_dma_unmap_single(m->dd, m->dma[i], 64, m->dir[i], 0, NULL), 0);
+			m->on[i] = false;
+		}
+	assert_int_equal(dg_dma_dev_check(m->dd, stderr), 0);
+	/* every chunk but this thread's current one wholly retired: spare */
+	assert_true(m->dd->sp->nchunks >= 2);
+	assert_int_equal(m->dd->sp->nspare, m->dd->sp->nchunks - 1);
+	fixture_dev_destroy(m->dd);
+	fixture_fini(&f);
+	free(m->mem);
+	free(m);
+}
+
+/* ---- exhaustion ---------------------------------------------------------------------------- */
+
+static void test_exhaust(void **state)
+{
+	enum { BULK = 256 };
+	/* 2^27 bytes: 32768 granules, 64 chunks of 512; streams hold 16 at most */
+	const uint64_t granules = 1ull << 15, mask = (granules * PG) - 1;
+	uint8_t *page = page_alloc(PG);
+	void *bufs[BULK];
+	uint64_t *live = malloc(granules * sizeof(*live)), pins[64];
+	unsigned int nlive = 0, npins = 0;
+	struct dg_dma_dev_config c;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dma_fixture f;
+	uint64_t dma[BULK];
+	int r;
+
+	(void)state;
+	assert_non_null(page);
+	assert_non_null(live);
+	for (unsigned int i = 0; i < BULK; i++)
+		bufs[i] = page + 128;
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dg_dma_dev_config_init(&c);
+	c.policy = DG_DMA_STRICT;
+	c.dma_mask = mask;
+	dd = fixture_dev(&f, 1, DG_DMA_STRICT, &c, &dev);
+	assert_non_null(dd);
+	dg_dev_set_auto_offline(dev, true);
+	assert_int_equal(dd->sp->cspan, 512);
+	assert_int_equal(dd->sp->cmax, 16);
+	/* 1. pin chunks: of each chunk's 512 maps, keep the first */
+	while (npins < 20) {
+		for (unsigned int k = 0; k < 2; k++) {
+			assert_int_equal(
+				dg_dma_map_bulk(dd, bufs, BULK, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+			assert_int_equal(dg_dma_unmap_bulk(dd, dma + !k, BULK - !k, 64,
+							   DG_DMA_TO_DEVICE, 0, NULL),
+					 0);
+			if (!k)
+				pins[npins++] = dma[0];
+		}
+	}
+	/* the streams hold their share; the rest of the pins' maps took the allocator */
+	assert_int_equal(dd->sp->nchunks, 16);
+	/* 2. the allocator path maps every granule the streams do not hold */
+	while ((r = dg_dma_map_bulk(dd, bufs, BULK, 64, DG_DMA_TO_DEVICE, 0, dma)) == 0)
+		for (unsigned int i = 0; i < BULK; i++)
+			live[nlive++] = dma[i];
+	assert_int_equal(r, -ENOSPC);
+	while ((r = dg_dma_map_single(dd, page, 64, DG_DMA_TO_DEVICE, 0, &dma[0])) == 0)
+		live[nlive++] = dma[0];
+	assert_int_equal(r, -ENOSPC);
+	/* IOVA 0 is reserved; the 16 held chunks keep their granules */
+	assert_int_equal(nlive + npins - 16, granules - 1 - 16 * 512);
+	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+	/* 3. everything unmapped: spare chunks go back on -ENOSPC, single maps fill it all */
+	for (unsigned int i = 0; i < nlive; i++)
+		assert_int_equal(dg_dma_unmap_single(dd, live[i], 64, DG_DMA_TO_DEVICE, 0, NULL),
+				 0);
+	for (unsigned int i = 0; i < npins; i++)
+		assert_int_equal(dg_dma_unmap_single(dd, pins[i], 64, DG_DMA_TO_DEVICE, 0, NULL),
+				 0);
+	nlive = 0;
+	while ((r = dg_dma_map_single(dd, page, 64, DG_DMA_TO_DEVICE, 0, &dma[0])) == 0)
+		live[nlive++] = dma[0];
+	assert_int_equal(r, -ENOSPC);
+	assert_int_equal(nlive, granules - 1);
+	for (unsigned int i = 0; i < nlive; i++)
+		assert_int_equal(dg_dma_unmap_single(dd, live[i], 64, DG_DMA_TO_DEVICE, 0, NULL),
+				 0);
+	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+	fixture_dev_destroy(dd);
+	fixture_fini(&f);
+	free(live);
+	free(page);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_order),
+		cmocka_unit_test(test_model),
+		cmocka_unit_test(test_exhaust),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
