@@ -61,35 +61,7 @@ struct env {
 	struct dg_device *dev;
 };
 
-/* A LIFO table-page allocator: a freed 4 KiB page is the next one handed out. */
-#define POOL_MAX 16
-
-struct pool {
-	void *free[POOL_MAX];
-	unsigned int nfree;
-};
-
-static void *pool_alloc(void *cookie, size_t size)
-{
-	struct pool *p = cookie;
-	void *page = p->nfree && size == K4 ? p->free[--p->nfree] : aligned_alloc(size, size);
-
-	if (page)
-		memset(page, 0, size);
-	return page;
-}
-
-static void pool_free(void *cookie, void *page, size_t size)
-{
-	struct pool *p = cookie;
-
-	if (size == K4 && p->nfree < POOL_MAX)
-		p->free[p->nfree++] = page;
-	else
-		free(page);
-}
-
-static const struct dg_pt_mem_ops pool_ops = {.alloc = pool_alloc, .free = pool_free};
+#include "../iommu/test_pool.h"
 
 static void env_open_pool(struct env *e, struct pool *p)
 {
@@ -393,8 +365,7 @@ static void test_two_tables(void **state)
 	assert_int_equal(dg_iommu_flush_gather(e.mmu, e.dom, &g), 0);
 	unmap_all(&e, 0, 2 * NPG);
 	env_fini(&e);
-	while (pl.nfree)
-		free(pl.free[--pl.nfree]);
+	pool_fini(&pl);
 }
 
 /* Ring r of the watch test: page WR0 + 2 r (the odd pages between are packet buffers). */

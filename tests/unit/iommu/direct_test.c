@@ -71,49 +71,7 @@ static void env_fini(struct env *e)
 	dg_iommu_destroy(e->mmu);
 }
 
-/* ---- a LIFO table-page allocator: a freed page is the next one handed out ---------------- */
-
-#define POOL_MAX 64
-
-struct pool {
-	void *free[POOL_MAX];
-	unsigned int nfree;
-	void *last; /* the last 4 KiB page handed out */
-};
-
-static void *pool_alloc(void *cookie, size_t size)
-{
-	struct pool *p = cookie;
-	void *page;
-
-	if (p->nfree && size == K4)
-		page = p->free[--p->nfree];
-	else
-		page = aligned_alloc(size, size);
-	if (page)
-		memset(page, 0, size);
-	if (size == K4)
-		p->last = page;
-	return page;
-}
-
-static void pool_free(void *cookie, void *page, size_t size)
-{
-	struct pool *p = cookie;
-
-	if (size == K4 && p->nfree < POOL_MAX)
-		p->free[p->nfree++] = page;
-	else
-		free(page);
-}
-
-static const struct dg_pt_mem_ops pool_ops = {.alloc = pool_alloc, .free = pool_free};
-
-static void pool_fini(struct pool *p)
-{
-	while (p->nfree)
-		free(p->free[--p->nfree]);
-}
+#include "test_pool.h"
 
 /* An IOMMU with leaf-direct devices, a VT-d domain whose tables come from @p, device rid 1
    attached and online. */
