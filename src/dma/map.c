@@ -403,7 +403,7 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 		if (i == rnext) {
 			/* a known run of streaming unmaps: one range, its entries unread */
 			if (b->run_clear >> rj & 1)
-				*nclr += b->run_len[rj]; /* its entries cleared already */
+				*nclr += b->run_len[rj]; /* cleared through its kept table */
 			i += b->run_len[rj] - 1;
 			ni += b->run_len[rj] - 1; /* the last one is counted below */
 			k = b->ent[i].size & BATCH_KIND;
@@ -541,8 +541,9 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
 
 /*
  * Invalidate the unmaps the batch has not submitted yet (ent[nsub..n)): remove the pages of
- * streaming unmaps - one page-table call per run of adjacent IOVAs, so a ring's consecutive
- * buffers cost one walk (two-step unlinks cleared theirs already) - and submit the commands
+ * streaming unmaps - a stream run's through its kept table (b->run_clear), else one
+ * page-table call per run of adjacent IOVAs, so a ring's consecutive buffers cost one walk
+ * (two-step unlinks cleared theirs already) - and submit the commands
  * (one over the hull when it is at most four times the bytes unmapped, one per run up to
  * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
  */
@@ -561,6 +562,14 @@ static int batch_issue(struct dg_dma_batch *b)
 	if (b->nsub == b->n)
 		return 0;
 	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, pe, &npe, &nclr);
+	/* the stream runs of the unmaps not submitted yet (unmap_bulk_strict) cleared through
+	 * their kept tables, every claim made: before the commands, as every clear below */
+	for (uint32_t j = 0, rc = b->run_clear; rc && j < b->nruns; j++)
+		if ((rc >> j & 1) && b->run_first[j] >= b->nsub) {
+			const uint32_t f = b->run_first[j];
+
+			dma_stream_clear(sp, b->ent[f].token, b->ent[f].addr, b->run_len[j]);
+		}
 	/* the pieces of the whole batch so far, for its end (after a submit, the pieces of the
 	 * later unmaps follow those of the earlier ones) */
 	if (!b->nsub)
@@ -578,7 +587,7 @@ static int batch_issue(struct dg_dma_batch *b)
 		return 0; /* bounce slots only */
 	}
 	if (niova && !nlink && nclr == niova) {
-		/* streaming unmaps only, every one in a run a bulk unmap cleared already */
+		/* streaming unmaps only, every one in a stream run cleared above */
 	} else if (niova && !nlink) { /* streaming unmaps only: a page-table call per run (an
 				       entry cleared already is skipped) */
 		for (size_t i = 0; i < nr; i++)
@@ -1858,7 +1867,8 @@ int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsig
  * maps buffer by buffer through the single call and undoes the maps done when one fails.
  *
  * Unmap: every record is checked on its face first (nothing changes on a bad entry), then
- * claimed one by one; a claim lost to a racing unmap (or to an address given twice) gives back
+ * claimed one by one (strict: a stream run's PTEs are cleared when the batch is submitted,
+ * after all its claims - see unmap_bulk_strict); a claim lost to a racing unmap (or to an address given twice) gives back
  * the claims this call made - stored back with the word they had: the mappings were live all
  * along - and refuses the call. The claimed unmaps then join the batch together (room made
  * for all of them first) or are retired one by one (lazy, the reference).
@@ -2081,7 +2091,11 @@ static dg_noinline struct dma_rec *claim_rec(struct dma_space *sp, uint64_t a, u
  * unmap or to an address given twice - gives back this call's claims (stored back with the
  * word they had: the mappings were live all along) and refuses the call with the first bad
  * entry's error (-ERANGE first if any address wraps), nothing having entered the batch.
- * @b is the caller's batch or its own (begun before, ended after).
+ * @b is the caller's batch or its own (begun before, ended after). A run of one stream chunk
+ * is marked (b->run_clear) and its PTE lines asked for (prefetchw); batch_issue clears it
+ * through the kept table before the batch's commands, so no claim of this call or of a later
+ * one in the batch (a poll's rx then tx reap) waits in its locked compare-and-swap for the
+ * clears' stores to lines the device's core holds.
  */
 static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *dma, unsigned int n,
 					 size_t len, enum dg_dma_dir dir, struct dg_dma_batch *b)
@@ -2138,11 +2152,13 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 		const uint64_t tok = b->ent[bn].token;
 
 		/* a stream's run in one chunk (both ends of it there): its entries are cleared
-		 * here through the kept table, in one tight loop; the batch end invalidates */
+		 * through the kept table, in one tight loop, when the batch is submitted (after
+		 * every claim of the batch: no claim waits behind the clears' stores) */
 		if (dma_token_stream(tok) && b->ent[bn + n - 1].token == tok &&
 		    dma_stream_within(sp, tok, b->ent[bn].addr, n)) {
-			dma_stream_clear(sp, tok, b->ent[bn].addr, n);
 			b->run_clear |= 1u << b->nruns;
+			/* their lines asked for now (a hint), owned by the time of the clears */
+			dma_stream_prefetch(sp, tok, b->ent[bn].addr, n);
 		}
 		b->run_first[b->nruns] = bn;
 		b->run_len[b->nruns++] = n;

@@ -13,9 +13,18 @@
  *   map (one granule, strict bulk or single call):  iova = chunk + cur++ granules
  *                                         one PTE store into the kept table, the record
  *
+ * The PTE lines are shared with the device's core (its walks read them), so each store to
+ * one it read waits for a request for ownership. A bulk map asks for the lines of its
+ * entries first (prefetchw: the requests overlap instead of queueing one by one in the store
+ * buffer behind the record stores); a bulk unmap of a run does so at the end of its claims
+ * (dma_stream_prefetch), and the run's entries are cleared when the batch is submitted
+ * (dma_stream_clear from batch_issue, after every claim of the batch: a claim's locked
+ * compare-and-swap drains the store buffer, and then has no PTE clear to wait for).
+ *
  * No magazine, no descent, no per-buffer allocator state. Unmaps are strict's as before: the
  * record claim refuses never-mapped, wrong size / direction and double unmaps with nothing
- * changed, the batch end clears the PTEs by runs, invalidates and waits; then, instead of
+ * changed, the batch's submit (or end) clears the PTEs by runs, invalidates, the end waits;
+ * then, instead of
  * giving each IOVA to the allocator, it adds the granules of each run of one chunk to the
  * chunk's `retired` count (one atomic add per run, not per buffer: the batch end groups
  * consecutive entries of one chunk). The token of a stream granule (record w3, batch entry
@@ -321,6 +330,23 @@ static dg_always_inline void stream_fill(_Atomic uint64_t *pte, struct dma_rec *
 	}
 }
 
+/* Ask for the cache lines of the @n entries from @pte for writing (prefetchw: the request
+ * for ownership of a line the device's core read starts now, not when the store buffer
+ * reaches the store; a hint, no fault, no ordering). */
+static dg_always_inline void pte_prefetchw(const _Atomic uint64_t *pte, unsigned int n)
+{
+	const uintptr_t end = (uintptr_t)(pte + n);
+
+	for (uintptr_t l = (uintptr_t)pte & ~(uintptr_t)(DG_CACHELINE - 1); l < end;
+	     l += DG_CACHELINE) {
+#if defined(__x86_64__) || defined(__i386__)
+		__asm__ volatile("prefetchw %0" : : "m"(*(const char *)l));
+#else
+		__builtin_prefetch((const void *)l, 1, 3);
+#endif
+	}
+}
+
 int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
 		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
 		   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
@@ -342,6 +368,7 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 	struct dma_rec *rec = c->rec0 + cur;
 	const uint64_t iova = c->iova + (cur << sp->gshift);
 
+	pte_prefetchw(pte, n);
 	if (dg_likely(!ohm && oam == ((sl->oa_limit - 1) & ~gm)))
 		/* every aligned address below oa_limit is its own output-address bits */
 		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, UINT64_MAX, 0, tok, w0,
@@ -445,10 +472,19 @@ void dma_stream_clear(struct dma_space *sp, uint64_t token, uint64_t iova, uint3
 		(const struct dma_chunk *)(uintptr_t)(token & ~DMA_TOKEN_STREAM);
 	_Atomic uint64_t *pte = c->pte0 + ((iova - c->iova) >> sp->gshift);
 
+#pragma GCC unroll 4
 	for (uint32_t i = 0; i < n; i++)
 		/* Relaxed: as in pt_unmap_va (the batch end invalidates; a last-level entry is
 		 * a leaf). */
 		atomic_store_explicit(&pte[i], 0, memory_order_relaxed);
+}
+
+void dma_stream_prefetch(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n)
+{
+	const struct dma_chunk *c =
+		(const struct dma_chunk *)(uintptr_t)(token & ~DMA_TOKEN_STREAM);
+
+	pte_prefetchw(c->pte0 + ((iova - c->iova) >> sp->gshift), n);
 }
 
 bool dma_stream_within(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n)
