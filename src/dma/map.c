@@ -1856,7 +1856,9 @@ int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsig
  * dg_dma_map_bulk() and dg_dma_unmap_bulk(): a ring's refill and a poll's reap in one call.
  *
  * Map, the short way (strict or lazy, one granule per buffer, not the reference): the
- * arguments once; @n IOVAs from this thread's magazine in one entry of its
+ * arguments once; then, when the space has streams, the next @n granules of this thread's
+ * stream (dma_stream_map, stream.c: one PTE store and a record each). Otherwise (no streams,
+ * or the stream stepping aside): @n IOVAs from this thread's magazine in one entry of its
  * cache (iova_alloc_owned_bulk); the page-table entries by runs of neighbouring IOVAs - the
  * batch end gives IOVAs back highest first, so a magazine hands them out ascending and a
  * refill is usually one or two runs - one pt_map_granules() per run (one hint lookup per
@@ -1868,9 +1870,9 @@ int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsig
  *
  * Unmap: every record is checked on its face first (nothing changes on a bad entry), then
  * claimed one by one (strict: a stream run's PTEs are cleared when the batch is submitted,
- * after all its claims - see unmap_bulk_strict); a claim lost to a racing unmap (or to an address given twice) gives back
- * the claims this call made - stored back with the word they had: the mappings were live all
- * along - and refuses the call. The claimed unmaps then join the batch together (room made
+ * after all its claims - see unmap_bulk_strict); a claim lost to a racing unmap (or to an
+ * address given twice) gives back the claims this call made - stored back with the word they
+ * had: the mappings were live all along - and refuses the call. The claimed unmaps then join the batch together (room made
  * for all of them first) or are retired one by one (lazy, the reference).
  */
 
