@@ -62,9 +62,7 @@ static void env_init(struct env *e, uint64_t area_size)
 
 static void env_fini(struct env *e)
 {
-	assert_int_equal(dg_dma_dev_check(e->dd, stderr), 0);
-	fixture_dev_destroy(e->dd);
-	fixture_fini(&e->f);
+	assert_int_equal(fixture_end(&e->f, e->dd), 0);
 }
 
 static struct dg_dma_stats stats(struct dg_dma_dev *dd)

@@ -447,9 +447,7 @@ static void test_exhaust(void **state)
 	for (unsigned int i = 0; i < nlive; i++)
 		assert_int_equal(dg_dma_unmap_single(dd, live[i], 64, DG_DMA_TO_DEVICE, 0, NULL),
 				 0);
-	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
-	fixture_dev_destroy(dd);
-	fixture_fini(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
 	free(live);
 	free(page);
 }

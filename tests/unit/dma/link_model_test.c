@@ -507,9 +507,7 @@ static void run_model(enum dg_dma_policy p, bool reference, uint64_t seed,
 		assert_int_equal(pt_slots_check(l->slots, stderr), 0);
 	assert_int_equal(dg_pt_check(dg_domain_pt(dg_dma_dev_domain(m->dd)), stderr), 0);
 	assert_int_equal(dg_dma_iova_free(&m->st), 0);
-	assert_int_equal(dg_dma_dev_check(m->dd, stderr), 0);
-	fixture_dev_destroy(m->dd);
-	fixture_fini(&m->f);
+	assert_int_equal(fixture_end(&m->f, m->dd), 0);
 	free(m->mem);
 	free(m);
 }
@@ -618,9 +616,7 @@ static void test_bulk_undo(void **state)
 		assert_int_equal(dg_dev_read(dev, dma[i], &got, 1), -EFAULT);
 	fixture_faults(&f);
 	assert_int_equal(dg_dma_iova_free(&st), 0);
-	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
-	fixture_dev_destroy(dd);
-	fixture_fini(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
 	free(mem);
 }
 
