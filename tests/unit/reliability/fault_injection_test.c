@@ -258,6 +258,24 @@ static void test_table_pages_mid_map(void **state)
 
 /* ---- IOVA space and shadow areas ------------------------------------------------------------- */
 
+/* The last of @n mappings of @buf unmapped and mapped again at once (the space full until the
+   unmap): the device reads the new mapping. */
+static void remap_last(struct dg_dma_dev *dd, struct dg_device *dev, uint8_t *buf, size_t len,
+		       uint64_t *dma, unsigned int n)
+{
+	assert_int_equal(dg_dma_unmap_single(dd, dma[n - 1], len, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_map_single(dd, buf, len, DG_DMA_TO_DEVICE, 0, &dma[n - 1]), 0);
+	device_sees(dev, dma[n - 1], buf, len);
+}
+
+/* Unmap @dma[0..n), last first. */
+static void unmap_all(struct dg_dma_dev *dd, size_t len, const uint64_t *dma, unsigned int n)
+{
+	while (n)
+		assert_int_equal(dg_dma_unmap_single(dd, dma[--n], len, DG_DMA_TO_DEVICE, 0, NULL),
+				 0);
+}
+
 static void test_iova_exhaustion(void **state)
 {
 	const size_t len = 64 * 1024;
@@ -290,16 +308,9 @@ static void test_iova_exhaustion(void **state)
 		device_sees(dev, dma[n - 1], buf, len);
 		/* the fault clears: one unmap, and the space is usable again at once (lazy: the
 		   map flushes the queue holding the freed IOVA rather than fail) */
-		assert_int_equal(dg_dma_unmap_single(dd, dma[--n], len, DG_DMA_TO_DEVICE, 0, NULL),
-				 0);
-		assert_int_equal(dg_dma_map_single(dd, buf, len, DG_DMA_TO_DEVICE, 0, &dma[n]), 0);
+		remap_last(dd, dev, buf, len, dma, n);
 		assert_int_equal(stats(dd).err_iova_space, 1);
-		device_sees(dev, dma[n], buf, len);
-		n++;
-		while (n)
-			assert_int_equal(dg_dma_unmap_single(dd, dma[--n], len, DG_DMA_TO_DEVICE, 0,
-							     NULL),
-					 0);
+		unmap_all(dd, len, dma, n);
 		settle(&f);
 		st = stats(dd);
 		assert_int_equal(st.live, 0);
@@ -347,13 +358,8 @@ static void test_shadow_exhaustion(void **state)
 	assert_int_equal(st.bounce_in_use, (uint64_t)n * len);
 	check_dev(dd);
 	device_sees(dev, dma[n - 1], buf, len);
-	assert_int_equal(dg_dma_unmap_single(dd, dma[--n], len, DG_DMA_TO_DEVICE, 0, NULL), 0);
-	assert_int_equal(dg_dma_map_single(dd, buf, len, DG_DMA_TO_DEVICE, 0, &dma[n]), 0);
-	device_sees(dev, dma[n], buf, len);
-	n++;
-	while (n)
-		assert_int_equal(dg_dma_unmap_single(dd, dma[--n], len, DG_DMA_TO_DEVICE, 0, NULL),
-				 0);
+	remap_last(dd, dev, buf, len, dma, n);
+	unmap_all(dd, len, dma, n);
 	st = stats(dd);
 	assert_int_equal(st.live, 0);
 	assert_int_equal(st.bounce_in_use, 0);
