@@ -10,7 +10,7 @@ out=$(mktemp)
 one=$(mktemp)
 neg=$(mktemp)
 trap 'rm -f "$out" "$one" "$neg"' EXIT
-fail=0
+. "$(dirname "$0")/e2e_lib.sh"
 "$exe" attack --quick --json "$out" >/dev/null || { echo "FAIL: quick run exited $?"; fail=1; }
 "$check" "$out" all || fail=1
 "$exe" attack --policy strict,bounce --attack stale --iterations 2 --json "$one" |
@@ -23,10 +23,6 @@ rc=$?
 grep -q '"verdict": "VULNERABLE"' "$neg" || { echo "FAIL: negligent driver not VULNERABLE"; fail=1; }
 "$exe" attack --list | grep -q '^policy linux-ref$' || { echo "FAIL: --list"; fail=1; }
 "$exe" attack --list | grep -q '^attack stale-window$' || { echo "FAIL: --list"; fail=1; }
-for bad in "--policy nope" "--attack" "--iterations 0" "--bogus" "--attack stale,,x"; do
-	# shellcheck disable=SC2086
-	"$exe" attack $bad >/dev/null 2>&1
-	rc=$?
-	[ "$rc" -eq 2 ] || { echo "FAIL: 'attack $bad' exited $rc, expected 2"; fail=1; }
-done
+expect_usage_errors "attack" "--policy nope" "--attack" "--iterations 0" "--bogus" \
+	"--attack stale,,x"
 exit $fail

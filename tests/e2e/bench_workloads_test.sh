@@ -8,7 +8,7 @@ exe=$1
 check=$2
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail=0
+. "$(dirname "$0")/e2e_lib.sh"
 "$exe" bench --quick --json "$dir/out.json" --csv "$dir/out.csv" --plot ascii \
 	>"$dir/out.txt" 2>"$dir/err.txt" || { echo "FAIL: quick run"; cat "$dir/err.txt"; fail=1; }
 "$check" "$dir/out.json" || fail=1
@@ -28,11 +28,6 @@ grep -q '"qd": 8' "$dir/sub.json" || { echo "FAIL: qd"; fail=1; }
 	{ echo "FAIL: fixed-count mode, strict-2step"; fail=1; }
 [ "$("$exe" bench workloads --list | grep -c -E '^(xdp64|xdp64-2k|xdp64-4k|fwd64|bond4|tcp-x1|tcp-x4|tcp-x8|nvme4k) ')" -eq 9 ] ||
 	{ echo "FAIL: --list"; fail=1; }
-for bad in "--workload nope" "--policy none" "--qd 0" "--plot x.gif" "--case xdp64 --ops 5" \
-	"--ops 5" "--bogus" "--threads 99"; do
-	# shellcheck disable=SC2086
-	"$exe" bench workloads $bad >/dev/null 2>&1
-	rc=$?
-	[ "$rc" -eq 2 ] || { echo "FAIL: 'bench workloads $bad' exited $rc, expected 2"; fail=1; }
-done
+expect_usage_errors "bench workloads" "--workload nope" "--policy none" "--qd 0" "--plot x.gif" \
+	"--case xdp64 --ops 5" "--ops 5" "--bogus" "--threads 99"
 exit $fail

@@ -3,17 +3,7 @@
 # on SIGUSR1, exits 0 on SIGTERM and removes its socket.
 set -u
 exe=$1
-fail=0
-expect() { # $1 status, then the command
-	want=$1
-	shift
-	"$@" >/dev/null 2>&1
-	got=$?
-	if [ "$got" -ne "$want" ]; then
-		echo "FAIL: '$*' exited $got, expected $want"
-		fail=1
-	fi
-}
+. "$(dirname "$0")/e2e_lib.sh"
 tmp=$(mktemp -d /tmp/dg-vhost-cli-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 expect 0 "$exe" vhost --help
