@@ -3,14 +3,10 @@
 # JSON report that attack_json_check accepts (fields of docs/bench-json.md, each policy's
 # promises); one pair can be selected; a negligent driver is reported VULNERABLE (exit 1);
 # --list; bad options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-one=$(mktemp)
-neg=$(mktemp)
-trap 'rm -f "$out" "$one" "$neg"' EXIT
 . "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
+one=$tmp/one.json
+neg=$tmp/neg.json
 "$exe" attack --quick --json "$out" >/dev/null || { echo "FAIL: quick run exited $?"; fail=1; }
 "$check" "$out" all || fail=1
 "$exe" attack --policy strict,bounce --attack stale --iterations 2 --json "$one" |

@@ -1,12 +1,8 @@
 #!/bin/sh
 # dmaguard bench dma: a --quick run writes a JSON report that bench_dma_json_check accepts;
 # fixed-count mode runs; bad options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
 . "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
 "$exe" bench dma --quick --rounds 2 --duration 0.01 --json "$out" >/dev/null || { echo "FAIL: quick run"; fail=1; }
 "$check" "$out" || fail=1
 "$exe" bench dma --case strict/sg16/batch/t1 --ops 64 | grep -q 'fixed count' ||

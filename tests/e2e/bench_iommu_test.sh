@@ -1,12 +1,8 @@
 #!/bin/sh
 # dmaguard bench iotlb / invq: --quick runs write JSON reports that bench_iommu_json_check
 # accepts; fixed-count mode runs; unknown cases and options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
 . "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
 for suite in iotlb invq; do
 	"$exe" bench $suite --duration 0.02 --rounds 2 --quick --json "$out" >/dev/null ||
 		{ echo "FAIL: $suite quick run"; fail=1; }

@@ -1,12 +1,8 @@
 #!/bin/sh
 # dmaguard bench iova: a --quick run writes a JSON report that bench_iova_json_check accepts;
 # fixed-count mode runs; bad options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
 . "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
 "$exe" bench iova --quick --rounds 2 --duration 0.02 --json "$out" >/dev/null || { echo "FAIL: quick run"; fail=1; }
 "$check" "$out" || fail=1
 "$exe" bench iova --case adversarial/1k/dg-nomag/t1 --ops 100 | grep -q 'fixed count' ||

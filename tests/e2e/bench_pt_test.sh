@@ -1,13 +1,9 @@
 #!/bin/sh
 # dmaguard bench pt: a --quick run writes a JSON report that bench_pt_json_check accepts;
 # fixed-count mode runs exactly --ops operations; --list; bad options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-fixed=$(mktemp)
-trap 'rm -f "$out" "$fixed"' EXIT
 . "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
+fixed=$tmp/fixed.json
 "$exe" bench pt --quick --rounds 2 --duration 0.04 --json "$out" >/dev/null ||
 	{ echo "FAIL: quick run"; fail=1; }
 "$check" "$out" timed || fail=1

@@ -2,12 +2,8 @@
 # dmaguard bench vhost-pvp: a --quick run writes a JSON report that bench_vhost_json_check
 # accepts (the DPDK comparison is skipped with --quick); fixed-count mode; --list; unknown
 # cases and options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
 . "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
 "$exe" bench vhost-pvp --duration 0.1 --rounds 3 --quick --json "$out" >/dev/null ||
 	{ echo "FAIL: vhost-pvp quick run"; fail=1; }
 "$check" "$out" || fail=1

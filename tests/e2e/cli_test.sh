@@ -1,8 +1,6 @@
 #!/bin/sh
 # The dmaguard CLI: help, version, info, unknown commands and bad options give the documented
 # exit status (0 for success, 2 for usage errors).
-set -u
-exe=$1
 . "$(dirname "$0")/e2e_lib.sh"
 expect 0 "$exe" --help
 expect 0 "$exe" --version

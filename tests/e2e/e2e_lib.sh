@@ -1,9 +1,16 @@
 # shellcheck shell=sh
-# shellcheck disable=SC2034,SC2154 # fail is read, and exe set, by the sourcing script
-# tests/e2e/e2e_lib.sh - the checks the CLI test scripts share. Source it with
+# shellcheck disable=SC2034 # check, tmp and fail are for the sourcing script
+# tests/e2e/e2e_lib.sh - what the CLI test scripts share. Source it first thing, with
 #   . "$(dirname "$0")/e2e_lib.sh"
-# after setting exe (the dmaguard binary). A check that fails prints "FAIL: ..." and sets
-# fail=1; the script ends with exit $fail.
+# It takes the script's arguments: exe, the dmaguard binary, and check, the suite's JSON
+# checker (the bench and attack scripts); tmp is a directory for the script's files, removed
+# when the script exits. A check that fails prints "FAIL: ..." and sets fail=1; the script
+# ends with exit $fail.
+set -u
+exe=$1
+check=${2-}
+tmp=$(mktemp -d /tmp/dg-e2e-XXXXXX) # short: vhost sockets go in it
+trap 'rm -rf "$tmp"' EXIT
 fail=0
 
 # expect STATUS CMD...: CMD (output discarded) exits with STATUS.

@@ -3,13 +3,9 @@
 # of docs/bench-json.md) and whose memory verdict says nothing grew, everything drained, no
 # error and no failed check; the self-test (--leak) must make the verdict say memory grew;
 # bad options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-leak=$(mktemp)
-trap 'rm -f "$out" "$leak"' EXIT
 . "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
+leak=$tmp/leak.json
 "$exe" bench soak --quick --json "$out" >/dev/null || { echo "FAIL: quick run exited $?"; fail=1; }
 "$check" "$out" clean || fail=1
 "$exe" bench soak --duration 0.6 --interval 0.1 --leak 20 --json "$leak" >/dev/null ||

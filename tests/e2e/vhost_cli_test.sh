@@ -1,11 +1,7 @@
 #!/bin/sh
 # dmaguard vhost: usage errors exit 2, --help 0; a running server writes its counters as JSON
 # on SIGUSR1, exits 0 on SIGTERM and removes its socket.
-set -u
-exe=$1
 . "$(dirname "$0")/e2e_lib.sh"
-tmp=$(mktemp -d /tmp/dg-vhost-cli-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
 expect 0 "$exe" vhost --help
 expect 2 "$exe" vhost
 expect 2 "$exe" vhost --socket "$tmp/s" --mode bogus
