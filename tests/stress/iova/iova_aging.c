@@ -23,7 +23,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include "../../splitmix64.h"
+#include "../../test_rand.h"
 
 #define G	   4096ull
 #define PHASES	   10

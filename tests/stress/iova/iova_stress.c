@@ -31,7 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "../../splitmix64.h"
+#include "../../test_rand.h"
 
 #define G	(1ull << 16) /* granule */
 #define NG	(1ull << 17) /* 8 GiB: two cache zones */

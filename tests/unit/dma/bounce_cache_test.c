@@ -33,6 +33,7 @@
 #include <stdio.h>
 
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 struct env {
 	struct dma_fixture f;
@@ -84,10 +85,7 @@ static uint64_t slot_bytes(size_t len)
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 #define LIVE_MAX 256

@@ -35,6 +35,7 @@
 #include <stdio.h>
 
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 #define NB 6
 
@@ -139,10 +140,7 @@ static void test_bounce_batch_all_submitted(void **state)
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 static uint64_t live_iovas(struct dg_dma_dev *dd)

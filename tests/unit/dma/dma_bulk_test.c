@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 #define PG    4096ull
 #define NPG   1024 /* pages of buffers */
@@ -361,10 +362,7 @@ static void test_fail_partway(void **state)
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 /*

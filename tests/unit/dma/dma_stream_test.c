@@ -31,15 +31,13 @@
 #include <stdio.h>
 
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 #define PG 4096u
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 /* The device reaches @dma (the byte @v there), or faults on it. */

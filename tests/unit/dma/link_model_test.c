@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 static uint64_t PG = 4096; /* the granule of the run */
 #define SLOTS 700	   /* crosses a 2 MiB last-level table boundary */
@@ -68,10 +69,7 @@ struct m {
 
 static uint64_t rnd(struct m *m)
 {
-	m->rng ^= m->rng << 13;
-	m->rng ^= m->rng >> 7;
-	m->rng ^= m->rng << 17;
-	return m->rng;
+	return xorshift64(&m->rng);
 }
 
 static unsigned int below(struct m *m, unsigned int n)

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #include <cmocka.h>
-#include "../../splitmix64.h"
+#include "../../test_rand.h"
 
 static uint64_t rng_state;
 

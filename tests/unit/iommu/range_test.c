@@ -45,7 +45,7 @@
 #include "test_arena.h"
 
 #include "test_env.h"
-#include "../../splitmix64.h"
+#include "../../test_rand.h"
 
 static bool leaf_direct; /* the *_direct tests: cfg.iotlb_leaf_direct */
 

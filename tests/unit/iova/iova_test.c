@@ -27,7 +27,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include "../../splitmix64.h"
+#include "../../test_rand.h"
 
 #define K4   4096ull
 #define GIB4 (1ull << 32)

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "../../splitmix64.h"
+#include "../../test_rand.h"
 
 struct pt_model_leaf {
 	uint64_t iova;

@@ -29,7 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
-#include "../../splitmix64.h"
+#include "../../test_rand.h"
 
 #define PG 4096ull
 
