@@ -226,7 +226,7 @@ static void round_check(struct strict_env *s, unsigned int nfree)
 static void refill(struct strict_env *s, const unsigned int *freed, unsigned int nfree,
 		   uint64_t *remap)
 {
-	void *rb[NP];
+	void *rb[NP] = {NULL}; /* (gcc -O1 cannot see nfree > 0) */
 
 	for (unsigned int j = 0; j < nfree; j++)
 		rb[j] = s->bufs[freed[j]];
