@@ -60,6 +60,12 @@ struct bench_opts {
  */
 int bench_parse_common(int *argc, char **argv, struct bench_opts *opts);
 void bench_usage_common(FILE *out);
+/*
+ * An argument left after bench_parse_common() that suite @suite does not take: --help or -h
+ * prints @usage on stdout and returns 0; anything else is reported, with @usage, on stderr
+ * and returns 2 (a usage error). The suite's main returns what this returns.
+ */
+int bench_help_or_unknown(const char *suite, const char *arg, void (*usage)(FILE *out));
 
 /* True when case @name is selected by --case (or no --case given). */
 bool bench_case_selected(const struct bench_opts *opts, const char *name);
@@ -130,6 +136,8 @@ int bench_report_init(struct bench_report *r, const char *suite);
 void bench_report_add(struct bench_report *r, json_t *result); /* takes the reference */
 int bench_report_write(struct bench_report *r, const char *path);
 void bench_report_fini(struct bench_report *r);
+/* bench_report_write() then bench_report_fini(); returns 0, or 1 if the write failed. */
+int bench_report_close(struct bench_report *r, const char *path);
 
 /* Machine facts for reports. */
 const char *bench_cpu_model(void);

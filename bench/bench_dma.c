@@ -503,10 +503,6 @@ static int bench_dma_main(int argc, char **argv)
 	for (int c = 0; c < NCFG; c++)
 		want_cfg[c] = true;
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return 0;
-		}
 		if (!strcmp(argv[i], "--device")) {
 			with_device = true;
 			continue;
@@ -516,9 +512,7 @@ static int bench_dma_main(int argc, char **argv)
 				return 2;
 			continue;
 		}
-		fprintf(stderr, "bench dma: unknown option '%s'\n\n", argv[i]);
-		usage(stderr);
-		return 2;
+		return bench_help_or_unknown("dma", argv[i], usage);
 	}
 	if (o.threads) {
 		if (o.threads > MAX_THR) {
@@ -619,8 +613,7 @@ static int bench_dma_main(int argc, char **argv)
 		return 1;
 	for (size_t i = 0; i < nresults; i++)
 		bench_report_add(&rep, result_json(&results[i]));
-	int rc = bench_report_write(&rep, o.json_path) ? 1 : 0;
-	bench_report_fini(&rep);
+	int rc = bench_report_close(&rep, o.json_path);
 	free(results);
 	results = NULL;
 	nresults = capresults = 0;

@@ -326,6 +326,12 @@ static json_t *result_json(const struct invq_case *c, const struct result *r)
 	return j;
 }
 
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: dmaguard bench invq [options]\n");
+	bench_usage_common(out);
+}
+
 static int invq_main(int argc, char **argv)
 {
 	struct bench_opts o;
@@ -335,13 +341,8 @@ static int invq_main(int argc, char **argv)
 
 	if (bench_parse_common(&argc, argv, &o))
 		return 2;
-	if (argc > 1) {
-		if (strcmp(argv[1], "--help"))
-			fprintf(stderr, "bench invq: unknown argument '%s'\n", argv[1]);
-		fprintf(stderr, "usage: dmaguard bench invq [options]\n");
-		bench_usage_common(stderr);
-		return strcmp(argv[1], "--help") ? 2 : 0;
-	}
+	if (argc > 1)
+		return bench_help_or_unknown("invq", argv[1], usage);
 	if (o.list) {
 		for (size_t i = 0; i < NCASES; i++)
 			printf("%-22s %s\n", cases[i].name, cases[i].what);

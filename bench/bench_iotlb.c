@@ -564,6 +564,12 @@ static json_t *result_json(const struct iotlb_case *c, const struct result *r, d
 	return j;
 }
 
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: dmaguard bench iotlb [options]\n");
+	bench_usage_common(out);
+}
+
 static int iotlb_main(int argc, char **argv)
 {
 	struct bench_opts o;
@@ -574,13 +580,8 @@ static int iotlb_main(int argc, char **argv)
 
 	if (bench_parse_common(&argc, argv, &o))
 		return 2;
-	if (argc > 1) {
-		if (strcmp(argv[1], "--help"))
-			fprintf(stderr, "bench iotlb: unknown argument '%s'\n", argv[1]);
-		fprintf(stderr, "usage: dmaguard bench iotlb [options]\n");
-		bench_usage_common(stderr);
-		return strcmp(argv[1], "--help") ? 2 : 0;
-	}
+	if (argc > 1)
+		return bench_help_or_unknown("iotlb", argv[1], usage);
 	if (o.list) {
 		for (size_t i = 0; i < NCASES; i++)
 			printf("%-16s %s\n", cases[i].name, cases[i].what);

@@ -363,18 +363,12 @@ static int iova_main(int argc, char **argv)
 	if (bench_parse_common(&argc, argv, &o))
 		return 2;
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return 0;
-		}
 		if (!strcmp(argv[i], "--live") && i + 1 < argc) {
 			if (parse_live(argv[++i], live, &nlive))
 				return 2;
 			continue;
 		}
-		fprintf(stderr, "bench iova: unknown option '%s'\n\n", argv[i]);
-		usage(stderr);
-		return 2;
+		return bench_help_or_unknown("iova", argv[i], usage);
 	}
 	if (o.quick && nlive == 3 && live[2] == 1000000)
 		nlive = 1;
@@ -492,8 +486,7 @@ static int iova_main(int argc, char **argv)
 				      "best_ns_per_op", best, "worst_case", worst_name,
 				      "worst_ns_per_op", worst, "worst_over_best",
 				      best > 0 ? worst / best : 0.0));
-	int rc = bench_report_write(&rep, o.json_path) ? 1 : 0;
-	bench_report_fini(&rep);
+	int rc = bench_report_close(&rep, o.json_path);
 	free(results);
 	results = NULL;
 	nresults = capresults = 0;

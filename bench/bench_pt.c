@@ -350,15 +350,8 @@ static int pt_bench_main(int argc, char **argv)
 
 	if (bench_parse_common(&argc, argv, &o))
 		return 2;
-	if (argc > 1) {
-		if (strcmp(argv[1], "--help") && strcmp(argv[1], "-h")) {
-			fprintf(stderr, "bench pt: unknown argument '%s'\n", argv[1]);
-			pt_usage(stderr);
-			return 2;
-		}
-		pt_usage(stdout);
-		return 0;
-	}
+	if (argc > 1)
+		return bench_help_or_unknown("pt", argv[1], pt_usage);
 	if (o.list) {
 		for (size_t i = 0; i < ncases; i++)
 			printf("%s\n", cases[i].name);

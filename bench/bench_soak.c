@@ -615,10 +615,6 @@ static int bench_soak_main(int argc, char **argv)
 	if (bench_parse_common(&argc, argv, &o))
 		return 2;
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return 0;
-		}
 		if (!strcmp(argv[i], "--leak") && i + 1 < argc) {
 			opt_leak = (unsigned int)strtoul(argv[++i], NULL, 10);
 			continue;
@@ -633,9 +629,7 @@ static int bench_soak_main(int argc, char **argv)
 			}
 			continue;
 		}
-		fprintf(stderr, "bench soak: unknown option '%s'\n\n", argv[i]);
-		usage(stderr);
-		return 2;
+		return bench_help_or_unknown("soak", argv[i], usage);
 	}
 	if (o.list) {
 		printf("soak\n");

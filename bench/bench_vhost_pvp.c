@@ -844,10 +844,6 @@ static int bench_vhost_pvp_main(int argc, char **argv)
 	if (bench_parse_common(&argc, argv, &o))
 		return 2;
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-			usage(stdout);
-			return 0;
-		}
 		if (!strcmp(argv[i], "--no-dpdk")) {
 			dpdk = false;
 			continue;
@@ -856,9 +852,7 @@ static int bench_vhost_pvp_main(int argc, char **argv)
 			dpdk_only = true;
 			continue;
 		}
-		fprintf(stderr, "bench vhost-pvp: unknown option '%s'\n\n", argv[i]);
-		usage(stderr);
-		return 2;
+		return bench_help_or_unknown("vhost-pvp", argv[i], usage);
 	}
 	if (o.list) {
 		for (int c = 0; c < NCFG; c++)
@@ -869,9 +863,7 @@ static int bench_vhost_pvp_main(int argc, char **argv)
 		if (bench_report_init(&rep, "vhost-pvp"))
 			return 1;
 		bench_vhost_dpdk(&rep);
-		int rc = bench_report_write(&rep, o.json_path) ? 1 : 0;
-		bench_report_fini(&rep);
-		return rc;
+		return bench_report_close(&rep, o.json_path);
 	}
 	for (int c = 0; c < NCFG; c++) {
 		want[c] = bench_case_selected(&o, cfg_name[c]);
@@ -984,9 +976,7 @@ static int bench_vhost_pvp_main(int argc, char **argv)
 			bench_report_add(&rep, result_json(&res[c]));
 	if (dpdk && !o.quick && !o.case_name)
 		bench_vhost_dpdk(&rep);
-	int rc = bench_report_write(&rep, o.json_path) ? 1 : 0;
-	bench_report_fini(&rep);
-	return rc;
+	return bench_report_close(&rep, o.json_path);
 }
 
 DG_BENCH_SUITE(vhost_pvp, "vhost-pvp",

@@ -69,6 +69,17 @@ static int parse_u64(const char *opt, const char *s, uint64_t *out)
 	return 0;
 }
 
+int bench_help_or_unknown(const char *suite, const char *arg, void (*usage)(FILE *out))
+{
+	if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+		usage(stdout);
+		return 0;
+	}
+	fprintf(stderr, "bench %s: unknown option '%s'\n\n", suite, arg);
+	usage(stderr);
+	return 2;
+}
+
 int bench_parse_common(int *argc, char **argv, struct bench_opts *opts)
 {
 	int out = 1;
@@ -270,4 +281,12 @@ void bench_report_fini(struct bench_report *r)
 	json_decref(r->results);
 	json_decref(r->root);
 	r->root = r->results = NULL;
+}
+
+int bench_report_close(struct bench_report *r, const char *path)
+{
+	int rc = bench_report_write(r, path) ? 1 : 0;
+
+	bench_report_fini(r);
+	return rc;
 }

@@ -140,14 +140,21 @@ static uintptr_t first_cell(const void *addr)
 	return (uintptr_t)addr & ~(uintptr_t)(ORC_CELL - 1);
 }
 
+/*
+ * For each cell of registered memory that [addr, addr + len) touches (others are skipped):
+ * @p, its first byte, and @id, its number.
+ */
+#define orc_for_each_cell(o, addr, len, id, p)                                                \
+	for (uintptr_t a_ = first_cell(addr); a_ < (uintptr_t)(addr) + (len); a_ += ORC_CELL) \
+		if (((p) = cell_at((o), a_, &(id))) == NULL) {                                \
+		} else
+
 void orc_kernel_write(struct orc *o, const void *addr, size_t len)
 {
-	for (uintptr_t a = first_cell(addr); a < (uintptr_t)addr + len; a += ORC_CELL) {
-		uint32_t id;
-		uint8_t *p = cell_at(o, a, &id);
+	uint32_t id;
+	uint8_t *p;
 
-		if (!p)
-			continue;
+	orc_for_each_cell(o, addr, len, id, p) {
 		struct orc_cell *c = &o->cell[id];
 
 		c->gen++;
@@ -161,13 +168,11 @@ void orc_kernel_write(struct orc *o, const void *addr, size_t len)
 
 void orc_grant(struct orc *o, unsigned int dev, const void *addr, size_t len, bool rd, bool wr)
 {
-	assert(dev < ORC_MAX_DEVS);
-	for (uintptr_t a = first_cell(addr); a < (uintptr_t)addr + len; a += ORC_CELL) {
-		uint32_t id;
-		uint8_t *p = cell_at(o, a, &id);
+	uint32_t id;
+	uint8_t *p;
 
-		if (!p)
-			continue;
+	assert(dev < ORC_MAX_DEVS);
+	orc_for_each_cell(o, addr, len, id, p) {
 		struct orc_cell *c = &o->cell[id];
 
 		if (rd) {
@@ -181,13 +186,11 @@ void orc_grant(struct orc *o, unsigned int dev, const void *addr, size_t len, bo
 
 void orc_revoke(struct orc *o, unsigned int dev, const void *addr, size_t len, bool rd, bool wr)
 {
-	assert(dev < ORC_MAX_DEVS);
-	for (uintptr_t a = first_cell(addr); a < (uintptr_t)addr + len; a += ORC_CELL) {
-		uint32_t id;
-		uint8_t *p = cell_at(o, a, &id);
+	uint32_t id;
+	uint8_t *p;
 
-		if (!p)
-			continue;
+	assert(dev < ORC_MAX_DEVS);
+	orc_for_each_cell(o, addr, len, id, p) {
 		struct orc_cell *c = &o->cell[id];
 
 		if (rd && c->rd[dev])
@@ -199,24 +202,20 @@ void orc_revoke(struct orc *o, unsigned int dev, const void *addr, size_t len, b
 
 void orc_device_content(struct orc *o, const void *addr, size_t len, uint8_t *out)
 {
-	for (uintptr_t a = first_cell(addr); a < (uintptr_t)addr + len; a += ORC_CELL) {
-		uint32_t id;
-		uint8_t *p = cell_at(o, a, &id);
+	uint32_t id;
+	uint8_t *p;
 
-		if (!p)
-			continue;
+	orc_for_each_cell(o, addr, len, id, p) {
 		write_tags(out + (p - (const uint8_t *)addr), id, (uint8_t)(o->cell[id].gen + 1));
 	}
 }
 
 void orc_device_wrote(struct orc *o, unsigned int dev, const void *addr, size_t len, bool landed)
 {
-	for (uintptr_t a = first_cell(addr); a < (uintptr_t)addr + len; a += ORC_CELL) {
-		uint32_t id;
-		uint8_t *p = cell_at(o, a, &id);
+	uint32_t id;
+	uint8_t *p;
 
-		if (!p)
-			continue;
+	orc_for_each_cell(o, addr, len, id, p) {
 		struct orc_cell *c = &o->cell[id];
 
 		c->gen++;
@@ -228,14 +227,11 @@ void orc_device_wrote(struct orc *o, unsigned int dev, const void *addr, size_t 
 
 bool orc_expected(const struct orc *o, const void *addr, size_t len)
 {
+	uint32_t id;
+	uint8_t *p;
 	uint8_t want[ORC_CELL];
 
-	for (uintptr_t a = first_cell(addr); a < (uintptr_t)addr + len; a += ORC_CELL) {
-		uint32_t id;
-		uint8_t *p = cell_at(o, a, &id);
-
-		if (!p)
-			continue;
+	orc_for_each_cell(o, addr, len, id, p) {
 		write_tags(want, id, o->cell[id].gen);
 		if (memcmp(p, want, ORC_CELL))
 			return false;

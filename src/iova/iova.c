@@ -950,17 +950,7 @@ static void unlock_everything(struct dg_iova_space *s)
 	iova_mag_unlock_all(s);
 }
 
-#define SCHECK(cond, ...)                                           \
-	do {                                                        \
-		if (!(cond)) {                                      \
-			if (why) {                                  \
-				fprintf(why, "iova: " __VA_ARGS__); \
-				fputc('\n', why);                   \
-			}                                           \
-			err = -EUCLEAN;                             \
-			goto out;                                   \
-		}                                                   \
-	} while (0)
+#define SCHECK(cond, ...) IOVA_CHECK_OR_OUT(why, "iova: ", cond, __VA_ARGS__)
 
 static int check_nodes(struct dg_iova_space *s, FILE *why, uint64_t *cached, uint64_t *indexed)
 {

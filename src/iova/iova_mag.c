@@ -726,17 +726,7 @@ static int cmp_ptr(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-#define MCHECK(cond, ...)                                                 \
-	do {                                                              \
-		if (!(cond)) {                                            \
-			if (why) {                                        \
-				fprintf(why, "iova cache: " __VA_ARGS__); \
-				fputc('\n', why);                         \
-			}                                                 \
-			err = -EUCLEAN;                                   \
-			goto out;                                         \
-		}                                                         \
-	} while (0)
+#define MCHECK(cond, ...) IOVA_CHECK_OR_OUT(why, "iova cache: ", cond, __VA_ARGS__)
 
 /* One magazine's entries: CACHED nodes of the right class and zone. */
 static int check_mag(const struct iova_mag *m, unsigned int k, FILE *why, struct iova_node **all,

@@ -32,6 +32,23 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/*
+ * For the structure checks (dg_iova_check() and the cache's): unless @cond holds, say why on
+ * @why (when not NULL: one line, @prefix then the printf-style rest), set err to -EUCLEAN
+ * and go to out.
+ */
+#define IOVA_CHECK_OR_OUT(why, prefix, cond, ...)                 \
+	do {                                                      \
+		if (!(cond)) {                                    \
+			if (why) {                                \
+				fprintf(why, prefix __VA_ARGS__); \
+				fputc('\n', why);                 \
+			}                                         \
+			err = -EUCLEAN;                           \
+			goto out;                                 \
+		}                                                 \
+	} while (0)
+
 #define IOVA_ORDERS	(DG_IOVA_MAG_MAX_ORDER + 1) /* cached size classes */
 #define IOVA_ZONES	2			    /* cache zones, see iova_mag.c */
 #define IOVA_ZONE_FULL	0  /* ranges for requests whose limit reaches the end of the space */

@@ -85,21 +85,10 @@ static uint64_t flat_leaf_attrs(const struct dg_pt *pt, unsigned int prot, unsig
 	return ((prot & DG_PROT_READ) ? FLAT_R : 0) | ((prot & DG_PROT_WRITE) ? FLAT_W : 0);
 }
 
-static unsigned int flat_leaf_prot(const struct dg_pt *pt, uint64_t pte)
-{
-	return pt_leaf_rw(pt, pte);
-}
-
-/* The TCE table base. */
-static uint64_t flat_root_reg(const struct dg_pt *pt)
-{
-	return (uint64_t)(uintptr_t)pt->root;
-}
-
 const struct pt_fmt_ops pt_fmt_flat_ops = {
 	.name = "flat",
 	.init = flat_init,
 	.leaf_attrs = flat_leaf_attrs,
-	.leaf_prot = flat_leaf_prot,
-	.root_reg = flat_root_reg,
+	.leaf_prot = pt_leaf_rw,  /* R and W only */
+	.root_reg = pt_root_addr, /* the TCE table base */
 };

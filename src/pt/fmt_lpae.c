@@ -270,18 +270,12 @@ static unsigned int lpae_leaf_prot(const struct dg_pt *pt, uint64_t pte)
 	return prot;
 }
 
-/* TTBR0 / VTTBR with ASID / VMID 0: the root address. */
-static uint64_t lpae_root_reg(const struct dg_pt *pt)
-{
-	return (uint64_t)(uintptr_t)pt->root;
-}
-
 int dg_pt_lpae_regs(const struct dg_pt *pt, struct pt_lpae_regs *out)
 {
 	if (pt->ops != &pt_fmt_lpae_ops)
 		return -EINVAL;
 	*out = pt->lpae;
-	out->ttbr = lpae_root_reg(pt);
+	out->ttbr = pt_root_addr(pt);
 	return 0;
 }
 
@@ -290,5 +284,5 @@ const struct pt_fmt_ops pt_fmt_lpae_ops = {
 	.init = lpae_init,
 	.leaf_attrs = lpae_leaf_attrs,
 	.leaf_prot = lpae_leaf_prot,
-	.root_reg = lpae_root_reg,
+	.root_reg = pt_root_addr, /* TTBR0 / VTTBR with ASID / VMID 0 */
 };

@@ -112,16 +112,10 @@ static unsigned int vtd_leaf_prot(const struct dg_pt *pt, uint64_t pte)
 	return prot;
 }
 
-/* SLPTPTR: the 4K-aligned root address (the context entry's second-stage pointer). */
-static uint64_t vtd_root_reg(const struct dg_pt *pt)
-{
-	return (uint64_t)(uintptr_t)pt->root;
-}
-
 const struct pt_fmt_ops pt_fmt_vtd_ops = {
 	.name = "vtd-ss",
 	.init = vtd_init,
 	.leaf_attrs = vtd_leaf_attrs,
 	.leaf_prot = vtd_leaf_prot,
-	.root_reg = vtd_root_reg,
+	.root_reg = pt_root_addr, /* SLPTPTR: the context entry's second-stage pointer */
 };

@@ -494,6 +494,33 @@ static dg_noinline void pt_unmap_undo(struct dg_pt *pt, uint64_t va, uint64_t en
 /* ---- map -------------------------------------------------------------------------------- */
 
 /*
+ * The table at level @leaf that holds @va, descending from the root and linking a table
+ * where one is missing (pt_map_link()); NULL with *err set if that fails. @tmask, @tval,
+ * @taddr: the table test and address mask (pt->table_*), which callers keep in locals.
+ */
+static inline __attribute__((always_inline)) _Atomic uint64_t *
+pt_map_descend(struct dg_pt *pt, uint64_t va, const struct pt_level *leaf, uint64_t tmask,
+	       uint64_t tval, uint64_t taddr, int *err)
+{
+	_Atomic uint64_t *table = pt->root;
+
+	for (const struct pt_level *l = pt->lvl; l < leaf; l++) {
+		_Atomic uint64_t *ptep = table + ((va >> l->shift) & l->index_mask);
+		/* Acquire: pairs with the release CAS that linked the table. */
+		uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
+
+		if (dg_likely((pte & tmask) == tval)) {
+			table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
+		} else {
+			table = pt_map_link(pt, ptep, pte, err);
+			if (!table)
+				return NULL;
+		}
+	}
+	return table;
+}
+
+/*
  * Map [va, end) to pa.. with the leaf templates @tmpl (@fixed < 0: the largest leaves that
  * fit; else leaves at depth @fixed only, alignment validated by the caller). On failure what
  * it mapped is undone.
@@ -518,22 +545,11 @@ static inline __attribute__((always_inline)) int pt_map_va(struct dg_pt *pt, uin
 		unsigned int target = fixed < 0 ?
 					      pt->leaf_depth_of[pt_fit_shift(va | pa, end - va)] :
 					      (unsigned int)fixed;
-		const struct pt_level *l = pt->lvl, *const leaf = l + target;
-		_Atomic uint64_t *table = pt->root;
+		const struct pt_level *const l = pt->lvl + target;
+		_Atomic uint64_t *table = pt_map_descend(pt, va, l, tmask, tval, taddr, &err);
 
-		for (; l < leaf; l++) {
-			_Atomic uint64_t *ptep = table + ((va >> l->shift) & l->index_mask);
-			/* Acquire: pairs with the release CAS that linked the table. */
-			uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
-
-			if (dg_likely((pte & tmask) == tval)) {
-				table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
-			} else {
-				table = pt_map_link(pt, ptep, pte, &err);
-				if (!table)
-					goto fail;
-			}
-		}
+		if (!table)
+			goto fail;
 
 		const unsigned int shift = l->shift;
 		const uint64_t step = l->size, attrs = tmpl[target];
@@ -603,25 +619,14 @@ static inline int pt_map_check(const struct dg_pt *pt, uint64_t iova, uint64_t p
 static inline __attribute__((always_inline)) int
 pt_map_one(struct dg_pt *pt, uint64_t va, uint64_t pa, unsigned int d, uint64_t attrs)
 {
-	const uint64_t tmask = pt->table_mask, tval = pt->table_val, taddr = pt->table_addr_mask;
 	const uint64_t oa = (pa & pt->oa_mask) | ((pa >> 36) & pt->oa_hi_mask);
-	const struct pt_level *l = pt->lvl, *const leaf = l + d;
-	_Atomic uint64_t *table = pt->root, *ptep;
+	const struct pt_level *const l = pt->lvl + d;
+	_Atomic uint64_t *table, *ptep;
 	int err;
 
-	for (; l < leaf; l++) {
-		ptep = table + ((va >> l->shift) & l->index_mask);
-		/* Acquire: pairs with the release CAS that linked the table. */
-		uint64_t pte = atomic_load_explicit(ptep, memory_order_acquire);
-
-		if (dg_likely((pte & tmask) == tval)) {
-			table = (_Atomic uint64_t *)(uintptr_t)(pte & taddr);
-		} else {
-			table = pt_map_link(pt, ptep, pte, &err);
-			if (!table)
-				return err;
-		}
-	}
+	table = pt_map_descend(pt, va, l, pt->table_mask, pt->table_val, pt->table_addr_mask, &err);
+	if (!table)
+		return err;
 	ptep = table + ((va >> l->shift) & l->index_mask);
 	if (dg_unlikely(atomic_load_explicit(ptep, memory_order_relaxed)))
 		return d == pt->depth - 1 ? -EEXIST : PT_SLOW;

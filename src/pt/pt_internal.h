@@ -152,6 +152,15 @@ static inline unsigned int pt_leaf_rw(const struct dg_pt *pt, uint64_t pte)
 }
 
 /*
+ * The root table's address: the root register of every format (VT-d SLPTPTR, LPAE TTBR0 /
+ * VTTBR with ASID / VMID 0, the flat TCE base).
+ */
+static inline uint64_t pt_root_addr(const struct dg_pt *pt)
+{
+	return (uint64_t)(uintptr_t)pt->root;
+}
+
+/*
  * The LPAE register values of @pt (start level, concatenation, MAIR, TCR/VTCR fields).
  * Returns 0, or -EINVAL when @pt is not an LPAE table. Private: tests and the IOMMU engine.
  */

@@ -3,14 +3,10 @@
 # JSON report that attack_json_check accepts (fields of docs/bench-json.md, each policy's
 # promises); one pair can be selected; a negligent driver is reported VULNERABLE (exit 1);
 # --list; bad options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-one=$(mktemp)
-neg=$(mktemp)
-trap 'rm -f "$out" "$one" "$neg"' EXIT
-fail=0
+. "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
+one=$tmp/one.json
+neg=$tmp/neg.json
 "$exe" attack --quick --json "$out" >/dev/null || { echo "FAIL: quick run exited $?"; fail=1; }
 "$check" "$out" all || fail=1
 "$exe" attack --policy strict,bounce --attack stale --iterations 2 --json "$one" |
@@ -23,10 +19,6 @@ rc=$?
 grep -q '"verdict": "VULNERABLE"' "$neg" || { echo "FAIL: negligent driver not VULNERABLE"; fail=1; }
 "$exe" attack --list | grep -q '^policy linux-ref$' || { echo "FAIL: --list"; fail=1; }
 "$exe" attack --list | grep -q '^attack stale-window$' || { echo "FAIL: --list"; fail=1; }
-for bad in "--policy nope" "--attack" "--iterations 0" "--bogus" "--attack stale,,x"; do
-	# shellcheck disable=SC2086
-	"$exe" attack $bad >/dev/null 2>&1
-	rc=$?
-	[ "$rc" -eq 2 ] || { echo "FAIL: 'attack $bad' exited $rc, expected 2"; fail=1; }
-done
+expect_usage_errors "attack" "--policy nope" "--attack" "--iterations 0" "--bogus" \
+	"--attack stale,,x"
 exit $fail

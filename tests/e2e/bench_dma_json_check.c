@@ -26,7 +26,6 @@ static bool near(double a, double b)
 
 int main(int argc, char **argv)
 {
-	json_error_t jerr;
 	json_t *root, *results, *r;
 	int seen[NCFG] = {0};
 	size_t i;
@@ -35,14 +34,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_dma_json_check FILE\n");
 		return 2;
 	}
-	root = json_load_file(argv[1], 0, &jerr);
-	if (!root) {
-		fprintf(stderr, "FAIL: %s: %s\n", argv[1], jerr.text);
+	root = jc_load(argv[1]);
+	if (!root)
 		return 1;
-	}
-	EXPECT(!strcmp(json_string_value(json_object_get(root, "suite")) ?: "", "dma"), "suite");
-	EXPECT(json_is_object(json_object_get(root, "machine")), "machine");
-	results = json_object_get(root, "results");
+	results = jc_results(root, "dma");
 	EXPECT(json_is_array(results) && json_array_size(results) >= 40, "results");
 	json_array_foreach(results, i, r)
 	{

@@ -1,21 +1,12 @@
 #!/bin/sh
 # dmaguard bench dma: a --quick run writes a JSON report that bench_dma_json_check accepts;
 # fixed-count mode runs; bad options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-fail=0
+. "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
 "$exe" bench dma --quick --rounds 2 --duration 0.01 --json "$out" >/dev/null || { echo "FAIL: quick run"; fail=1; }
 "$check" "$out" || fail=1
 "$exe" bench dma --case strict/sg16/batch/t1 --ops 64 | grep -q 'fixed count' ||
 	{ echo "FAIL: fixed-count mode"; fail=1; }
 "$exe" bench dma --list | grep -q '^strict-2step/64/batch/t2$' || { echo "FAIL: --list"; fail=1; }
-for bad in "--case no-such-case" "--policy none" "--threads 3" "--bogus"; do
-	# shellcheck disable=SC2086
-	"$exe" bench dma $bad >/dev/null 2>&1
-	rc=$?
-	[ "$rc" -eq 2 ] || { echo "FAIL: 'bench dma $bad' exited $rc, expected 2"; fail=1; }
-done
+expect_usage_errors "bench dma" "--case no-such-case" "--policy none" "--threads 3" "--bogus"
 exit $fail

@@ -14,7 +14,6 @@
 
 int main(int argc, char **argv)
 {
-	json_error_t jerr;
 	json_t *root, *results, *r, *summary;
 	size_t i;
 	int seen_linux_adv = 0, seen_nomag_adv = 0, seen_dg_ring = 0;
@@ -23,14 +22,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: bench_iova_json_check FILE\n");
 		return 2;
 	}
-	root = json_load_file(argv[1], 0, &jerr);
-	if (!root) {
-		fprintf(stderr, "FAIL: %s: %s\n", argv[1], jerr.text);
+	root = jc_load(argv[1]);
+	if (!root)
 		return 1;
-	}
-	EXPECT(!strcmp(json_string_value(json_object_get(root, "suite")) ?: "", "iova"), "suite");
-	EXPECT(json_is_object(json_object_get(root, "machine")), "machine");
-	results = json_object_get(root, "results");
+	results = jc_results(root, "iova");
 	EXPECT(json_is_array(results) && json_array_size(results) >= 24, "results");
 	json_array_foreach(results, i, r)
 	{

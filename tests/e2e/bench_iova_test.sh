@@ -1,21 +1,12 @@
 #!/bin/sh
 # dmaguard bench iova: a --quick run writes a JSON report that bench_iova_json_check accepts;
 # fixed-count mode runs; bad options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-fail=0
+. "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
 "$exe" bench iova --quick --rounds 2 --duration 0.02 --json "$out" >/dev/null || { echo "FAIL: quick run"; fail=1; }
 "$check" "$out" || fail=1
 "$exe" bench iova --case adversarial/1k/dg-nomag/t1 --ops 100 | grep -q 'fixed count' ||
 	{ echo "FAIL: fixed-count mode"; fail=1; }
 "$exe" bench iova --list | grep -q '^maghit/dg/t1$' || { echo "FAIL: --list"; fail=1; }
-for bad in "--case no-such-case" "--live 0" "--threads 3" "--bogus"; do
-	# shellcheck disable=SC2086
-	"$exe" bench iova $bad >/dev/null 2>&1
-	rc=$?
-	[ "$rc" -eq 2 ] || { echo "FAIL: 'bench iova $bad' exited $rc, expected 2"; fail=1; }
-done
+expect_usage_errors "bench iova" "--case no-such-case" "--live 0" "--threads 3" "--bogus"
 exit $fail

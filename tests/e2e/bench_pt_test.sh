@@ -1,13 +1,9 @@
 #!/bin/sh
 # dmaguard bench pt: a --quick run writes a JSON report that bench_pt_json_check accepts;
 # fixed-count mode runs exactly --ops operations; --list; bad options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-fixed=$(mktemp)
-trap 'rm -f "$out" "$fixed"' EXIT
-fail=0
+. "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
+fixed=$tmp/fixed.json
 "$exe" bench pt --quick --rounds 2 --duration 0.04 --json "$out" >/dev/null ||
 	{ echo "FAIL: quick run"; fail=1; }
 "$check" "$out" timed || fail=1
@@ -17,10 +13,5 @@ fail=0
 "$check" "$fixed" fixed || fail=1
 "$exe" bench pt --list | grep -q '^flat/4k-rand$' || { echo "FAIL: --list"; fail=1; }
 "$exe" bench pt --list | grep -q '^flat/2m$' && { echo "FAIL: flat has no 2m case"; fail=1; }
-for bad in "--case no-such-case" "--threads 65" "--bogus" "--ops 0"; do
-	# shellcheck disable=SC2086
-	"$exe" bench pt $bad >/dev/null 2>&1
-	rc=$?
-	[ "$rc" -eq 2 ] || { echo "FAIL: 'bench pt $bad' exited $rc, expected 2"; fail=1; }
-done
+expect_usage_errors "bench pt" "--case no-such-case" "--threads 65" "--bogus" "--ops 0"
 exit $fail

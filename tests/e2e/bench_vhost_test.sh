@@ -2,12 +2,8 @@
 # dmaguard bench vhost-pvp: a --quick run writes a JSON report that bench_vhost_json_check
 # accepts (the DPDK comparison is skipped with --quick); fixed-count mode; --list; unknown
 # cases and options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-fail=0
+. "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
 "$exe" bench vhost-pvp --duration 0.1 --rounds 3 --quick --json "$out" >/dev/null ||
 	{ echo "FAIL: vhost-pvp quick run"; fail=1; }
 "$check" "$out" || fail=1
@@ -17,10 +13,5 @@ fail=0
 	{ echo "FAIL: vhost-pvp fixed-count mode"; fail=1; }
 "$exe" bench vhost-pvp --case gen --ops 100 | grep -q 'case=gen ops=128 fixed_count=1' ||
 	{ echo "FAIL: vhost-pvp fixed-count mode (gen)"; fail=1; }
-for bad in "--case no-such-case" "--bogus"; do
-	# shellcheck disable=SC2086
-	"$exe" bench vhost-pvp $bad >/dev/null 2>&1
-	rc=$?
-	[ "$rc" -eq 2 ] || { echo "FAIL: 'bench vhost-pvp $bad' exited $rc, expected 2"; fail=1; }
-done
+expect_usage_errors "bench vhost-pvp" "--case no-such-case" "--bogus"
 exit $fail

@@ -190,7 +190,6 @@ int main(int argc, char **argv)
 	int seen[NWL][NCFG] = {{0}};
 	bool want[NWL];
 	double ident[NWL][2] = {{0}}; /* identity, identity-2step */
-	json_error_t jerr;
 	json_t *root, *results, *r, *machine;
 	size_t i;
 
@@ -212,11 +211,9 @@ int main(int argc, char **argv)
 		}
 		free(list);
 	}
-	root = json_load_file(argv[1], 0, &jerr);
-	if (!root) {
-		fprintf(stderr, "FAIL: %s: %s\n", argv[1], jerr.text);
+	root = jc_load(argv[1]);
+	if (!root)
 		return 1;
-	}
 	EXPECT(!strcmp(json_string_value(json_object_get(root, "tool")) ?: "", "dmaguard"), "tool");
 	EXPECT(!strcmp(json_string_value(json_object_get(root, "suite")) ?: "", "workloads"),
 	       "suite");

@@ -1,19 +1,7 @@
 #!/bin/sh
 # The dmaguard CLI: help, version, info, unknown commands and bad options give the documented
 # exit status (0 for success, 2 for usage errors).
-set -u
-exe=$1
-fail=0
-expect() { # $1 status, then the command
-	want=$1
-	shift
-	"$@" >/dev/null 2>&1
-	got=$?
-	if [ "$got" -ne "$want" ]; then
-		echo "FAIL: '$*' exited $got, expected $want"
-		fail=1
-	fi
-}
+. "$(dirname "$0")/e2e_lib.sh"
 expect 0 "$exe" --help
 expect 0 "$exe" --version
 expect 0 "$exe" info

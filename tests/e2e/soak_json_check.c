@@ -41,7 +41,6 @@ static json_t *get(json_t *o, const char *k)
 
 int main(int argc, char **argv)
 {
-	json_error_t jerr;
 	json_t *root, *r, *iv, *e;
 	bool clean;
 	size_t i;
@@ -51,11 +50,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	clean = !strcmp(argv[2], "clean");
-	root = json_load_file(argv[1], 0, &jerr);
-	if (!root) {
-		fprintf(stderr, "FAIL: %s: %s\n", argv[1], jerr.text);
+	root = jc_load(argv[1]);
+	if (!root)
 		return 1;
-	}
 	EXPECT(json_is_string(get(root, "suite")) &&
 		       !strcmp(json_string_value(get(root, "suite")), "soak"),
 	       "suite");

@@ -3,23 +3,14 @@
 # of docs/bench-json.md) and whose memory verdict says nothing grew, everything drained, no
 # error and no failed check; the self-test (--leak) must make the verdict say memory grew;
 # bad options exit 2.
-set -u
-exe=$1
-check=$2
-out=$(mktemp)
-leak=$(mktemp)
-trap 'rm -f "$out" "$leak"' EXIT
-fail=0
+. "$(dirname "$0")/e2e_lib.sh"
+out=$tmp/out.json
+leak=$tmp/leak.json
 "$exe" bench soak --quick --json "$out" >/dev/null || { echo "FAIL: quick run exited $?"; fail=1; }
 "$check" "$out" clean || fail=1
 "$exe" bench soak --duration 0.6 --interval 0.1 --leak 20 --json "$leak" >/dev/null ||
 	{ echo "FAIL: leak self-test exited $?"; fail=1; }
 "$check" "$leak" leak || fail=1
 "$exe" bench soak --list | grep -q '^soak$' || { echo "FAIL: --list"; fail=1; }
-for bad in "--bogus" "--interval 0" "--threads 99" "--ops 10"; do
-	# shellcheck disable=SC2086
-	"$exe" bench soak $bad >/dev/null 2>&1
-	rc=$?
-	[ "$rc" -eq 2 ] || { echo "FAIL: 'bench soak $bad' exited $rc, expected 2"; fail=1; }
-done
+expect_usage_errors "bench soak" "--bogus" "--interval 0" "--threads 99" "--ops 10"
 exit $fail

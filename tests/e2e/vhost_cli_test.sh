@@ -1,21 +1,7 @@
 #!/bin/sh
 # dmaguard vhost: usage errors exit 2, --help 0; a running server writes its counters as JSON
 # on SIGUSR1, exits 0 on SIGTERM and removes its socket.
-set -u
-exe=$1
-fail=0
-expect() { # $1 status, then the command
-	want=$1
-	shift
-	"$@" >/dev/null 2>&1
-	got=$?
-	if [ "$got" -ne "$want" ]; then
-		echo "FAIL: '$*' exited $got, expected $want"
-		fail=1
-	fi
-}
-tmp=$(mktemp -d /tmp/dg-vhost-cli-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/e2e_lib.sh"
 expect 0 "$exe" vhost --help
 expect 2 "$exe" vhost
 expect 2 "$exe" vhost --socket "$tmp/s" --mode bogus

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../../test_rand.h"
 
 #define MAX_THREADS 8
 #define PER_ROUND   48 /* mappings per thread per round */
@@ -69,10 +70,7 @@ static _Atomic unsigned int failed;
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 static void fail(const char *what, unsigned int id, long v)

@@ -21,6 +21,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "../../test_rand.h"
 
 #define MAXT  4
 #define BULK  24
@@ -103,10 +104,7 @@ static void set_del(uint64_t k)
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 struct worker {

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../../test_rand.h"
 
 #define MAXT 8
 
@@ -42,10 +43,7 @@ static void die(const char *msg)
 
 static uint64_t xorshift(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 static void *producer_main(void *arg)

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../../test_rand.h"
 
 #define G     4096ull
 #define NG    (1ull << 16) /* 256 MiB: one zone */
@@ -54,10 +55,7 @@ static unsigned int iterations;
 
 static uint64_t rnd(uint64_t *st)
 {
-	*st ^= *st << 13;
-	*st ^= *st >> 7;
-	*st ^= *st << 17;
-	return *st;
+	return xorshift64(st);
 }
 
 static void take(uint64_t iova, uint64_t len)

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "../../test_rand.h"
 
 #define G	(1ull << 16) /* granule */
 #define NG	(1ull << 17) /* 8 GiB: two cache zones */
@@ -61,11 +62,7 @@ static struct {
 
 static uint64_t rnd(uint64_t *st)
 {
-	uint64_t z = (*st += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return splitmix64(st);
 }
 
 /* Claim (or release) the granules of a range in the ownership bitmap. */

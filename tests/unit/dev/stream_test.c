@@ -55,50 +55,8 @@
 #define ARENA_SIZE (4ull << 20)
 #include "../iommu/test_arena.h"
 
-struct env {
-	struct dg_iommu *mmu;
-	struct dg_domain *dom;
-	struct dg_device *dev;
-};
-
+#include "../iommu/test_env.h"
 #include "../iommu/test_pool.h"
-
-static void env_open_pool(struct env *e, struct pool *p)
-{
-	struct dg_pt_geometry g = {.format = DG_PT_FMT_VTD_SS, .ias = 48, .oas = 48};
-	struct dg_iommu_config cfg;
-
-	dg_iommu_config_init(&cfg);
-	cfg.log = NULL;
-	cfg.iotlb_leaf_direct = true;
-	e->mmu = dg_iommu_create(&cfg);
-	assert_non_null(e->mmu);
-	e->dom = dg_domain_create(e->mmu, &g, p ? &pool_ops : NULL, p);
-	assert_non_null(e->dom);
-	e->dev = dg_device_create(e->mmu, 1);
-	assert_non_null(e->dev);
-	assert_int_equal(dg_device_attach(e->dev, e->dom), 0);
-	dg_dev_online(e->dev);
-	assert_true(e->dev->direct);
-}
-
-static void env_open(struct env *e)
-{
-	env_open_pool(e, NULL);
-}
-
-static void env_fini(struct env *e)
-{
-	struct dg_fault f;
-
-	dg_dev_offline(e->dev);
-	assert_int_equal(dg_iommu_fault_pop(e->mmu, &f), -EAGAIN);
-	assert_int_equal(iotlb_check(&e->dev->iotlb, stderr), 0);
-	assert_int_equal(dg_device_block(e->dev), 0);
-	dg_device_destroy(e->dev);
-	assert_int_equal(dg_domain_destroy(e->dom), 0);
-	dg_iommu_destroy(e->mmu);
-}
 
 /* The host page of IOVA page k: scrambled over the arena's 1024 pages. */
 static uint64_t host_off(uint64_t k)
@@ -177,7 +135,7 @@ static void run_chunk(uint64_t first, uint64_t tables)
 	struct env e;
 	void *p;
 
-	env_open(&e);
+	env_open_direct(&e, NULL, NULL, 0);
 	for (uint64_t k = first; k < first + NPG; k++)
 		map(&e, k, DG_PROT_READ | DG_PROT_WRITE);
 	dg_dev_stats(e.dev, &a);
@@ -219,7 +177,7 @@ static void test_stream_strict(void **state)
 	void *p;
 
 	(void)state;
-	env_open(&e);
+	env_open_direct(&e, NULL, NULL, 0);
 	map(&e, 0, DG_PROT_READ | DG_PROT_WRITE);
 	assert_int_equal(xlat(&e, 0, 0, DG_ACCESS_WRITE, &p), 0); /* the table's one miss */
 	dg_dev_stats(e.dev, &a);
@@ -254,7 +212,7 @@ static void test_held_then_fault(void **state)
 	void *p;
 
 	(void)state;
-	env_open(&e);
+	env_open_direct(&e, NULL, NULL, 0);
 	map(&e, 3, DG_PROT_READ | DG_PROT_WRITE);
 	map(&e, 4, DG_PROT_READ | DG_PROT_WRITE);
 	assert_int_equal(xlat(&e, 3, 0, DG_ACCESS_READ, &p), 0);
@@ -282,7 +240,7 @@ static void test_perm_remap(void **state)
 	void *p;
 
 	(void)state;
-	env_open(&e);
+	env_open_direct(&e, NULL, NULL, 0);
 	map(&e, 7, DG_PROT_READ);
 	map(&e, 8, DG_PROT_WRITE);
 	assert_int_equal(xlat(&e, 7, 0, DG_ACCESS_READ, &p), 0);
@@ -318,7 +276,7 @@ static void test_two_tables(void **state)
 	void *p;
 
 	(void)state;
-	env_open_pool(&e, &pl);
+	env_open_direct(&e, &pool_ops, &pl, 0);
 	for (uint64_t k = 0; k < 8; k++)
 		for (uint64_t j = 0; j < 3; j++)
 			map(&e, TP(j, k), DG_PROT_READ | DG_PROT_WRITE);
@@ -401,7 +359,7 @@ static void test_watch_many(void **state)
 	struct env e;
 
 	(void)state;
-	env_open(&e);
+	env_open_direct(&e, NULL, NULL, 0);
 	for (uint64_t k = WR0; k < WR0 + 2 * N + 2; k++)
 		map(&e, k, DG_PROT_READ | DG_PROT_WRITE);
 	for (int r = 0; r < N; r++) {

@@ -33,6 +33,7 @@
 #include <stdio.h>
 
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 struct env {
 	struct dma_fixture f;
@@ -62,9 +63,7 @@ static void env_init(struct env *e, uint64_t area_size)
 
 static void env_fini(struct env *e)
 {
-	assert_int_equal(dg_dma_dev_check(e->dd, stderr), 0);
-	fixture_dev_destroy(e->dd);
-	fixture_fini(&e->f);
+	assert_int_equal(fixture_end(&e->f, e->dd), 0);
 }
 
 static struct dg_dma_stats stats(struct dg_dma_dev *dd)
@@ -86,10 +85,7 @@ static uint64_t slot_bytes(size_t len)
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 #define LIVE_MAX 256

@@ -41,9 +41,7 @@ static void setup_dev(struct t *t, enum dg_dma_policy p, const struct dg_dma_dev
 
 static void teardown_dev(struct t *t)
 {
-	assert_int_equal(dg_dma_dev_check(t->dd, stderr), 0);
-	fixture_dev_destroy(t->dd);
-	fixture_fini(&t->f);
+	assert_int_equal(fixture_end(&t->f, t->dd), 0);
 }
 
 static struct dg_dma_stats stats(struct dg_dma_dev *dd)

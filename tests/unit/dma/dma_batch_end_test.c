@@ -35,6 +35,7 @@
 #include <stdio.h>
 
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 #define NB 6
 
@@ -53,9 +54,7 @@ static void env_init(struct env *e)
 
 static void env_fini(struct env *e)
 {
-	assert_int_equal(dg_dma_dev_check(e->dd, stderr), 0);
-	fixture_dev_destroy(e->dd);
-	fixture_fini(&e->f);
+	assert_int_equal(fixture_end(&e->f, e->dd), 0);
 }
 
 static uint64_t in_use(struct dg_dma_dev *dd)
@@ -141,10 +140,7 @@ static void test_bounce_batch_all_submitted(void **state)
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 static uint64_t live_iovas(struct dg_dma_dev *dd)
@@ -168,51 +164,103 @@ static void reach_or_fault(struct dg_device *dev, uint64_t dma, const uint8_t *b
 	assert_int_equal(v, buf[0]);
 }
 
+/* NP buffers of one page on a strict device taking its IOVAs from the allocator. */
+struct strict_env {
+	struct dma_fixture f;
+	struct dg_device *dev;
+	struct dg_dma_dev *dd;
+	uint8_t *mem;
+	void *bufs[NP];	  /* buffer i: page i of mem, first byte i + the mark */
+	uint64_t dma[NP]; /* its IOVA while mapped */
+	bool on[NP];	  /* mapped */
+};
+
+/* Every buffer mapped (one bulk map); @mark tells the runs' buffers from the pieces'. */
+static void strict_open(struct strict_env *s, unsigned int mark)
+{
+	s->mem = page_alloc((size_t)NP * PG);
+	assert_non_null(s->mem);
+	for (unsigned int i = 0; i < NP; i++) {
+		s->mem[(size_t)i * PG] = (uint8_t)(i + mark);
+		s->bufs[i] = s->mem + (size_t)i * PG;
+	}
+	assert_int_equal(fixture_init(&s->f, false, 0), 0);
+	s->dev = NULL;
+	s->dd = fixture_idle_dev(&s->f, 1, DG_DMA_STRICT, false, &s->dev);
+	assert_non_null(s->dd);
+	s->dd->sp->cspan = 0; /* the allocator's path (streams: dma_stream_test.c) */
+	assert_int_equal(dg_dma_map_bulk(s->dd, s->bufs, NP, 64, DG_DMA_TO_DEVICE, 0, s->dma), 0);
+	for (unsigned int i = 0; i < NP; i++)
+		s->on[i] = true;
+}
+
+/* A round's start: @order = every buffer (all mapped), sorted by address; the device reads
+   each, so its IOTLB holds every translation. */
+static void round_begin(struct strict_env *s, unsigned int *order)
+{
+	for (unsigned int i = 0; i < NP; i++)
+		order[i] = i;
+	for (unsigned int i = 1; i < NP; i++)
+		for (unsigned int j = i; j > 0 && s->dma[order[j]] < s->dma[order[j - 1]]; j--) {
+			unsigned int t = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	for (unsigned int i = 0; i < NP; i++)
+		reach_or_fault(s->dev, s->dma[i], s->bufs[i], true);
+}
+
+/* After the batch end: the device faults on every unmapped buffer and reaches every mapped
+   one, the @nfree unmapped IOVAs are back exactly once, both structure checks hold. */
+static void round_check(struct strict_env *s, unsigned int nfree)
+{
+	for (unsigned int i = 0; i < NP; i++)
+		reach_or_fault(s->dev, s->dma[i], s->bufs[i], s->on[i]);
+	assert_int_equal(live_iovas(s->dd), NP - nfree);
+	assert_int_equal(dg_iova_check(s->dd->sp->iova, stderr), 0);
+	assert_int_equal(dg_dma_dev_check(s->dd, stderr), 0);
+}
+
+/* The @nfree buffers @freed[] mapped again in one bulk map; @remap: their new IOVAs. */
+static void refill(struct strict_env *s, const unsigned int *freed, unsigned int nfree,
+		   uint64_t *remap)
+{
+	void *rb[NP] = {NULL}; /* (gcc -O1 cannot see nfree > 0) */
+
+	for (unsigned int j = 0; j < nfree; j++)
+		rb[j] = s->bufs[freed[j]];
+	assert_int_equal(dg_dma_map_bulk(s->dd, rb, nfree, 64, DG_DMA_TO_DEVICE, 0, remap), 0);
+	for (unsigned int j = 0; j < nfree; j++) {
+		s->dma[freed[j]] = remap[j];
+		s->on[freed[j]] = true;
+	}
+}
+
+static void strict_close(struct strict_env *s)
+{
+	assert_int_equal(dg_dma_unmap_bulk(s->dd, s->dma, NP, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(live_iovas(s->dd), 0);
+	assert_int_equal(fixture_end(&s->f, s->dd), 0);
+	free(s->mem);
+}
+
 static void test_strict_pieces(void **state)
 {
-	static uint64_t dma[NP];
-	uint8_t *mem = page_alloc((size_t)NP * PG);
-	void *bufs[NP];
-	bool on[NP];
+	static struct strict_env s;
 	uint64_t seed = 0x9e3779b97f4a7c15ull;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
-	struct dma_fixture f;
 
 	(void)state;
-	assert_non_null(mem);
-	for (unsigned int i = 0; i < NP; i++) {
-		mem[(size_t)i * PG] = (uint8_t)(i + 1);
-		bufs[i] = mem + (size_t)i * PG;
-	}
-	assert_int_equal(fixture_init(&f, false, 0), 0);
-	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
-	assert_non_null(dd);
-	dd->sp->cspan = 0; /* the allocator's path (streams: dma_stream_test.c) */
-	assert_int_equal(dg_dma_map_bulk(dd, bufs, NP, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
-	for (unsigned int i = 0; i < NP; i++)
-		on[i] = true;
+	strict_open(&s, 1);
 	for (unsigned int round = 0; round < ROUND; round++) {
 		const unsigned int k = 1 + (unsigned int)(rnd(&seed) % 12), submit = round % 3;
-		unsigned int order[NP], no = 0, nfree = 0, freed[NP];
+		unsigned int order[NP], nfree = 0, freed[NP];
 		uint64_t remap[NP];
-		void *rb[NP];
 		struct dg_dma_batch b;
 
-		/* every mapped buffer, sorted by address */
-		for (unsigned int i = 0; i < NP; i++)
-			order[no++] = i;
-		for (unsigned int i = 1; i < no; i++)
-			for (unsigned int j = i; j > 0 && dma[order[j]] < dma[order[j - 1]]; j--) {
-				unsigned int t = order[j];
-
-				order[j] = order[j - 1];
-				order[j - 1] = t;
-			}
-		for (unsigned int i = 0; i < NP; i++) /* the device reads each: its IOTLB fills */
-			reach_or_fault(dev, dma[i], bufs[i], true);
+		round_begin(&s, order);
 		/* k pieces, each an ascending pick of a few scattered buffers, in random order */
-		dg_dma_batch_begin(dd, &b);
+		dg_dma_batch_begin(s.dd, &b);
 		for (unsigned int p = 0; p < k; p++) {
 			const unsigned int want = 1 + (unsigned int)(rnd(&seed) % 6);
 			const unsigned int from = (unsigned int)(rnd(&seed) % NP);
@@ -222,47 +270,32 @@ static void test_strict_pieces(void **state)
 			for (unsigned int j = from; j < NP && n < want; j += 1 + rnd(&seed) % 9) {
 				const unsigned int i = order[j];
 
-				if (!on[i])
+				if (!s.on[i])
 					continue;
-				on[i] = false;
-				pd[n++] = dma[i];
+				s.on[i] = false;
+				pd[n++] = s.dma[i];
 				freed[nfree++] = i;
 			}
 			if (!n)
 				continue;
-			assert_int_equal(dg_dma_unmap_bulk(dd, pd, n, 64, DG_DMA_TO_DEVICE, 0, &b),
-					 0);
+			assert_int_equal(
+				dg_dma_unmap_bulk(s.dd, pd, n, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
 			if (submit == 1 && p == k / 2)
 				assert_int_equal(dg_dma_batch_submit(&b), 0);
 		}
 		if (submit == 2)
 			assert_int_equal(dg_dma_batch_submit(&b), 0);
 		assert_int_equal(dg_dma_batch_end(&b), 0);
-		for (unsigned int i = 0; i < NP; i++)
-			reach_or_fault(dev, dma[i], bufs[i], on[i]);
-		assert_int_equal(live_iovas(dd), NP - nfree);
-		assert_int_equal(dg_iova_check(dd->sp->iova, stderr), 0);
-		assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+		round_check(&s, nfree);
 		if (!nfree)
 			continue;
 		/* refill: the freed IOVAs come back in ascending order */
-		for (unsigned int j = 0; j < nfree; j++)
-			rb[j] = bufs[freed[j]];
-		assert_int_equal(dg_dma_map_bulk(dd, rb, nfree, 64, DG_DMA_TO_DEVICE, 0, remap), 0);
-		for (unsigned int j = 0; j < nfree; j++) {
-			if (j)
-				assert_true(remap[j] > remap[j - 1]);
-			dma[freed[j]] = remap[j];
-			on[freed[j]] = true;
-		}
-		assert_int_equal(live_iovas(dd), NP);
+		refill(&s, freed, nfree, remap);
+		for (unsigned int j = 1; j < nfree; j++)
+			assert_true(remap[j] > remap[j - 1]);
+		assert_int_equal(live_iovas(s.dd), NP);
 	}
-	assert_int_equal(dg_dma_unmap_bulk(dd, dma, NP, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
-	assert_int_equal(live_iovas(dd), 0);
-	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
-	fixture_dev_destroy(dd);
-	fixture_fini(&f);
-	free(mem);
+	strict_close(&s);
 }
 
 /*
@@ -276,48 +309,20 @@ static void test_strict_pieces(void **state)
  */
 static void test_strict_runs(void **state)
 {
-	static uint64_t dma[NP];
-	uint8_t *mem = page_alloc((size_t)NP * PG);
-	void *bufs[NP];
-	bool on[NP];
+	static struct strict_env s;
 	uint64_t seed = 0x2545f4914f6cdd1dull;
 	unsigned int recorded = 0, gapped = 0;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
-	struct dma_fixture f;
 
 	(void)state;
-	assert_non_null(mem);
-	for (unsigned int i = 0; i < NP; i++) {
-		mem[(size_t)i * PG] = (uint8_t)(i + 7);
-		bufs[i] = mem + (size_t)i * PG;
-	}
-	assert_int_equal(fixture_init(&f, false, 0), 0);
-	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
-	assert_non_null(dd);
-	dd->sp->cspan = 0; /* the allocator's path (streams: dma_stream_test.c) */
-	assert_int_equal(dg_dma_map_bulk(dd, bufs, NP, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
-	for (unsigned int i = 0; i < NP; i++)
-		on[i] = true;
+	strict_open(&s, 7);
 	for (unsigned int round = 0; round < ROUND; round++) {
 		const unsigned int k = 1 + (unsigned int)(rnd(&seed) % 12);
 		unsigned int order[NP], nfree = 0, freed[NP];
 		uint64_t remap[NP];
-		void *rb[NP];
 		struct dg_dma_batch b;
 
-		for (unsigned int i = 0; i < NP; i++)
-			order[i] = i;
-		for (unsigned int i = 1; i < NP; i++) /* by address */
-			for (unsigned int j = i; j > 0 && dma[order[j]] < dma[order[j - 1]]; j--) {
-				unsigned int t = order[j];
-
-				order[j] = order[j - 1];
-				order[j - 1] = t;
-			}
-		for (unsigned int i = 0; i < NP; i++)
-			reach_or_fault(dev, dma[i], bufs[i], true);
-		dg_dma_batch_begin(dd, &b);
+		round_begin(&s, order);
+		dg_dma_batch_begin(s.dd, &b);
 		for (unsigned int p = 0; p < k; p++) {
 			const unsigned int want = 1 + (unsigned int)(rnd(&seed) % 12);
 			const unsigned int from = (unsigned int)(rnd(&seed) % NP);
@@ -330,30 +335,30 @@ static void test_strict_runs(void **state)
 			for (unsigned int j = from; j < NP && n < want; j++) {
 				const unsigned int i = order[j];
 
-				if (!on[i])
+				if (!s.on[i])
 					continue;
 				if (gap && !skipped && n && n == want / 2) {
 					skipped = true; /* left mapped: a hole in the run */
 					continue;
 				}
-				adjacent &= !n || dma[i] == next;
-				next = dma[i] + PG;
-				on[i] = false;
-				pd[n++] = dma[i];
+				adjacent &= !n || s.dma[i] == next;
+				next = s.dma[i] + PG;
+				s.on[i] = false;
+				pd[n++] = s.dma[i];
 				freed[nfree++] = i;
 			}
 			if (!n)
 				continue;
 			if (single) {
 				for (unsigned int j = 0; j < n; j++)
-					assert_int_equal(dg_dma_unmap_single(dd, pd[j], 64,
+					assert_int_equal(dg_dma_unmap_single(s.dd, pd[j], 64,
 									     DG_DMA_TO_DEVICE, 0,
 									     &b),
 							 0);
 				assert_int_equal(b.nruns, nruns);
 			} else {
-				assert_int_equal(dg_dma_unmap_bulk(dd, pd, n, 64, DG_DMA_TO_DEVICE,
-								   0, &b),
+				assert_int_equal(dg_dma_unmap_bulk(s.dd, pd, n, 64,
+								   DG_DMA_TO_DEVICE, 0, &b),
 						 0);
 				/* recorded exactly when adjacent (and there is room) */
 				assert_int_equal(b.nruns - nruns,
@@ -365,29 +370,14 @@ static void test_strict_runs(void **state)
 				assert_int_equal(dg_dma_batch_submit(&b), 0);
 		}
 		assert_int_equal(dg_dma_batch_end(&b), 0);
-		for (unsigned int i = 0; i < NP; i++)
-			reach_or_fault(dev, dma[i], bufs[i], on[i]);
-		assert_int_equal(live_iovas(dd), NP - nfree);
-		assert_int_equal(dg_iova_check(dd->sp->iova, stderr), 0);
-		assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+		round_check(&s, nfree);
 		if (!nfree)
 			continue;
-		for (unsigned int j = 0; j < nfree; j++)
-			rb[j] = bufs[freed[j]];
-		assert_int_equal(dg_dma_map_bulk(dd, rb, nfree, 64, DG_DMA_TO_DEVICE, 0, remap), 0);
-		for (unsigned int j = 0; j < nfree; j++) {
-			dma[freed[j]] = remap[j];
-			on[freed[j]] = true;
-		}
+		refill(&s, freed, nfree, remap);
 	}
 	assert_true(recorded >= ROUND / 2); /* the runs were taken, and not only them */
 	assert_true(gapped > 0);
-	assert_int_equal(dg_dma_unmap_bulk(dd, dma, NP, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
-	assert_int_equal(live_iovas(dd), 0);
-	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
-	fixture_dev_destroy(dd);
-	fixture_fini(&f);
-	free(mem);
+	strict_close(&s);
 }
 
 int main(void)

@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 #define PG    4096ull
 #define NPG   1024 /* pages of buffers */
@@ -55,9 +56,7 @@ static void teardown(struct t *t)
 
 	assert_int_equal(dg_dma_dev_stats(t->dd, &s), 0);
 	assert_int_equal(s.live, 0);
-	assert_int_equal(dg_dma_dev_check(t->dd, stderr), 0);
-	fixture_dev_destroy(t->dd);
-	fixture_fini(&t->f);
+	assert_int_equal(fixture_end(&t->f, t->dd), 0);
 	free(t->mem);
 }
 
@@ -363,10 +362,7 @@ static void test_fail_partway(void **state)
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 /*

@@ -53,9 +53,7 @@ static void setup(struct t *t, enum dg_dma_policy p, bool reference)
 static void teardown(struct t *t)
 {
 	assert_int_equal(dg_dma_iova_free(&t->st), 0);
-	assert_int_equal(dg_dma_dev_check(t->dd, stderr), 0);
-	fixture_dev_destroy(t->dd);
-	fixture_fini(&t->f);
+	assert_int_equal(fixture_end(&t->f, t->dd), 0);
 	free(t->mem);
 }
 

@@ -30,6 +30,7 @@
 #include "dma_test_util.h"
 
 #include <stdio.h>
+#include "../../test_rand.h"
 
 #define SLOTS	   40
 #define SLOT_PAGES 4
@@ -79,10 +80,7 @@ struct model {
 
 static uint64_t rnd(struct model *m)
 {
-	m->rng ^= m->rng << 13;
-	m->rng ^= m->rng >> 7;
-	m->rng ^= m->rng << 17;
-	return m->rng;
+	return xorshift64(&m->rng);
 }
 
 static unsigned int rn(struct model *m, unsigned int n)

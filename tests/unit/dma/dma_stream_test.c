@@ -31,15 +31,13 @@
 #include <stdio.h>
 
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 #define PG 4096u
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 /* The device reaches @dma (the byte @v there), or faults on it. */
@@ -447,9 +445,7 @@ static void test_exhaust(void **state)
 	for (unsigned int i = 0; i < nlive; i++)
 		assert_int_equal(dg_dma_unmap_single(dd, live[i], 64, DG_DMA_TO_DEVICE, 0, NULL),
 				 0);
-	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
-	fixture_dev_destroy(dd);
-	fixture_fini(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
 	free(live);
 	free(page);
 }

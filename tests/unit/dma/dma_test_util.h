@@ -120,6 +120,17 @@ static inline void fixture_fini(struct dma_fixture *f)
 	dg_iommu_destroy(f->mmu);
 }
 
+/* A test's end: @dd's structure check (its result returned: 0 or -EUCLEAN), then @dd and
+   the fixture destroyed. */
+static inline int fixture_end(struct dma_fixture *f, struct dg_dma_dev *dd)
+{
+	int err = dg_dma_dev_check(dd, stderr);
+
+	fixture_dev_destroy(dd);
+	fixture_fini(f);
+	return err;
+}
+
 /* Drain the fault queue; returns the number of records popped. */
 static inline unsigned int fixture_faults(struct dma_fixture *f)
 {

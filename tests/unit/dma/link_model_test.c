@@ -26,6 +26,7 @@
 #include <stddef.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 static uint64_t PG = 4096; /* the granule of the run */
 #define SLOTS 700	   /* crosses a 2 MiB last-level table boundary */
@@ -68,10 +69,7 @@ struct m {
 
 static uint64_t rnd(struct m *m)
 {
-	m->rng ^= m->rng << 13;
-	m->rng ^= m->rng >> 7;
-	m->rng ^= m->rng << 17;
-	return m->rng;
+	return xorshift64(&m->rng);
 }
 
 static unsigned int below(struct m *m, unsigned int n)
@@ -507,9 +505,7 @@ static void run_model(enum dg_dma_policy p, bool reference, uint64_t seed,
 		assert_int_equal(pt_slots_check(l->slots, stderr), 0);
 	assert_int_equal(dg_pt_check(dg_domain_pt(dg_dma_dev_domain(m->dd)), stderr), 0);
 	assert_int_equal(dg_dma_iova_free(&m->st), 0);
-	assert_int_equal(dg_dma_dev_check(m->dd, stderr), 0);
-	fixture_dev_destroy(m->dd);
-	fixture_fini(&m->f);
+	assert_int_equal(fixture_end(&m->f, m->dd), 0);
 	free(m->mem);
 	free(m);
 }
@@ -618,9 +614,7 @@ static void test_bulk_undo(void **state)
 		assert_int_equal(dg_dev_read(dev, dma[i], &got, 1), -EFAULT);
 	fixture_faults(&f);
 	assert_int_equal(dg_dma_iova_free(&st), 0);
-	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
-	fixture_dev_destroy(dd);
-	fixture_fini(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
 	free(mem);
 }
 

@@ -14,16 +14,13 @@
 #include <stdlib.h>
 
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 static uint64_t rng_state;
 
 static uint64_t rng(void)
 {
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return splitmix64(&rng_state);
 }
 
 static void test_random_sequences(void **state)

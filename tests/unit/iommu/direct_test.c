@@ -51,50 +51,14 @@
 #define ARENA_SIZE (4ull << 20)
 #include "test_arena.h"
 
-struct env {
-	struct dg_iommu *mmu;
-	struct dg_domain *dom;
-	struct dg_device *dev;
-};
-
-/* Every fault expected, the IOTLB consistent (no entry in the leaf-size level). */
-static void env_fini(struct env *e)
-{
-	struct dg_fault f;
-
-	dg_dev_offline(e->dev);
-	assert_int_equal(dg_iommu_fault_pop(e->mmu, &f), -EAGAIN);
-	assert_int_equal(iotlb_check(&e->dev->iotlb, stderr), 0);
-	assert_int_equal(dg_device_block(e->dev), 0);
-	dg_device_destroy(e->dev);
-	assert_int_equal(dg_domain_destroy(e->dom), 0);
-	dg_iommu_destroy(e->mmu);
-}
-
+#include "test_env.h"
 #include "test_pool.h"
 
-/* An IOMMU with leaf-direct devices, a VT-d domain whose tables come from @p, device rid 1
-   attached and online. */
-/* A leaf-direct device attached to a VT-d domain; @qlen: the queue's slots (0: default). */
+/* A leaf-direct device attached to a VT-d domain whose tables come from @p (NULL: the default
+   allocator), online; @qlen: the queue's slots (0: default). */
 static void open_direct_q(struct env *e, struct pool *p, uint32_t qlen)
 {
-	struct dg_pt_geometry g = {.format = DG_PT_FMT_VTD_SS, .ias = 48, .oas = 48};
-	struct dg_iommu_config cfg;
-
-	dg_iommu_config_init(&cfg);
-	cfg.log = NULL;
-	if (qlen)
-		cfg.inval_queue_len = qlen;
-	cfg.iotlb_leaf_direct = true;
-	e->mmu = dg_iommu_create(&cfg);
-	assert_non_null(e->mmu);
-	e->dom = dg_domain_create(e->mmu, &g, p ? &pool_ops : NULL, p);
-	assert_non_null(e->dom);
-	e->dev = dg_device_create(e->mmu, 1);
-	assert_non_null(e->dev);
-	assert_int_equal(dg_device_attach(e->dev, e->dom), 0);
-	dg_dev_online(e->dev);
-	assert_true(e->dev->direct);
+	env_open_direct(e, p ? &pool_ops : NULL, p, qlen);
 	assert_true(e->dev->iotlb.no_small);
 }
 

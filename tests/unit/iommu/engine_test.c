@@ -30,31 +30,7 @@
 /* Host memory: one 8 MiB arena aligned to 2 MiB (so 2 MiB pages can map it). */
 #define ARENA_SIZE (8ull << 20)
 #include "test_arena.h"
-
-static struct dg_iommu *mk_iommu(uint32_t inval_len, uint64_t timeout_ns)
-{
-	struct dg_iommu_config cfg;
-	struct dg_iommu *mmu;
-
-	dg_iommu_config_init(&cfg);
-	cfg.log = NULL;
-	if (inval_len)
-		cfg.inval_queue_len = inval_len;
-	if (timeout_ns)
-		cfg.wait_timeout_ns = timeout_ns;
-	mmu = dg_iommu_create(&cfg);
-	assert_non_null(mmu);
-	return mmu;
-}
-
-static struct dg_domain *mk_vtd(struct dg_iommu *mmu)
-{
-	struct dg_pt_geometry g = {.format = DG_PT_FMT_VTD_SS, .ias = 48, .oas = 48};
-	struct dg_domain *dom = dg_domain_create(mmu, &g, NULL, NULL);
-
-	assert_non_null(dom);
-	return dom;
-}
+#include "test_objects.h"
 
 static void map(struct dg_domain *dom, uint64_t iova, uint64_t off, uint64_t size,
 		unsigned int prot)
@@ -71,16 +47,6 @@ static void unmap_flush(struct dg_iommu *mmu, struct dg_domain *dom, uint64_t io
 	assert_int_equal(dg_domain_unmap(dom, iova, size, &g, &unmapped), 0);
 	assert_int_equal(dg_iommu_flush_gather(mmu, dom, &g), 0);
 	assert_int_equal(g.nr_tables, 0);
-}
-
-/* A device driven from the test's own thread: every DMA call ends offline. */
-static struct dg_device *mk_dev(struct dg_iommu *mmu, uint32_t rid)
-{
-	struct dg_device *dev = dg_device_create(mmu, rid);
-
-	assert_non_null(dev);
-	dg_dev_set_auto_offline(dev, true);
-	return dev;
 }
 
 static int pop_fault(struct dg_iommu *mmu, struct dg_fault *f)
@@ -339,10 +305,7 @@ static void test_translate_matches_walk(void **state)
 			assert_int_equal(nr, 4);
 		}
 		expect_no_fault(mmu);
-		assert_int_equal(dg_device_block(dev), 0);
-		dg_device_destroy(dev);
-		assert_int_equal(dg_domain_destroy(dom), 0);
-		dg_iommu_destroy(mmu);
+		teardown(mmu, dom, dev);
 	}
 }
 
@@ -381,10 +344,7 @@ static void test_large_pages(void **state)
 		assert_int_equal(st2.iotlb_misses, st.iotlb_misses);
 		assert_int_equal(st2.iotlb_hits, st.iotlb_hits + 20);
 	}
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 static void test_permissions(void **state)
@@ -432,10 +392,7 @@ static void test_permissions(void **state)
 			assert_int_equal(arena[0x12000 + i], 0x55);
 	}
 	expect_no_fault(mmu);
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 static void test_fault_reasons(void **state)
@@ -487,10 +444,7 @@ static void test_fault_reasons(void **state)
 	assert_int_equal(st.fault_overflow, 0);
 	assert_string_equal(dg_fault_reason_name(DG_FAULT_WRAP), "wrap");
 	assert_null(dg_fault_reason_name((enum dg_fault_reason)0));
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 static void test_fault_overflow(void **state)
@@ -587,10 +541,7 @@ static void test_stale_until_flush(void **state)
 	assert_int_equal(arena[0x7002], 0);
 	expect_fault(mmu, 1, 1, 0x7002, DG_ACCESS_WRITE, DG_FAULT_UNMAPPED);
 	memset(arena + 0x7000, 0, 2);
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 static uint64_t submit1(struct dg_iommu *mmu, struct dg_inval_cmd c)
@@ -839,10 +790,7 @@ static void test_bad_commands(void **state)
 	assert_int_equal(inv_queue_tail(&mmu->inv), tail + 1);
 	assert_int_equal(inv_queue_check(&mmu->inv, stderr), 0);
 	assert_int_equal(dg_iommu_flush_gather(mmu, NULL, NULL), -EINVAL);
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 static void test_coalesced_waits(void **state)
@@ -908,10 +856,7 @@ static void test_offline_catch_up(void **state)
 	assert_int_equal(st.laps, 0);
 	assert_int_equal(st.acked, inv_queue_tail(&mmu->inv));
 	dg_dev_offline(dev);
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 /* A device a whole queue behind flushes everything instead of missing commands. */
@@ -936,10 +881,7 @@ static void test_lap(void **state)
 	assert_int_equal(iotlb_count_tag(&dev->iotlb, dev->ctag), 0); /* ...so everything went */
 	assert_int_equal(dg_device_mode(dev), DG_CTX_TRANSLATE);
 	warm(dev, 4);
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 /*
@@ -1062,10 +1004,7 @@ static void test_held_translations(void **state)
 	assert_int_equal(dg_dev_read(dev, 0x20000, &x, sizeof(x)), 0); /* walks again */
 	assert_true(dg_inval_done(mmu, seq));
 	dg_dev_offline(dev);
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 /*
@@ -1105,10 +1044,7 @@ static void test_quiesce_if_pending(void **state)
 	assert_true(dg_dev_quiesce_if_pending(dev));
 	assert_true(dg_inval_done(mmu, seq));
 	dg_dev_offline(dev);
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 /* Switching domains under a device: from the wait on, only the new domain's mappings. */
@@ -1173,10 +1109,7 @@ static void test_reference_mode(void **state)
 	dg_dev_online(dev);
 	assert_int_equal(iotlb_count_tag(&dev->iotlb, dev->ctag), 0);
 	dg_dev_offline(dev);
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 /* Reads and writes over many scattered pages take the stepwise copy path. */
@@ -1214,10 +1147,7 @@ static void test_long_copies(void **state)
 	memset(arena, 0, PAGES * 2 * K4);
 	while (dg_iommu_fault_pop(mmu, &(struct dg_fault){0}) == 0)
 		;
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 /* Walk-cache hits, leaf-only invalidations keep them, non-leaf ones drop them. */
@@ -1291,10 +1221,7 @@ static void test_walk_cache_use(void **state)
 	assert_int_equal(b.iotlb_misses - a.iotlb_misses, 1);
 	assert_int_equal(b.walk_cache_hits - a.walk_cache_hits, 0);
 	assert_int_equal(iotlb_check(&dev->iotlb, stderr), 0);
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 int main(void)

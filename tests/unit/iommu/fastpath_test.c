@@ -35,6 +35,7 @@
 /* Host memory: 16 MiB aligned to 2 MiB (any granule, and 2 MiB pages, can map it). */
 #define ARENA_SIZE (16ull << 20)
 #include "test_arena.h"
+#include "../../test_rand.h"
 
 struct env {
 	struct dg_iommu *mmu;
@@ -437,10 +438,7 @@ struct fmt_case {
 
 static uint64_t rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 static void check_xlate(struct env *e, const struct fmt_case *fc, uint64_t iova, unsigned int prot,

@@ -32,27 +32,7 @@
 
 #define ARENA_SIZE (4ull << 20)
 #include "test_arena.h"
-
-static struct dg_iommu *mk_iommu(void)
-{
-	struct dg_iommu_config cfg;
-	struct dg_iommu *mmu;
-
-	dg_iommu_config_init(&cfg);
-	cfg.log = NULL;
-	mmu = dg_iommu_create(&cfg);
-	assert_non_null(mmu);
-	return mmu;
-}
-
-static struct dg_domain *mk_vtd(struct dg_iommu *mmu)
-{
-	struct dg_pt_geometry g = {.format = DG_PT_FMT_VTD_SS, .ias = 48, .oas = 48};
-	struct dg_domain *dom = dg_domain_create(mmu, &g, NULL, NULL);
-
-	assert_non_null(dom);
-	return dom;
-}
+#include "test_objects.h"
 
 /* Naturally aligned blocks of the exact split of [a, last] (what the queue did before). */
 static unsigned int exact_blocks(uint64_t a, uint64_t last)
@@ -130,7 +110,7 @@ static void check_range(struct dg_iommu *mmu, uint32_t did, uint64_t a, uint64_t
 static void test_blocks(void **state)
 {
 	(void)state;
-	struct dg_iommu *mmu = mk_iommu();
+	struct dg_iommu *mmu = mk_iommu(0, 0);
 	struct dg_domain *dom = mk_vtd(mmu);
 	uint32_t did = dg_domain_id(dom);
 	static const uint64_t edge[][2] = {
@@ -188,7 +168,7 @@ static int xlat(struct dg_device *dev, uint64_t iova, uint64_t *host_out)
 static void test_device(void **state)
 {
 	(void)state;
-	struct dg_iommu *mmu = mk_iommu();
+	struct dg_iommu *mmu = mk_iommu(0, 0);
 	struct dg_domain *dom = mk_vtd(mmu);
 	struct dg_device *dev = dg_device_create(mmu, 9);
 	/* pages 1..36 mapped; pages 3..34 ([0x3000, 0x23000): 6 exact blocks) unmapped and
@@ -231,10 +211,7 @@ static void test_device(void **state)
 		assert_int_equal(h, host(p * K4));
 	}
 	dg_dev_offline(dev);
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, dev);
 }
 
 int main(void)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include <cmocka.h>
+#include "../../test_rand.h"
 
 #define K4 0x1000ull
 #define M2 0x200000ull
@@ -286,10 +287,7 @@ struct wm_ent {
 
 static uint64_t wm_rnd(uint64_t *s)
 {
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
+	return xorshift64(s);
 }
 
 static void test_walk_cache_last_model(void **state)

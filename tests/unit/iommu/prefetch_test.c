@@ -250,6 +250,17 @@ static void touch(struct env *e, uint64_t p, uint64_t *misses, uint64_t *fills)
 	*fills += b.prefetch_fills - a.prefetch_fills;
 }
 
+/* Lines 0..31 visited 5 apart (mod 32), page i * @step % 8 of the i-th: 32 misses, no fill. */
+static void random_lines(struct env *e, unsigned int step)
+{
+	uint64_t misses = 0, fills = 0;
+
+	for (unsigned int i = 0; i < 32; i++)
+		touch(e, (i * 5 % 32) * 8 + i * step % 8, &misses, &fills);
+	assert_int_equal(misses, 32);
+	assert_int_equal(fills, 0);
+}
+
 /*
  * Misses never in the line of one of the previous two (the detector's streams) nor next to
  * it fill nothing: 32 pages, one per line, the lines visited 5 apart (mod 32, so two misses
@@ -262,15 +273,11 @@ static void test_detector_random(void **state)
 
 	(void)state;
 	for (int off = 0; off < 2; off++) {
-		uint64_t misses = 0, fills = 0;
 		struct env e;
 
 		env_init(&e, &g, (struct opts){.auto_offline = off == 1});
 		map(&e, BASE, 0, 256 * K4, RW);
-		for (unsigned int i = 0; i < 32; i++)
-			touch(&e, (i * 5 % 32) * 8 + i * 3 % 8, &misses, &fills);
-		assert_int_equal(misses, 32);
-		assert_int_equal(fills, 0);
+		random_lines(&e, 3);
 		env_fini(&e);
 	}
 }
@@ -354,11 +361,7 @@ static void test_detector_switch(void **state)
 
 		env_init(&e, &g, (struct opts){.auto_offline = off == 1});
 		map(&e, BASE, 0, 512 * K4, RW);
-		for (unsigned int i = 0; i < 32; i++)
-			touch(&e, (i * 5 % 32) * 8 + i % 8, &misses, &fills);
-		assert_int_equal(misses, 32);
-		assert_int_equal(fills, 0);
-		misses = 0;
+		random_lines(&e, 1);
 		for (unsigned int p = 256; p < 320; p++)
 			touch(&e, p, &misses, &fills);
 		assert_int_equal(misses, 6);

@@ -45,6 +45,7 @@
 #include "test_arena.h"
 
 #include "test_env.h"
+#include "../../test_rand.h"
 
 static bool leaf_direct; /* the *_direct tests: cfg.iotlb_leaf_direct */
 
@@ -233,11 +234,7 @@ static uint64_t rng_state;
 
 static uint64_t rng(void)
 {
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return splitmix64(&rng_state);
 }
 
 static void run_random(uint32_t sets, bool auto_offline, uint64_t seed, unsigned int steps)

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "../../test_rand.h"
 
 #define K4   4096ull
 #define GIB4 (1ull << 32)
@@ -67,6 +68,13 @@ static const struct variant variants[] = {
 	{"augmented", DG_IOVA_ALGO_AUGMENTED, DG_IOVA_CFG_NO_MAGAZINES},
 	{"linux-reference", DG_IOVA_ALGO_LINUX_REFERENCE, 0},
 };
+
+/* A 64 GiB space of 4K granules (IOVA 0 reserved), the default algorithm unless @v says. */
+static struct dg_iova_space *mk_64g(const struct variant *v, unsigned int ncpus)
+{
+	return mk(0, (1ull << 36) - 1, K4, v ? v->algo : DG_IOVA_ALGO_AUGMENTED, v ? v->flags : 0,
+		  ncpus);
+}
 
 static void test_create_errors(void **state)
 {
@@ -113,12 +121,19 @@ static void stats(const struct dg_iova_space *s, struct dg_iova_stats *st)
 	dg_iova_get_stats(s, st);
 }
 
+/* Flush every cache to the tree: nothing stays cached; @st: the statistics after. */
+static void flush_caches(struct dg_iova_space *s, struct dg_iova_stats *st)
+{
+	dg_iova_flush_caches(s);
+	stats(s, st);
+	assert_int_equal(st->cached_ranges, 0);
+}
+
 static void test_basic(void **state)
 {
 	(void)state;
 	for (size_t v = 0; v < DG_ARRAY_SIZE(variants); v++) {
-		struct dg_iova_space *s =
-			mk(0, (1ull << 36) - 1, K4, variants[v].algo, variants[v].flags, 2);
+		struct dg_iova_space *s = mk_64g(&variants[v], 2);
 		uint64_t a, b, c, d, start, size;
 		struct dg_iova_stats st;
 
@@ -173,12 +188,19 @@ static void test_basic(void **state)
 		assert_int_equal(st.frees, 4);
 		assert_int_equal(st.bad_frees, 7);
 		assert_ok(s);
-		dg_iova_flush_caches(s);
-		stats(s, &st);
-		assert_int_equal(st.cached_ranges, 0);
+		flush_caches(s, &st);
 		assert_int_equal(st.tree_nodes, 2);
 		assert_ok(s);
 		dg_iova_destroy(s);
+	}
+}
+
+/* @n ranges of one granule allocated as owned (with their tokens, 0 from the tree). */
+static void alloc_owned_granules(struct dg_iova_space *s, struct iova_owned *r, unsigned int n)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		assert_int_equal(iova_alloc_owned(s, K4, UINT64_MAX, &r[i].iova, &r[i].token), 0);
+		r[i].size = K4;
 	}
 }
 
@@ -193,8 +215,7 @@ static void test_owned(void **state)
 {
 	(void)state;
 	for (size_t v = 0; v < DG_ARRAY_SIZE(variants); v++) {
-		struct dg_iova_space *s =
-			mk(0, (1ull << 36) - 1, K4, variants[v].algo, variants[v].flags, 2);
+		struct dg_iova_space *s = mk_64g(&variants[v], 2);
 		bool mags = !(variants[v].flags & DG_IOVA_CFG_NO_MAGAZINES) &&
 			    variants[v].algo != DG_IOVA_ALGO_LINUX_REFERENCE;
 		struct iova_owned r[300], bad;
@@ -202,11 +223,7 @@ static void test_owned(void **state)
 		uint64_t a;
 
 		/* Warm the magazines: ranges from the tree have no token. */
-		for (unsigned int i = 0; i < 300; i++) {
-			assert_int_equal(
-				iova_alloc_owned(s, K4, UINT64_MAX, &r[i].iova, &r[i].token), 0);
-			r[i].size = K4;
-		}
+		alloc_owned_granules(s, r, 300);
 		for (unsigned int i = 0; i < 300; i++)
 			assert_int_equal(r[i].token, 0);
 		iova_free_owned(s, r, 300); /* token 0: validated frees */
@@ -217,10 +234,8 @@ static void test_owned(void **state)
 
 		/* Ranges from magazines (and the depot) have tokens; 300 frees in one call cross
 		 * magazine boundaries. */
+		alloc_owned_granules(s, r, 300);
 		for (unsigned int i = 0; i < 300; i++) {
-			assert_int_equal(
-				iova_alloc_owned(s, K4, UINT64_MAX, &r[i].iova, &r[i].token), 0);
-			r[i].size = K4;
 			if (mags)
 				assert_true(r[i].token != 0);
 			else
@@ -484,7 +499,7 @@ static void test_exhaustion_recovery(void **state)
 static void test_depot_and_trim(void **state)
 {
 	(void)state;
-	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	struct dg_iova_space *s = mk_64g(NULL, 1);
 	const unsigned int nr = (DG_IOVA_DEPOT_MAX + 4) * DG_IOVA_MAG_SIZE;
 	uint64_t *got = malloc(nr * sizeof(*got));
 	struct dg_iova_stats st;
@@ -530,9 +545,7 @@ static void test_depot_and_trim(void **state)
 	stats(s, &st);
 	assert_int_equal(st.depot_magazines, depot - 1);
 	assert_ok(s);
-	dg_iova_flush_caches(s);
-	stats(s, &st);
-	assert_int_equal(st.cached_ranges, 0);
+	flush_caches(s, &st);
 	assert_int_equal(st.depot_magazines, 0);
 	assert_int_equal(st.tree_nodes, 2);
 	assert_ok(s);
@@ -620,8 +633,7 @@ static void test_enomem(void **state)
 {
 	(void)state;
 	for (size_t v = 0; v < DG_ARRAY_SIZE(variants); v++) {
-		struct dg_iova_space *s =
-			mk(0, (1ull << 36) - 1, K4, variants[v].algo, variants[v].flags, 1);
+		struct dg_iova_space *s = mk_64g(&variants[v], 1);
 		struct fail_ctl f = {.after = 0};
 		struct dg_iova_stats st, st2;
 		uint64_t iova = 7, a;
@@ -662,7 +674,7 @@ static void test_enomem(void **state)
 	}
 
 	/* Index tables that cannot grow: chains get longer, everything stays correct. */
-	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	struct dg_iova_space *s = mk_64g(NULL, 1);
 	const unsigned int n = 4000;
 	uint64_t *got = malloc(n * sizeof(*got));
 
@@ -686,11 +698,7 @@ static uint64_t rng_state;
 
 static uint64_t rnd(void)
 {
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return splitmix64(&rng_state);
 }
 
 struct live {
@@ -1033,7 +1041,7 @@ static void test_eiovar_and_dma32_bound(void **state)
 static void test_check_catches_corruption(void **state)
 {
 	(void)state;
-	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 1);
+	struct dg_iova_space *s = mk_64g(NULL, 1);
 	uint64_t a[8];
 	FILE *null = fopen("/dev/null", "w");
 
@@ -1393,6 +1401,30 @@ static void *tc_fill_thread(void *arg)
 	return NULL;
 }
 
+/* A thread that has filled its cache with @n ranges (kept in @r) and holds it. */
+struct tc_held {
+	struct tc_arg a;
+	pthread_barrier_t bar;
+	pthread_t t;
+};
+
+/* Start the thread; returns once its frees are done and its cache is held. */
+static void tc_hold(struct tc_held *h, struct dg_iova_space *s, unsigned int n, uint64_t *r)
+{
+	h->a = (struct tc_arg){.s = s, .n = n, .r = r, .bar = &h->bar};
+	pthread_barrier_init(&h->bar, NULL, 2);
+	assert_int_equal(pthread_create(&h->t, NULL, tc_fill_thread, &h->a), 0);
+	pthread_barrier_wait(&h->bar);
+}
+
+/* Let the thread go and wait until it has exited (its cache given back). */
+static void tc_exit(struct tc_held *h)
+{
+	pthread_barrier_wait(&h->bar);
+	pthread_join(h->t, NULL);
+	pthread_barrier_destroy(&h->bar);
+}
+
 /*
  * A thread that exits gives its cached ranges back: its full magazine to the depot, its
  * partly filled one to the tree; no cache is left and the counters stay. 300 frees of one
@@ -1401,27 +1433,20 @@ static void *tc_fill_thread(void *arg)
 static void test_thread_exit_returns_ranges(void **state)
 {
 	(void)state;
-	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	struct dg_iova_space *s = mk_64g(NULL, 0);
 	uint64_t r[300];
-	struct tc_arg a = {.s = s, .n = 300, .r = r};
-	pthread_barrier_t bar;
 	struct dg_iova_stats st;
-	pthread_t t;
+	struct tc_held h;
 
-	pthread_barrier_init(&bar, NULL, 2);
-	a.bar = &bar;
-	assert_int_equal(pthread_create(&t, NULL, tc_fill_thread, &a), 0);
-	pthread_barrier_wait(&bar);
-	assert_int_equal(a.err, 0);
+	tc_hold(&h, s, 300, r);
+	assert_int_equal(h.a.err, 0);
 	stats(s, &st); /* the thread is alive and holds its cache */
 	assert_int_equal(st.cached_ranges, 300);
 	assert_int_equal(st.depot_magazines, 1);
 	assert_int_equal(st.live_ranges, 0);
 	assert_int_equal(iova_mag_ncaches(s), 1);
 	assert_ok(s);
-	pthread_barrier_wait(&bar);
-	pthread_join(t, NULL);
-	pthread_barrier_destroy(&bar);
+	tc_exit(&h);
 
 	stats(s, &st);
 	assert_int_equal(iova_mag_ncaches(s), 0);
@@ -1450,17 +1475,12 @@ static void test_thread_exit_returns_ranges(void **state)
 static void test_double_free_cached_in_other_thread(void **state)
 {
 	(void)state;
-	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	struct dg_iova_space *s = mk_64g(NULL, 0);
 	uint64_t r[3];
-	struct tc_arg a = {.s = s, .n = 3, .r = r};
-	pthread_barrier_t bar;
 	struct dg_iova_stats st;
-	pthread_t t;
+	struct tc_held h;
 
-	pthread_barrier_init(&bar, NULL, 2);
-	a.bar = &bar;
-	assert_int_equal(pthread_create(&t, NULL, tc_fill_thread, &a), 0);
-	pthread_barrier_wait(&bar);
+	tc_hold(&h, s, 3, r);
 	for (unsigned int i = 0; i < 3; i++) {
 		assert_int_equal(dg_iova_free(s, r[i], K4), -ENOENT);
 		assert_int_equal(dg_iova_free(s, r[i], 2 * K4), -ENOENT);
@@ -1469,9 +1489,7 @@ static void test_double_free_cached_in_other_thread(void **state)
 	assert_int_equal(st.bad_frees, 6);
 	assert_int_equal(st.cached_ranges, 3);
 	assert_ok(s);
-	pthread_barrier_wait(&bar);
-	pthread_join(t, NULL);
-	pthread_barrier_destroy(&bar);
+	tc_exit(&h);
 	stats(s, &st);
 	assert_int_equal(st.cached_ranges, 0); /* a partial magazine: to the tree */
 	assert_int_equal(st.tree_frees, 3);
@@ -1485,7 +1503,7 @@ static void test_double_free_cached_in_other_thread(void **state)
 static void test_destroy_with_thread_caches(void **state)
 {
 	(void)state;
-	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	struct dg_iova_space *s = mk_64g(NULL, 0);
 	uint64_t r[2][200];
 	struct tc_arg a[2];
 	pthread_barrier_t bar;
@@ -1499,7 +1517,7 @@ static void test_destroy_with_thread_caches(void **state)
 	pthread_barrier_wait(&bar);
 	assert_int_equal(iova_mag_ncaches(s), 2);
 	dg_iova_destroy(s);
-	s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	s = mk_64g(NULL, 0);
 	for (int i = 0; i < 2; i++)
 		a[i].s = s; /* read by the threads after the barrier */
 	pthread_barrier_wait(&bar);
@@ -1527,7 +1545,7 @@ static void test_tls_ways(void **state)
 	uint64_t a;
 
 	for (int k = 0; k < IOVA_TLS_WAYS + 2; k++)
-		s[k] = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+		s[k] = mk_64g(NULL, 0);
 	for (int round = 0; round < 50; round++) {
 		for (int k = 0; k < IOVA_TLS_WAYS + 2; k++) {
 			assert_int_equal(dg_iova_alloc(s[k], K4 << (k % 3), UINT64_MAX, 0, &a), 0);
@@ -1550,7 +1568,7 @@ static void test_tls_ways(void **state)
 static void test_no_membarrier_fallback(void **state)
 {
 	(void)state;
-	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	struct dg_iova_space *s = mk_64g(NULL, 0);
 	uint64_t r[300];
 	struct tc_arg a = {.s = s, .n = 300, .r = r};
 	struct dg_iova_stats st;
@@ -1579,9 +1597,7 @@ static void test_no_membarrier_fallback(void **state)
 	assert_int_equal(a.err, 0);
 	stats(s, &st);
 	assert_int_equal(st.cached_ranges, 1 + 2 * DG_IOVA_MAG_SIZE);
-	dg_iova_flush_caches(s);
-	stats(s, &st);
-	assert_int_equal(st.cached_ranges, 0);
+	flush_caches(s, &st);
 	assert_int_equal(st.live_ranges, 0);
 	assert_ok(s);
 	dg_iova_destroy(s);
@@ -1592,7 +1608,7 @@ static void test_no_membarrier_fallback(void **state)
 static void test_fork_child_steals(void **state)
 {
 	(void)state;
-	struct dg_iova_space *s = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+	struct dg_iova_space *s = mk_64g(NULL, 0);
 	struct dg_iova_stats st;
 	uint64_t a;
 	int status;
@@ -1605,7 +1621,7 @@ static void test_fork_child_steals(void **state)
 	pid = fork();
 	assert_true(pid >= 0);
 	if (pid == 0) {
-		struct dg_iova_space *c = mk(0, (1ull << 36) - 1, K4, DG_IOVA_ALGO_AUGMENTED, 0, 0);
+		struct dg_iova_space *c = mk_64g(NULL, 0);
 		int bad = 0;
 
 		bad |= dg_iova_alloc(c, K4, UINT64_MAX, 0, &a) != 0;

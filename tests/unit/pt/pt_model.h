@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "../../test_rand.h"
 
 struct pt_model_leaf {
 	uint64_t iova;
@@ -64,11 +65,7 @@ size_t pt_model_collect(const struct dg_pt *pt, struct pt_model_leaf **out);
 /* Deterministic test randomness (splitmix64). */
 static inline uint64_t pt_model_rand(uint64_t *state)
 {
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return splitmix64(state);
 }
 
 #endif /* DG_TESTS_PT_MODEL_H */

@@ -150,6 +150,45 @@ static void finish(struct dg_pt *pt, struct pt_model *m)
 	dg_pt_destroy(pt);
 }
 
+/*
+ * One configuration's table, its reference model (empty) and the shape most tests start
+ * from. env_fini() ends it as finish() does; env_destroy() frees it without the drain's checks.
+ */
+struct env {
+	struct dg_pt *pt;
+	struct pt_model m;
+	uint64_t sizes[8];    /* page sizes, ascending; 0 past nsz */
+	unsigned int nsz;     /* how many */
+	uint64_t s;	      /* the smallest page (the granule) */
+	uint64_t base, limit; /* the input range */
+	unsigned int last;    /* the last level: depth - 1 (0: one level, flat) */
+	uint64_t span;	      /* what one last-level table maps (one level: the whole range) */
+};
+
+static struct dg_pt *env_init(struct env *e, const struct cfg *c)
+{
+	memset(e, 0, sizeof(*e));
+	e->pt = create(c);
+	e->nsz = sizes_of(e->pt, e->sizes);
+	e->s = e->sizes[0];
+	in_range(e->pt, &e->base, &e->limit);
+	e->last = e->pt->depth - 1;
+	e->span = e->last ? dg_pt_table_span(e->pt, e->last) : e->limit - e->base;
+	pt_model_init(&e->m, e->pt);
+	return e->pt;
+}
+
+static void env_fini(struct env *e)
+{
+	finish(e->pt, &e->m);
+}
+
+static void env_destroy(struct env *e)
+{
+	pt_model_fini(&e->m);
+	dg_pt_destroy(e->pt);
+}
+
 static int do_map(struct dg_pt *pt, struct pt_model *m, uint64_t iova, uint64_t pa, uint64_t size,
 		  unsigned int prot)
 {
@@ -203,6 +242,51 @@ static int do_unmap(struct dg_pt *pt, struct pt_model *m, uint64_t iova, uint64_
 	if (bytes)
 		*bytes = got_bytes;
 	return got;
+}
+
+/* @body on a fresh env of every configuration in turn; the body ends it. */
+static void each_cfg(void (*body)(struct env *e))
+{
+	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
+		struct env e;
+
+		env_init(&e, &cfgs[c]);
+		body(&e);
+	}
+}
+
+/* Unmap [iova, iova + size) from the table (onto @g) and from the model: both must succeed. */
+static void unmap_both(struct env *e, uint64_t iova, uint64_t size, struct dg_pt_gather *g)
+{
+	uint64_t bytes;
+
+	assert_int_equal(dg_pt_unmap(e->pt, iova, size, g, &bytes), 0);
+	assert_int_equal(pt_model_unmap(&e->m, iova, size, &bytes), 0);
+}
+
+/* The model's side of pt_map_granules(): granule i of @iova maps @phys[i]. */
+static void model_map_granules(struct env *e, uint64_t iova, const uint64_t *phys, unsigned int n,
+			       unsigned int prot)
+{
+	for (unsigned int i = 0; i < n; i++)
+		assert_int_equal(pt_model_map(&e->m, iova + i * e->s, phys[i], e->s, prot), 0);
+}
+
+/* One granule mapped in the model and through pt_map_granule(): both must succeed. */
+static void map_granule_both(struct env *e, uint64_t iova, uint64_t pa, unsigned int prot,
+			     struct dg_pt_gather *g)
+{
+	assert_int_equal(pt_model_map(&e->m, iova, pa, e->s, prot), 0);
+	assert_int_equal(pt_map_granule(e->pt, iova, pa, prot, g), 0);
+}
+
+/* One granule unmapped in the model and through pt_unmap_granule(): both must succeed. */
+static void unmap_granule_both(struct env *e, uint64_t iova, struct dg_pt_gather *g)
+{
+	uint64_t bytes;
+
+	assert_int_equal(pt_model_unmap(&e->m, iova, e->s, &bytes), 0);
+	assert_int_equal(pt_unmap_granule(e->pt, iova, g), 0);
 }
 
 /* ---- known answers: VT-d second stage and flat, from the specifications ------------------ */
@@ -409,36 +493,36 @@ static void test_create_defaults(void **state)
 
 /* ---- acceptance list -------------------------------------------------------------------- */
 
+static void one_entry_per_size_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t base = e->base, limit = e->limit;
+	uint64_t bytes;
+
+	for (unsigned int i = 0; i < e->nsz; i++) {
+		uint64_t s = e->sizes[i];
+		uint64_t iova = base + 3 * s < limit ? base + 3 * s : base;
+		uint64_t pa = (5 * s) & ((1ull << pt->geo.oas) - 1);
+		struct dg_pt_walk w;
+
+		assert_int_equal(do_map(pt, &e->m, iova, pa, s, RW), 0);
+		check_ok(pt, &e->m);
+		assert_int_equal(count_leaves(pt, 0), 1);
+		assert_int_equal(dg_pt_walk(pt, iova + s - 1, &w), 0);
+		assert_int_equal(w.pgsize, s);
+		assert_int_equal(w.phys, pa + s - 1);
+		assert_int_equal(w.prot, pt_model_prot(&pt->geo, RW));
+		assert_int_equal(do_unmap(pt, &e->m, iova, s, &bytes), 0);
+		assert_int_equal(bytes, s);
+		check_ok(pt, &e->m);
+	}
+	env_fini(e);
+}
+
 static void test_one_entry_per_size(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct pt_model m;
-		uint64_t sizes[8], base, limit, bytes;
-		unsigned int n = sizes_of(pt, sizes);
-
-		pt_model_init(&m, pt);
-		in_range(pt, &base, &limit);
-		for (unsigned int i = 0; i < n; i++) {
-			uint64_t s = sizes[i];
-			uint64_t iova = base + 3 * s < limit ? base + 3 * s : base;
-			uint64_t pa = (5 * s) & ((1ull << pt->geo.oas) - 1);
-			struct dg_pt_walk w;
-
-			assert_int_equal(do_map(pt, &m, iova, pa, s, RW), 0);
-			check_ok(pt, &m);
-			assert_int_equal(count_leaves(pt, 0), 1);
-			assert_int_equal(dg_pt_walk(pt, iova + s - 1, &w), 0);
-			assert_int_equal(w.pgsize, s);
-			assert_int_equal(w.phys, pa + s - 1);
-			assert_int_equal(w.prot, pt_model_prot(&pt->geo, RW));
-			assert_int_equal(do_unmap(pt, &m, iova, s, &bytes), 0);
-			assert_int_equal(bytes, s);
-			check_ok(pt, &m);
-		}
-		finish(pt, &m);
-	}
+	each_cfg(one_entry_per_size_cfg);
 }
 
 /*
@@ -483,98 +567,95 @@ static void small_then_large(struct dg_pt *pt, struct pt_model *m, uint64_t smal
 	assert_int_equal(bytes, large);
 }
 
+static void small_then_large_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t *sizes = e->sizes, base = e->base, limit = e->limit;
+	const unsigned int n = e->nsz;
+
+	for (unsigned int i = 0; i + 1 < n; i++) {
+		/* Keep the page count reasonable (64K -> 512M is 8192 maps; 512M -> 4T too). */
+		if (sizes[i + 1] / sizes[i] > 8192 || 2 * sizes[i + 1] > limit - base)
+			continue;
+		small_then_large(pt, &e->m, sizes[i], sizes[i + 1], base + sizes[i + 1]);
+	}
+	/* Two levels at once: small pages below a table below the largest page. */
+	if (n == 3) {
+		uint64_t iova = base + 2 * sizes[2], bytes;
+		struct dg_pt_gather g;
+
+		assert_int_equal(do_map(pt, &e->m, iova + 5 * sizes[0], 0, sizes[0], RW), 0);
+		assert_int_equal(do_map(pt, &e->m, iova + sizes[1], 0, sizes[1], RW), 0);
+		assert_int_equal(do_unmap(pt, &e->m, iova + 5 * sizes[0], sizes[0], &bytes), 0);
+		assert_int_equal(do_unmap(pt, &e->m, iova + sizes[1], sizes[1], &bytes), 0);
+		dg_pt_gather_init(&g);
+		assert_int_equal(pt_model_map(&e->m, iova, 0, sizes[2], RW), 0);
+		assert_int_equal(dg_pt_map(pt, iova, 0, sizes[2], RW, &g), 0);
+		assert_int_equal(g.nr_tables, 2); /* the middle table and the one below */
+		dg_pt_gather_release(pt, &g);
+		check_ok(pt, &e->m);
+	}
+	env_fini(e);
+}
+
 static void test_small_then_large(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct pt_model m;
-		uint64_t sizes[8], base, limit;
-		unsigned int n = sizes_of(pt, sizes);
+	each_cfg(small_then_large_cfg);
+}
 
-		pt_model_init(&m, pt);
-		in_range(pt, &base, &limit);
-		for (unsigned int i = 0; i + 1 < n; i++) {
-			/* Keep the page count reasonable (64K -> 512M is 8192 maps; 512M -> 4T too). */
-			if (sizes[i + 1] / sizes[i] > 8192 || 2 * sizes[i + 1] > limit - base)
-				continue;
-			small_then_large(pt, &m, sizes[i], sizes[i + 1], base + sizes[i + 1]);
-		}
-		/* Two levels at once: small pages below a table below the largest page. */
-		if (n == 3) {
-			uint64_t iova = base + 2 * sizes[2], bytes;
-			struct dg_pt_gather g;
+static void unmap_split_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t base = e->base, limit = e->limit, g = e->s;
+	uint64_t bytes;
 
-			assert_int_equal(do_map(pt, &m, iova + 5 * sizes[0], 0, sizes[0], RW), 0);
-			assert_int_equal(do_map(pt, &m, iova + sizes[1], 0, sizes[1], RW), 0);
-			assert_int_equal(do_unmap(pt, &m, iova + 5 * sizes[0], sizes[0], &bytes),
-					 0);
-			assert_int_equal(do_unmap(pt, &m, iova + sizes[1], sizes[1], &bytes), 0);
-			dg_pt_gather_init(&g);
-			assert_int_equal(pt_model_map(&m, iova, 0, sizes[2], RW), 0);
-			assert_int_equal(dg_pt_map(pt, iova, 0, sizes[2], RW, &g), 0);
-			assert_int_equal(g.nr_tables, 2); /* the middle table and the one below */
-			dg_pt_gather_release(pt, &g);
-			check_ok(pt, &m);
-		}
-		finish(pt, &m);
+	for (unsigned int i = 0; i < e->nsz; i++) {
+		uint64_t s = e->sizes[i], a = base + 2 * s;
+		struct dg_pt_walk w;
+
+		if (4 * s > limit - base)
+			continue;
+		/* A piece of a leaf removes it whole, never the neighbour. */
+		assert_int_equal(do_map(pt, &e->m, a, 0, 2 * s, RW), 0);
+		assert_int_equal(count_leaves(pt, s), 2);
+		assert_int_equal(do_unmap(pt, &e->m, a + s - g, g, &bytes), 0);
+		assert_int_equal(bytes, s);
+		assert_int_equal(dg_pt_walk(pt, a, &w), -ENOENT);
+		assert_int_equal(dg_pt_walk(pt, a + s, &w), 0);
+		assert_int_equal(w.phys, s);
+		check_ok(pt, &e->m);
+		assert_int_equal(do_unmap(pt, &e->m, a + s + g * (s > g), g, &bytes), 0);
+		assert_int_equal(bytes, s);
+		/* A range across the boundary takes both. */
+		assert_int_equal(do_map(pt, &e->m, a, 0, 2 * s, RW), 0);
+		assert_int_equal(do_unmap(pt, &e->m, a + s - g, 2 * g, &bytes), 0);
+		assert_int_equal(bytes, 2 * s);
+		assert_int_equal(do_unmap(pt, &e->m, a, 2 * s, &bytes), -ENOENT);
+		check_ok(pt, &e->m);
 	}
+	env_fini(e);
 }
 
 static void test_unmap_split(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct pt_model m;
-		uint64_t sizes[8], base, limit, bytes;
-		unsigned int n = sizes_of(pt, sizes);
-		uint64_t g = sizes[0];
-
-		pt_model_init(&m, pt);
-		in_range(pt, &base, &limit);
-		for (unsigned int i = 0; i < n; i++) {
-			uint64_t s = sizes[i], a = base + 2 * s;
-			struct dg_pt_walk w;
-
-			if (4 * s > limit - base)
-				continue;
-			/* A piece of a leaf removes it whole, never the neighbour. */
-			assert_int_equal(do_map(pt, &m, a, 0, 2 * s, RW), 0);
-			assert_int_equal(count_leaves(pt, s), 2);
-			assert_int_equal(do_unmap(pt, &m, a + s - g, g, &bytes), 0);
-			assert_int_equal(bytes, s);
-			assert_int_equal(dg_pt_walk(pt, a, &w), -ENOENT);
-			assert_int_equal(dg_pt_walk(pt, a + s, &w), 0);
-			assert_int_equal(w.phys, s);
-			check_ok(pt, &m);
-			assert_int_equal(do_unmap(pt, &m, a + s + g * (s > g), g, &bytes), 0);
-			assert_int_equal(bytes, s);
-			/* A range across the boundary takes both. */
-			assert_int_equal(do_map(pt, &m, a, 0, 2 * s, RW), 0);
-			assert_int_equal(do_unmap(pt, &m, a + s - g, 2 * g, &bytes), 0);
-			assert_int_equal(bytes, 2 * s);
-			assert_int_equal(do_unmap(pt, &m, a, 2 * s, &bytes), -ENOENT);
-			check_ok(pt, &m);
-		}
-		finish(pt, &m);
-	}
+	each_cfg(unmap_split_cfg);
 }
 
 /* 1000 random steps against the model, check() and a full comparison after each. */
 static void random_steps(const struct cfg *c, unsigned int steps, uint64_t seed)
 {
-	struct dg_pt *pt = create(c);
-	struct pt_model m;
-	uint64_t sizes[8], base, limit, rnd = seed, oa_limit;
-	unsigned int n = sizes_of(pt, sizes);
+	struct env e;
+	struct dg_pt *pt = env_init(&e, c);
+	const uint64_t *sizes = e.sizes, base = e.base, limit = e.limit;
+	const uint64_t oa_limit = 1ull << pt->geo.oas;
+	const unsigned int n = e.nsz;
+	uint64_t rnd = seed;
 	unsigned int maps = 0, unmaps = 0, eexist = 0, enoent = 0;
 	static const unsigned int prots[] = {DG_PROT_READ, DG_PROT_WRITE, RW, RW | DG_PROT_CACHE,
 					     RW | DG_PROT_NOEXEC};
 
-	pt_model_init(&m, pt);
-	in_range(pt, &base, &limit);
-	oa_limit = 1ull << pt->geo.oas;
 	for (unsigned int step = 0; step < steps; step++) {
 		unsigned int k = (unsigned int)(pt_model_rand(&rnd) % n);
 		uint64_t s = sizes[k], r = pt_model_rand(&rnd);
@@ -592,7 +673,7 @@ static void random_steps(const struct cfg *c, unsigned int steps, uint64_t seed)
 		if (size > limit - iova)
 			size = (limit - iova) / sizes[0] * sizes[0];
 		/* Maps and unmaps balance; a crowded table gets unmapped more. */
-		if (pt_model_rand(&rnd) % 5 < (m.n > 1000 ? 2u : 3u)) {
+		if (pt_model_rand(&rnd) % 5 < (e.m.n > 1000 ? 2u : 3u)) {
 			/* Output aligned to the class, or less so smaller pages must be used (as
 			 * long as that stays a few thousand leaves). */
 			uint64_t align = (r & 4) ? sizes[0] : (r & 32) && k ? sizes[k - 1] : s;
@@ -618,35 +699,37 @@ static void random_steps(const struct cfg *c, unsigned int steps, uint64_t seed)
 					count = (limit - iova) / s;
 				if (!count || (iova - base) % s)
 					continue;
-				want = pt_model_map_pages(&m, iova, pa, s, count, prots[r % 5]);
+				want = pt_model_map_pages(&e.m, iova, pa, s, count, prots[r % 5]);
 				dg_pt_gather_init(&g);
 				err = dg_pt_map_pages(pt, iova, pa, s, count, prots[r % 5], &g);
 				assert_int_equal(err, want);
 				dg_pt_gather_release(pt, &g);
 			} else {
-				err = do_map(pt, &m, iova, pa, size, prots[r % 5]);
+				err = do_map(pt, &e.m, iova, pa, size, prots[r % 5]);
 			}
 			maps++;
 			eexist += err == -EEXIST;
 		} else {
-			if (m.n && (r & 64)) { /* aim at a leaf: a piece of it, or a run from it */
-				const struct pt_model_leaf *l = &m.leaf[pt_model_rand(&rnd) % m.n];
+			/* Aim at a leaf: a piece of it, or a run from it. */
+			if (e.m.n && (r & 64)) {
+				const struct pt_model_leaf *l =
+					&e.m.leaf[pt_model_rand(&rnd) % e.m.n];
 
 				iova = l->iova +
 				       (pt_model_rand(&rnd) % (l->size / sizes[0])) * sizes[0];
 				if (size > limit - iova)
 					size = limit - iova;
 			}
-			err = do_unmap(pt, &m, iova, size, &bytes);
+			err = do_unmap(pt, &e.m, iova, size, &bytes);
 			unmaps++;
 			enoent += err == -ENOENT;
 		}
-		check_ok(pt, &m);
+		check_ok(pt, &e.m);
 	}
 	/* Every path was taken. */
 	assert_true(maps > steps / 3 && unmaps > steps / 5);
 	assert_true(eexist > 0 && enoent > 0 && eexist < maps);
-	finish(pt, &m);
+	env_fini(&e);
 }
 
 /*
@@ -721,164 +804,159 @@ static void test_fef80000(void **state)
 }
 
 /* The last (largest) page of the input space maps, one byte further does not. */
+static void last_page_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t limit = e->limit, big = e->sizes[e->nsz - 1], small = e->s;
+	const uint64_t pa = (1ull << pt->geo.oas) - big;
+	uint64_t bytes;
+	struct dg_pt_walk w;
+
+	assert_int_equal(do_map(pt, &e->m, limit - big, pa, big, RW), 0);
+	assert_int_equal(count_leaves(pt, big), 1);
+	assert_int_equal(dg_pt_walk(pt, limit - 1, &w), 0);
+	assert_int_equal(w.phys, pa + big - 1);
+	assert_int_equal(dg_pt_walk(pt, limit, &w), -ERANGE);
+	assert_int_equal(do_map(pt, &e->m, limit - small, 0, 2 * small, RW), -ERANGE);
+	assert_int_equal(do_map(pt, &e->m, limit, 0, small, RW), -ERANGE);
+	check_ok(pt, &e->m);
+	assert_int_equal(do_unmap(pt, &e->m, limit - small, small, &bytes), 0);
+	assert_int_equal(bytes, big);
+	/* The smallest last page, at the top of the output space too. */
+	assert_int_equal(do_map(pt, &e->m, limit - small, (1ull << pt->geo.oas) - small, small,
+				DG_PROT_READ),
+			 0);
+	check_ok(pt, &e->m);
+	env_fini(e);
+}
+
 static void test_last_page(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct pt_model m;
-		uint64_t sizes[8], base, limit, bytes;
-		unsigned int n = sizes_of(pt, sizes);
-		uint64_t big = sizes[n - 1], small = sizes[0];
-		uint64_t pa = (1ull << pt->geo.oas) - big;
-		struct dg_pt_walk w;
-
-		pt_model_init(&m, pt);
-		in_range(pt, &base, &limit);
-		assert_int_equal(do_map(pt, &m, limit - big, pa, big, RW), 0);
-		assert_int_equal(count_leaves(pt, big), 1);
-		assert_int_equal(dg_pt_walk(pt, limit - 1, &w), 0);
-		assert_int_equal(w.phys, pa + big - 1);
-		assert_int_equal(dg_pt_walk(pt, limit, &w), -ERANGE);
-		assert_int_equal(do_map(pt, &m, limit - small, 0, 2 * small, RW), -ERANGE);
-		assert_int_equal(do_map(pt, &m, limit, 0, small, RW), -ERANGE);
-		check_ok(pt, &m);
-		assert_int_equal(do_unmap(pt, &m, limit - small, small, &bytes), 0);
-		assert_int_equal(bytes, big);
-		/* The smallest last page, at the top of the output space too. */
-		assert_int_equal(do_map(pt, &m, limit - small, (1ull << pt->geo.oas) - small, small,
-					DG_PROT_READ),
-				 0);
-		check_ok(pt, &m);
-		finish(pt, &m);
-	}
+	each_cfg(last_page_cfg);
 }
 
 /* ---- errors ----------------------------------------------------------------------------- */
 
+static void map_errors_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t *sizes = e->sizes, base = e->base, limit = e->limit, s = e->s;
+	const uint64_t oa = 1ull << pt->geo.oas, a = base + 16 * s;
+	const unsigned int n = e->nsz;
+	struct dg_pt_gather g;
+
+	dg_pt_gather_init(&g);
+	/* -EINVAL */
+	assert_int_equal(dg_pt_map(pt, a, 0, 0, RW, &g), -EINVAL);
+	assert_int_equal(dg_pt_map(pt, a + 1, 0, s, RW, &g), -EINVAL);
+	assert_int_equal(dg_pt_map(pt, a + s / 2, 0, s, RW, &g), -EINVAL);
+	assert_int_equal(dg_pt_map(pt, a, s / 2, s, RW, &g), -EINVAL);
+	assert_int_equal(dg_pt_map(pt, a, 0, s + s / 2, RW, &g), -EINVAL);
+	assert_int_equal(dg_pt_map(pt, a, 0, s, 0, &g), -EINVAL);
+	assert_int_equal(dg_pt_map(pt, a, 0, s, DG_PROT_CACHE | DG_PROT_NOEXEC, &g), -EINVAL);
+	assert_int_equal(dg_pt_map(pt, a, 0, s, RW | (DG_PROT_ALL + 1), &g), -EINVAL);
+	assert_int_equal(dg_pt_map(pt, a, 0, s, RW, NULL), -EINVAL);
+	/* -ERANGE */
+	assert_int_equal(dg_pt_map(pt, limit, 0, s, RW, &g), -ERANGE);
+	assert_int_equal(dg_pt_map(pt, limit - s, 0, 2 * s, RW, &g), -ERANGE);
+	assert_int_equal(dg_pt_map(pt, a, 0, 0 - s, RW, &g), -ERANGE);
+	assert_int_equal(dg_pt_map(pt, a, oa, s, RW, &g), -ERANGE);
+	assert_int_equal(dg_pt_map(pt, a, oa - s, 2 * s, RW, &g), -ERANGE);
+	assert_int_equal(dg_pt_map(pt, a, 0 - s, s, RW, &g), -ERANGE);
+	if (base)
+		assert_int_equal(dg_pt_map(pt, base - s, 0, s, RW, &g), -ERANGE);
+	/* map_pages: -EINVAL and -ERANGE of its own */
+	assert_int_equal(dg_pt_map_pages(pt, a, 0, 3 * s, 1, RW, &g), -EINVAL);
+	assert_int_equal(dg_pt_map_pages(pt, a, 0, s / 2, 2, RW, &g), -EINVAL);
+	assert_int_equal(dg_pt_map_pages(pt, a, 0, s, 0, RW, &g), -EINVAL);
+	assert_int_equal(dg_pt_map_pages(pt, a, 0, s, 1, 0, &g), -EINVAL);
+	assert_int_equal(dg_pt_map_pages(pt, a, 0, s, UINT64_MAX / s + 1, RW, &g), -ERANGE);
+	if (n > 1) {
+		assert_int_equal(dg_pt_map_pages(pt, base + sizes[1] + s, 0, sizes[1], 1, RW, &g),
+				 -EINVAL);
+		assert_int_equal(dg_pt_map_pages(pt, base, s, sizes[1], 1, RW, &g), -EINVAL);
+	}
+	assert_int_equal(g.start, g.end);
+	check_ok(pt, &e->m);
+	assert_int_equal(dg_pt_table_pages(pt), 1);
+
+	/* -EEXIST half way: what was mapped is undone, nothing else moves. */
+	assert_int_equal(do_map(pt, &e->m, a + 8 * s, 0x10 * s, 4 * s, RW), 0);
+	assert_int_equal(do_map(pt, &e->m, a, 0, 10 * s, RW), -EEXIST);
+	assert_int_equal(do_map(pt, &e->m, a + 11 * s, 0, 10 * s, RW), -EEXIST);
+	assert_int_equal(do_map(pt, &e->m, a + 9 * s, 0, s, RW), -EEXIST);
+	check_ok(pt, &e->m);
+	dg_pt_gather_init(&g);
+	assert_int_equal(dg_pt_map(pt, a, 0, 9 * s, RW, &g), -EEXIST);
+	assert_true(g.start == a && g.end == a + 8 * s); /* the undo's range */
+	dg_pt_gather_release(pt, &g);
+	if (n > 1) { /* a larger page over a leaf */
+		uint64_t L = sizes[1];
+		uint64_t b = base + 4 * L;
+
+		if (b + L <= limit) {
+			assert_int_equal(do_map(pt, &e->m, b + s, 0, s, RW), 0);
+			assert_int_equal(do_map(pt, &e->m, b, 0, L, RW), -EEXIST);
+			assert_int_equal(do_map(pt, &e->m, b - L, 0, 2 * L, RW), -EEXIST);
+			/* a small page under a large leaf */
+			assert_int_equal(do_map(pt, &e->m, b + L, 0, L, RW), 0);
+			assert_int_equal(do_map(pt, &e->m, b + L + s, s, s, RW), -EEXIST);
+			check_ok(pt, &e->m);
+		}
+	}
+	env_fini(e);
+}
+
 static void test_map_errors(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct pt_model m;
-		struct dg_pt_gather g;
-		uint64_t base, limit, sizes[8];
-		unsigned int n = sizes_of(pt, sizes);
-		uint64_t s = sizes[0], oa = 1ull << pt->geo.oas, a;
+	each_cfg(map_errors_cfg);
+}
 
-		pt_model_init(&m, pt);
-		in_range(pt, &base, &limit);
-		a = base + 16 * s;
-		dg_pt_gather_init(&g);
-		/* -EINVAL */
-		assert_int_equal(dg_pt_map(pt, a, 0, 0, RW, &g), -EINVAL);
-		assert_int_equal(dg_pt_map(pt, a + 1, 0, s, RW, &g), -EINVAL);
-		assert_int_equal(dg_pt_map(pt, a + s / 2, 0, s, RW, &g), -EINVAL);
-		assert_int_equal(dg_pt_map(pt, a, s / 2, s, RW, &g), -EINVAL);
-		assert_int_equal(dg_pt_map(pt, a, 0, s + s / 2, RW, &g), -EINVAL);
-		assert_int_equal(dg_pt_map(pt, a, 0, s, 0, &g), -EINVAL);
-		assert_int_equal(dg_pt_map(pt, a, 0, s, DG_PROT_CACHE | DG_PROT_NOEXEC, &g),
-				 -EINVAL);
-		assert_int_equal(dg_pt_map(pt, a, 0, s, RW | (DG_PROT_ALL + 1), &g), -EINVAL);
-		assert_int_equal(dg_pt_map(pt, a, 0, s, RW, NULL), -EINVAL);
-		/* -ERANGE */
-		assert_int_equal(dg_pt_map(pt, limit, 0, s, RW, &g), -ERANGE);
-		assert_int_equal(dg_pt_map(pt, limit - s, 0, 2 * s, RW, &g), -ERANGE);
-		assert_int_equal(dg_pt_map(pt, a, 0, 0 - s, RW, &g), -ERANGE);
-		assert_int_equal(dg_pt_map(pt, a, oa, s, RW, &g), -ERANGE);
-		assert_int_equal(dg_pt_map(pt, a, oa - s, 2 * s, RW, &g), -ERANGE);
-		assert_int_equal(dg_pt_map(pt, a, 0 - s, s, RW, &g), -ERANGE);
-		if (base)
-			assert_int_equal(dg_pt_map(pt, base - s, 0, s, RW, &g), -ERANGE);
-		/* map_pages: -EINVAL and -ERANGE of its own */
-		assert_int_equal(dg_pt_map_pages(pt, a, 0, 3 * s, 1, RW, &g), -EINVAL);
-		assert_int_equal(dg_pt_map_pages(pt, a, 0, s / 2, 2, RW, &g), -EINVAL);
-		assert_int_equal(dg_pt_map_pages(pt, a, 0, s, 0, RW, &g), -EINVAL);
-		assert_int_equal(dg_pt_map_pages(pt, a, 0, s, 1, 0, &g), -EINVAL);
-		assert_int_equal(dg_pt_map_pages(pt, a, 0, s, UINT64_MAX / s + 1, RW, &g), -ERANGE);
-		if (n > 1) {
-			assert_int_equal(dg_pt_map_pages(pt, base + sizes[1] + s, 0, sizes[1], 1,
-							 RW, &g),
-					 -EINVAL);
-			assert_int_equal(dg_pt_map_pages(pt, base, s, sizes[1], 1, RW, &g),
-					 -EINVAL);
-		}
-		assert_int_equal(g.start, g.end);
-		check_ok(pt, &m);
-		assert_int_equal(dg_pt_table_pages(pt), 1);
+static void unmap_walk_errors_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t base = e->base, limit = e->limit, s = e->s;
+	struct dg_pt_gather g;
+	struct dg_pt_walk w;
+	uint64_t bytes = 7;
 
-		/* -EEXIST half way: what was mapped is undone, nothing else moves. */
-		assert_int_equal(do_map(pt, &m, a + 8 * s, 0x10 * s, 4 * s, RW), 0);
-		assert_int_equal(do_map(pt, &m, a, 0, 10 * s, RW), -EEXIST);
-		assert_int_equal(do_map(pt, &m, a + 11 * s, 0, 10 * s, RW), -EEXIST);
-		assert_int_equal(do_map(pt, &m, a + 9 * s, 0, s, RW), -EEXIST);
-		check_ok(pt, &m);
-		dg_pt_gather_init(&g);
-		assert_int_equal(dg_pt_map(pt, a, 0, 9 * s, RW, &g), -EEXIST);
-		assert_true(g.start == a && g.end == a + 8 * s); /* the undo's range */
-		dg_pt_gather_release(pt, &g);
-		if (n > 1) { /* a larger page over a leaf */
-			uint64_t L = sizes[1];
-			uint64_t b = base + 4 * L;
+	dg_pt_gather_init(&g);
+	assert_int_equal(dg_pt_unmap(pt, base, 0, &g, &bytes), -EINVAL);
+	assert_int_equal(dg_pt_unmap(pt, base + s / 2, s, &g, &bytes), -EINVAL);
+	assert_int_equal(dg_pt_unmap(pt, base, s / 2, &g, &bytes), -EINVAL);
+	assert_int_equal(dg_pt_unmap(pt, base, s, NULL, &bytes), -EINVAL);
+	assert_int_equal(dg_pt_unmap(pt, base, s, &g, NULL), -EINVAL);
+	assert_int_equal(dg_pt_unmap(pt, limit, s, &g, &bytes), -ERANGE);
+	assert_int_equal(dg_pt_unmap(pt, limit - s, 2 * s, &g, &bytes), -ERANGE);
+	assert_int_equal(dg_pt_unmap(pt, base + s, 0 - s, &g, &bytes), -ERANGE);
+	if (base)
+		assert_int_equal(dg_pt_unmap(pt, base - s, s, &g, &bytes), -ERANGE);
+	assert_int_equal(bytes, 7);
+	assert_int_equal(dg_pt_unmap(pt, base, s, &g, &bytes), -ENOENT);
+	assert_int_equal(bytes, 0);
+	assert_int_equal(g.start, g.end);
 
-			if (b + L <= limit) {
-				assert_int_equal(do_map(pt, &m, b + s, 0, s, RW), 0);
-				assert_int_equal(do_map(pt, &m, b, 0, L, RW), -EEXIST);
-				assert_int_equal(do_map(pt, &m, b - L, 0, 2 * L, RW), -EEXIST);
-				/* a small page under a large leaf */
-				assert_int_equal(do_map(pt, &m, b + L, 0, L, RW), 0);
-				assert_int_equal(do_map(pt, &m, b + L + s, s, s, RW), -EEXIST);
-				check_ok(pt, &m);
-			}
-		}
-		finish(pt, &m);
-	}
+	assert_int_equal(dg_pt_walk(pt, limit, &w), -ERANGE);
+	if (base)
+		assert_int_equal(dg_pt_walk(pt, base - 1, &w), -ERANGE);
+	assert_int_equal(dg_pt_walk(pt, base, &w), -ENOENT);
+	assert_int_equal(w.depth, 0);
+	assert_int_equal(w.table[0], (const void *)(uintptr_t)dg_pt_root(pt));
+	assert_int_equal(dg_pt_walk_from(pt, base, NULL, 0, &w), -EINVAL);
+	assert_int_equal(dg_pt_walk_from(pt, base, w.table[0], pt->depth, &w), -EINVAL);
+	assert_int_equal(dg_pt_walk_from(pt, limit, w.table[0], 0, &w), -ERANGE);
+	assert_int_equal(dg_pt_iova_to_phys(pt, limit), 0);
+	assert_int_equal(dg_pt_table_span(pt, pt->depth), 0);
+	check_ok(pt, NULL);
+	env_destroy(e);
 }
 
 static void test_unmap_walk_errors(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct dg_pt_gather g;
-		struct dg_pt_walk w;
-		uint64_t base, limit, sizes[8], bytes = 7;
-		uint64_t s;
-
-		sizes_of(pt, sizes);
-		s = sizes[0];
-		in_range(pt, &base, &limit);
-		dg_pt_gather_init(&g);
-		assert_int_equal(dg_pt_unmap(pt, base, 0, &g, &bytes), -EINVAL);
-		assert_int_equal(dg_pt_unmap(pt, base + s / 2, s, &g, &bytes), -EINVAL);
-		assert_int_equal(dg_pt_unmap(pt, base, s / 2, &g, &bytes), -EINVAL);
-		assert_int_equal(dg_pt_unmap(pt, base, s, NULL, &bytes), -EINVAL);
-		assert_int_equal(dg_pt_unmap(pt, base, s, &g, NULL), -EINVAL);
-		assert_int_equal(dg_pt_unmap(pt, limit, s, &g, &bytes), -ERANGE);
-		assert_int_equal(dg_pt_unmap(pt, limit - s, 2 * s, &g, &bytes), -ERANGE);
-		assert_int_equal(dg_pt_unmap(pt, base + s, 0 - s, &g, &bytes), -ERANGE);
-		if (base)
-			assert_int_equal(dg_pt_unmap(pt, base - s, s, &g, &bytes), -ERANGE);
-		assert_int_equal(bytes, 7);
-		assert_int_equal(dg_pt_unmap(pt, base, s, &g, &bytes), -ENOENT);
-		assert_int_equal(bytes, 0);
-		assert_int_equal(g.start, g.end);
-
-		assert_int_equal(dg_pt_walk(pt, limit, &w), -ERANGE);
-		if (base)
-			assert_int_equal(dg_pt_walk(pt, base - 1, &w), -ERANGE);
-		assert_int_equal(dg_pt_walk(pt, base, &w), -ENOENT);
-		assert_int_equal(w.depth, 0);
-		assert_int_equal(w.table[0], (const void *)(uintptr_t)dg_pt_root(pt));
-		assert_int_equal(dg_pt_walk_from(pt, base, NULL, 0, &w), -EINVAL);
-		assert_int_equal(dg_pt_walk_from(pt, base, w.table[0], pt->depth, &w), -EINVAL);
-		assert_int_equal(dg_pt_walk_from(pt, limit, w.table[0], 0, &w), -ERANGE);
-		assert_int_equal(dg_pt_iova_to_phys(pt, limit), 0);
-		assert_int_equal(dg_pt_table_span(pt, pt->depth), 0);
-		check_ok(pt, NULL);
-		dg_pt_destroy(pt);
-	}
+	each_cfg(unmap_walk_errors_cfg);
 }
 
 /* An allocator that fails the n-th allocation and counts what is outstanding. */
@@ -979,84 +1057,81 @@ static void test_enomem(void **state)
 
 /* ---- gather, walk caches, check --------------------------------------------------------- */
 
+static void gather_and_stale_walk_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t *sizes = e->sizes, base = e->base, limit = e->limit, s = e->s;
+	const uint64_t span = e->span, a = base + 2 * span;
+	const unsigned int last = e->last;
+	struct dg_pt_gather g;
+	struct dg_pt_walk w, w2;
+	uint64_t bytes, before;
+
+	if (pt->depth < 2) {
+		env_destroy(e);
+		return;
+	}
+	assert_int_equal(span, pt->lvl[last].size * (pt->lvl[last].index_mask + 1));
+	assert_int_equal(dg_pt_table_span(pt, 0), limit - base);
+	/* A whole last-level table of small pages (the output only granule aligned). */
+	assert_int_equal(do_map(pt, &e->m, a, s, span, RW), 0);
+	assert_int_equal(dg_pt_walk(pt, a + s, &w), 0);
+	assert_int_equal(w.depth, last);
+	for (unsigned int d = 0; d <= last; d++) {
+		assert_int_equal(dg_pt_walk_from(pt, a + s, w.table[d], d, &w2), 0);
+		assert_int_equal(w2.pte, w.pte);
+		assert_int_equal(w2.depth, w.depth);
+		assert_int_equal(w2.table[last], w.table[last]);
+	}
+	before = dg_pt_table_pages(pt);
+
+	/* Unmapping the table's whole span unlinks it onto the gather, not freed yet. */
+	dg_pt_gather_init(&g);
+	assert_int_equal(pt_model_unmap(&e->m, a, span, &bytes), 0);
+	assert_int_equal(dg_pt_unmap(pt, a, span, &g, &bytes), 0);
+	assert_int_equal(bytes, span);
+	assert_int_equal(g.start, a);
+	assert_int_equal(g.end, a + span);
+	assert_int_equal(g.pgsize, s);
+	assert_false(g.leaf_only);
+	assert_int_equal(g.nr_tables, 1);
+	assert_ptr_equal(g.freelist, w.table[last]);
+	assert_int_equal(dg_pt_table_pages(pt), before);
+	check_ok(pt, &e->m);
+	assert_int_equal(dg_pt_walk(pt, a + s, &w2), -ENOENT);
+	/*
+	 * A walk cache still holding the table sees word 0 as "not present" and the other
+	 * entries as they were, until the invalidation and the release.
+	 */
+	assert_int_equal(dg_pt_walk_from(pt, a, w.table[last], last, &w2), -ENOENT);
+	assert_int_equal(dg_pt_walk_from(pt, a + s, w.table[last], last, &w2), 0);
+	assert_int_equal(w2.pte, w.pte);
+	dg_pt_gather_release(pt, &g);
+	assert_int_equal(dg_pt_table_pages(pt), before - 1);
+	assert_null(g.freelist);
+	assert_true(g.leaf_only);
+	assert_int_equal(g.start, g.end);
+
+	/* One gather collects several calls: the hull, the largest page. */
+	assert_int_equal(do_map(pt, &e->m, a, a, s, RW), 0);
+	assert_int_equal(do_map(pt, &e->m, a + 4 * span, 0, sizes[1], RW), 0);
+	dg_pt_gather_init(&g);
+	assert_int_equal(dg_pt_unmap(pt, a + 4 * span, s, &g, &bytes), 0);
+	assert_int_equal(dg_pt_unmap(pt, a, s, &g, &bytes), 0);
+	assert_int_equal(g.start, a);
+	assert_int_equal(g.end, a + 4 * span + sizes[1]);
+	assert_int_equal(g.pgsize, sizes[1]);
+	assert_true(g.leaf_only);
+	dg_pt_gather_release(pt, &g);
+	pt_model_unmap(&e->m, a, limit - a, &bytes);
+	check_ok(pt, &e->m);
+	env_fini(e);
+}
+
 static void test_gather_and_stale_walk(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct pt_model m;
-		struct dg_pt_gather g;
-		struct dg_pt_walk w, w2;
-		uint64_t base, limit, sizes[8], s, span, a, bytes, before;
-		unsigned int last;
-
-		if (pt->depth < 2) {
-			dg_pt_destroy(pt);
-			continue;
-		}
-		sizes_of(pt, sizes);
-		s = sizes[0];
-		in_range(pt, &base, &limit);
-		pt_model_init(&m, pt);
-		last = pt->depth - 1;
-		span = dg_pt_table_span(pt, last);
-		assert_int_equal(span, pt->lvl[last].size * (pt->lvl[last].index_mask + 1));
-		assert_int_equal(dg_pt_table_span(pt, 0), limit - base);
-		a = base + 2 * span;
-		/* A whole last-level table of small pages (the output only granule aligned). */
-		assert_int_equal(do_map(pt, &m, a, s, span, RW), 0);
-		assert_int_equal(dg_pt_walk(pt, a + s, &w), 0);
-		assert_int_equal(w.depth, last);
-		for (unsigned int d = 0; d <= last; d++) {
-			assert_int_equal(dg_pt_walk_from(pt, a + s, w.table[d], d, &w2), 0);
-			assert_int_equal(w2.pte, w.pte);
-			assert_int_equal(w2.depth, w.depth);
-			assert_int_equal(w2.table[last], w.table[last]);
-		}
-		before = dg_pt_table_pages(pt);
-
-		/* Unmapping the table's whole span unlinks it onto the gather, not freed yet. */
-		dg_pt_gather_init(&g);
-		assert_int_equal(pt_model_unmap(&m, a, span, &bytes), 0);
-		assert_int_equal(dg_pt_unmap(pt, a, span, &g, &bytes), 0);
-		assert_int_equal(bytes, span);
-		assert_int_equal(g.start, a);
-		assert_int_equal(g.end, a + span);
-		assert_int_equal(g.pgsize, s);
-		assert_false(g.leaf_only);
-		assert_int_equal(g.nr_tables, 1);
-		assert_ptr_equal(g.freelist, w.table[last]);
-		assert_int_equal(dg_pt_table_pages(pt), before);
-		check_ok(pt, &m);
-		assert_int_equal(dg_pt_walk(pt, a + s, &w2), -ENOENT);
-		/*
-		 * A walk cache still holding the table sees word 0 as "not present" and the other
-		 * entries as they were, until the invalidation and the release.
-		 */
-		assert_int_equal(dg_pt_walk_from(pt, a, w.table[last], last, &w2), -ENOENT);
-		assert_int_equal(dg_pt_walk_from(pt, a + s, w.table[last], last, &w2), 0);
-		assert_int_equal(w2.pte, w.pte);
-		dg_pt_gather_release(pt, &g);
-		assert_int_equal(dg_pt_table_pages(pt), before - 1);
-		assert_null(g.freelist);
-		assert_true(g.leaf_only);
-		assert_int_equal(g.start, g.end);
-
-		/* One gather collects several calls: the hull, the largest page. */
-		assert_int_equal(do_map(pt, &m, a, a, s, RW), 0);
-		assert_int_equal(do_map(pt, &m, a + 4 * span, 0, sizes[1], RW), 0);
-		dg_pt_gather_init(&g);
-		assert_int_equal(dg_pt_unmap(pt, a + 4 * span, s, &g, &bytes), 0);
-		assert_int_equal(dg_pt_unmap(pt, a, s, &g, &bytes), 0);
-		assert_int_equal(g.start, a);
-		assert_int_equal(g.end, a + 4 * span + sizes[1]);
-		assert_int_equal(g.pgsize, sizes[1]);
-		assert_true(g.leaf_only);
-		dg_pt_gather_release(pt, &g);
-		pt_model_unmap(&m, a, limit - a, &bytes);
-		check_ok(pt, &m);
-		finish(pt, &m);
-	}
+	each_cfg(gather_and_stale_walk_cfg);
 }
 
 /*
@@ -1064,74 +1139,64 @@ static void test_gather_and_stale_walk(void **state)
  * a granule it cannot map (slot taken, bad address) stops it there with the error dg_pt_map
  * gives and *done = the granules mapped before it, which stay mapped.
  */
+static void map_granules_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t base = e->base, limit = e->limit, s = e->s;
+	struct dg_pt_gather g;
+	uint64_t a, phys[12];
+	unsigned int n = 12, done = 99;
+
+	a = base + 2 * e->span - 5 * s; /* granules 0..4 in one table, 5..11 in the next */
+	if (a < base || a + n * s > limit)
+		a = base;
+	for (unsigned int i = 0; i < n; i++)
+		phys[i] = (5 * i + 1) * s;
+	dg_pt_gather_init(&g);
+	assert_int_equal(pt_map_granules(pt, a, phys, n, RW, &g, &done), 0);
+	assert_int_equal(done, n);
+	model_map_granules(e, a, phys, n, RW);
+	check_ok(pt, &e->m);
+	unmap_both(e, a, n * s, &g);
+	dg_pt_gather_release(pt, &g);
+	check_ok(pt, &e->m);
+
+	/* a slot already taken: stops there */
+	assert_int_equal(pt_map_granule(pt, a + 7 * s, 3 * s, DG_PROT_READ, &g), 0);
+	assert_int_equal(pt_model_map(&e->m, a + 7 * s, 3 * s, s, DG_PROT_READ), 0);
+	assert_int_equal(pt_map_granules(pt, a, phys, n, RW, &g, &done), -EEXIST);
+	assert_int_equal(done, 7);
+	model_map_granules(e, a, phys, 7, RW);
+	check_ok(pt, &e->m);
+	unmap_both(e, a, n * s, &g);
+	dg_pt_gather_release(pt, &g);
+
+	/* a misaligned address, then one beyond the output size */
+	phys[3] = s + 1;
+	assert_int_equal(pt_map_granules(pt, a, phys, n, RW, &g, &done), -EINVAL);
+	assert_int_equal(done, 3);
+	model_map_granules(e, a, phys, 3, RW);
+	check_ok(pt, &e->m);
+	phys[3] = 1ull << pt->geo.oas;
+	assert_int_equal(pt_map_granules(pt, a + 3 * s, phys + 3, n - 3, RW, &g, &done), -ERANGE);
+	assert_int_equal(done, 0);
+	/* bad arguments: the general path's errors, nothing mapped */
+	assert_int_equal(pt_map_granules(pt, a + 3 * s, phys, 1, 0, &g, &done), -EINVAL);
+	assert_int_equal(pt_map_granules(pt, a + 3 * s + 1, phys, 1, RW, &g, &done), -EINVAL);
+	assert_int_equal(pt_map_granules(pt, limit, phys, 1, RW, &g, &done), -ERANGE);
+	assert_int_equal(pt_map_granules(pt, a, phys, 0, RW, &g, &done), 0);
+	assert_int_equal(done, 0);
+	check_ok(pt, &e->m);
+	unmap_both(e, a, 3 * s, &g);
+	dg_pt_gather_release(pt, &g);
+	check_ok(pt, &e->m);
+	env_fini(e);
+}
+
 static void test_map_granules(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct pt_model m;
-		struct dg_pt_gather g;
-		uint64_t base, limit, sizes[8], s, span, a, bytes, phys[12];
-		unsigned int last = pt->depth - 1, n = 12, done = 99;
-
-		sizes_of(pt, sizes);
-		s = sizes[0];
-		in_range(pt, &base, &limit);
-		pt_model_init(&m, pt);
-		span = last ? dg_pt_table_span(pt, last) : limit - base;
-		a = base + 2 * span - 5 * s; /* granules 0..4 in one table, 5..11 in the next */
-		if (a < base || a + n * s > limit)
-			a = base;
-		for (unsigned int i = 0; i < n; i++)
-			phys[i] = (5 * i + 1) * s;
-		dg_pt_gather_init(&g);
-		assert_int_equal(pt_map_granules(pt, a, phys, n, RW, &g, &done), 0);
-		assert_int_equal(done, n);
-		for (unsigned int i = 0; i < n; i++)
-			assert_int_equal(pt_model_map(&m, a + i * s, phys[i], s, RW), 0);
-		check_ok(pt, &m);
-		assert_int_equal(dg_pt_unmap(pt, a, n * s, &g, &bytes), 0);
-		assert_int_equal(pt_model_unmap(&m, a, n * s, &bytes), 0);
-		dg_pt_gather_release(pt, &g);
-		check_ok(pt, &m);
-
-		/* a slot already taken: stops there */
-		assert_int_equal(pt_map_granule(pt, a + 7 * s, 3 * s, DG_PROT_READ, &g), 0);
-		assert_int_equal(pt_model_map(&m, a + 7 * s, 3 * s, s, DG_PROT_READ), 0);
-		assert_int_equal(pt_map_granules(pt, a, phys, n, RW, &g, &done), -EEXIST);
-		assert_int_equal(done, 7);
-		for (unsigned int i = 0; i < 7; i++)
-			assert_int_equal(pt_model_map(&m, a + i * s, phys[i], s, RW), 0);
-		check_ok(pt, &m);
-		assert_int_equal(dg_pt_unmap(pt, a, n * s, &g, &bytes), 0);
-		assert_int_equal(pt_model_unmap(&m, a, n * s, &bytes), 0);
-		dg_pt_gather_release(pt, &g);
-
-		/* a misaligned address, then one beyond the output size */
-		phys[3] = s + 1;
-		assert_int_equal(pt_map_granules(pt, a, phys, n, RW, &g, &done), -EINVAL);
-		assert_int_equal(done, 3);
-		for (unsigned int i = 0; i < 3; i++)
-			assert_int_equal(pt_model_map(&m, a + i * s, phys[i], s, RW), 0);
-		check_ok(pt, &m);
-		phys[3] = 1ull << pt->geo.oas;
-		assert_int_equal(pt_map_granules(pt, a + 3 * s, phys + 3, n - 3, RW, &g, &done),
-				 -ERANGE);
-		assert_int_equal(done, 0);
-		/* bad arguments: the general path's errors, nothing mapped */
-		assert_int_equal(pt_map_granules(pt, a + 3 * s, phys, 1, 0, &g, &done), -EINVAL);
-		assert_int_equal(pt_map_granules(pt, a + 3 * s + 1, phys, 1, RW, &g, &done),
-				 -EINVAL);
-		assert_int_equal(pt_map_granules(pt, limit, phys, 1, RW, &g, &done), -ERANGE);
-		assert_int_equal(pt_map_granules(pt, a, phys, 0, RW, &g, &done), 0);
-		assert_int_equal(done, 0);
-		check_ok(pt, &m);
-		assert_int_equal(dg_pt_unmap(pt, a, 3 * s, &g, &bytes), 0);
-		assert_int_equal(pt_model_unmap(&m, a, 3 * s, &bytes), 0);
-		dg_pt_gather_release(pt, &g);
-		check_ok(pt, &m);
-		finish(pt, &m);
-	}
+	each_cfg(map_granules_cfg);
 }
 
 /*
@@ -1142,138 +1207,127 @@ static void test_map_granules(void **state)
  * takes its place (dg_pt_hint_check after every step). The checker itself catches a hint
  * whose unlink was not counted.
  */
+static void hint_granule_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t base = e->base, limit = e->limit, s = e->s, span = e->span;
+	const unsigned int last = e->last;
+	struct dg_pt_gather g;
+	struct dg_pt_walk w, w2;
+	uint64_t a, pages, gen;
+
+	a = base + 2 * span;
+	if (a + span > limit)
+		a = base;
+	assert_int_equal(pt->granule_fast, last > 0);
+
+	/* Errors as dg_pt_map / dg_pt_unmap, nothing changed. */
+	dg_pt_gather_init(&g);
+	assert_int_equal(pt_map_granule(pt, a, s + 1, RW, &g), -EINVAL);
+	assert_int_equal(pt_map_granule(pt, a + 1, s, RW, &g), -EINVAL);
+	assert_int_equal(pt_map_granule(pt, a, s, 0, &g), -EINVAL);
+	assert_int_equal(pt_map_granule(pt, a, s, RW | 0x100, &g), -EINVAL);
+	assert_int_equal(pt_map_granule(pt, a, s, RW, NULL), -EINVAL);
+	assert_int_equal(pt_map_granule(pt, a, 1ull << pt->geo.oas, RW, &g), -ERANGE);
+	assert_int_equal(pt_map_granule(pt, limit, s, RW, &g), -ERANGE);
+	if (base)
+		assert_int_equal(pt_map_granule(pt, base - s, s, RW, &g), -ERANGE);
+	assert_int_equal(pt_unmap_granule(pt, a, &g), -ENOENT);
+	assert_int_equal(pt_unmap_granule(pt, a + 1, &g), -EINVAL);
+	assert_int_equal(pt_unmap_granule(pt, a, NULL), -EINVAL);
+	assert_int_equal(g.start, g.end);
+	check_ok(pt, &e->m);
+
+	/* First map: the descent records the hint; the next ones in the table use it. */
+	map_granule_both(e, a, 7 * s, RW, &g);
+	check_ok(pt, &e->m);
+	pages = dg_pt_table_pages(pt);
+	for (uint64_t k = 1; k < 8 && k * s < span; k++) {
+		map_granule_both(e, a + k * s, 9 * k * s, DG_PROT_READ, &g);
+		check_ok(pt, &e->m);
+	}
+	assert_int_equal(dg_pt_table_pages(pt), pages);
+	assert_int_equal(pt_map_granule(pt, a, 7 * s, RW, &g), -EEXIST);
+	assert_int_equal(dg_pt_walk(pt, a, &w), 0);
+	assert_int_equal(w.phys, 7 * s);
+	if (span > s) {
+		assert_int_equal(dg_pt_walk(pt, a + s, &w2), 0);
+		assert_int_equal(w2.phys, 9 * s);
+		assert_int_equal(w2.prot, DG_PROT_READ);
+		assert_ptr_equal(w2.table[last], w.table[last]);
+		/* Unmap through the hint: one leaf, the gather gets its page. */
+		unmap_granule_both(e, a + s, &g);
+		assert_int_equal(g.start, a + s);
+		assert_int_equal(g.end, a + 2 * s);
+		assert_true(g.leaf_only);
+		assert_int_equal(pt_unmap_granule(pt, a + s, &g), -ENOENT);
+		check_ok(pt, &e->m);
+	}
+	dg_pt_gather_release(pt, &g);
+	if (!last) {
+		env_fini(e);
+		return;
+	}
+
+	/* An unmap covering the table's span unlinks it: the hint goes stale at once. */
+	gen = atomic_load(&pt->unlink_gen);
+	dg_pt_gather_init(&g);
+	unmap_both(e, a, span, &g);
+	assert_int_equal(g.nr_tables, 1);
+	assert_true(atomic_load(&pt->unlink_gen) > gen);
+	check_ok(pt, &e->m);
+	dg_pt_gather_release(pt, &g); /* the table page is freed */
+	assert_int_equal(dg_pt_table_pages(pt), pages - 1);
+	/* The next map descends and links a new table (no use of the freed one). */
+	map_granule_both(e, a + s, 3 * s, RW, &g);
+	assert_int_equal(dg_pt_table_pages(pt), pages);
+	assert_int_equal(dg_pt_walk(pt, a + s, &w2), 0);
+	assert_int_equal(w2.phys, 3 * s);
+	check_ok(pt, &e->m);
+
+	/* A larger leaf over the (now empty) table unlinks it too. */
+	if (e->nsz > 1 && e->sizes[1] == span) {
+		uint64_t bytes;
+
+		unmap_granule_both(e, a + s, &g);
+		dg_pt_gather_release(pt, &g);
+		check_ok(pt, &e->m);
+		gen = atomic_load(&pt->unlink_gen);
+		assert_int_equal(pt_model_map(&e->m, a, 0, span, RW), 0);
+		assert_int_equal(dg_pt_map(pt, a, 0, span, RW, &g), 0);
+		assert_int_equal(g.nr_tables, 1);
+		assert_true(atomic_load(&pt->unlink_gen) > gen);
+		check_ok(pt, &e->m);
+		dg_pt_gather_release(pt, &g);
+		assert_int_equal(pt_map_granule(pt, a + s, 3 * s, RW, &g), -EEXIST);
+		assert_int_equal(pt_unmap_granule(pt, a + s, &g), 0); /* the whole leaf */
+		assert_int_equal(g.end - g.start, span);
+		assert_int_equal(pt_model_unmap(&e->m, a, span, &bytes), 0);
+		dg_pt_gather_release(pt, &g);
+		check_ok(pt, &e->m);
+		map_granule_both(e, a + s, 3 * s, RW, &g);
+		check_ok(pt, &e->m);
+	}
+
+	/* The checker: an unlink the generation does not count leaves a wrong hint. */
+	map_granule_both(e, a + span, 5 * s, RW, &g); /* the hint there */
+	check_ok(pt, &e->m);
+	gen = atomic_load(&pt->unlink_gen);
+	unmap_both(e, a + span, span, &g);
+	atomic_store(&pt->unlink_gen, gen); /* as if the unlink had not been counted */
+	assert_int_equal(dg_pt_hint_check(pt, NULL), -EUCLEAN);
+	atomic_store(&pt->unlink_gen, gen + 1);
+	assert_int_equal(dg_pt_hint_check(pt, NULL), 0);
+	dg_pt_gather_release(pt, &g);
+	check_ok(pt, &e->m);
+
+	env_fini(e);
+}
+
 static void test_hint_granule(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct pt_model m;
-		struct dg_pt_gather g;
-		struct dg_pt_walk w, w2;
-		uint64_t base, limit, sizes[8], s, span, a, bytes, pages, gen;
-		unsigned int last = pt->depth - 1, nsz;
-
-		nsz = sizes_of(pt, sizes);
-		s = sizes[0];
-		in_range(pt, &base, &limit);
-		pt_model_init(&m, pt);
-		span = last ? dg_pt_table_span(pt, last) : limit - base;
-		a = base + 2 * span;
-		if (a + span > limit)
-			a = base;
-		assert_int_equal(pt->granule_fast, last > 0);
-
-		/* Errors as dg_pt_map / dg_pt_unmap, nothing changed. */
-		dg_pt_gather_init(&g);
-		assert_int_equal(pt_map_granule(pt, a, s + 1, RW, &g), -EINVAL);
-		assert_int_equal(pt_map_granule(pt, a + 1, s, RW, &g), -EINVAL);
-		assert_int_equal(pt_map_granule(pt, a, s, 0, &g), -EINVAL);
-		assert_int_equal(pt_map_granule(pt, a, s, RW | 0x100, &g), -EINVAL);
-		assert_int_equal(pt_map_granule(pt, a, s, RW, NULL), -EINVAL);
-		assert_int_equal(pt_map_granule(pt, a, 1ull << pt->geo.oas, RW, &g), -ERANGE);
-		assert_int_equal(pt_map_granule(pt, limit, s, RW, &g), -ERANGE);
-		if (base)
-			assert_int_equal(pt_map_granule(pt, base - s, s, RW, &g), -ERANGE);
-		assert_int_equal(pt_unmap_granule(pt, a, &g), -ENOENT);
-		assert_int_equal(pt_unmap_granule(pt, a + 1, &g), -EINVAL);
-		assert_int_equal(pt_unmap_granule(pt, a, NULL), -EINVAL);
-		assert_int_equal(g.start, g.end);
-		check_ok(pt, &m);
-
-		/* First map: the descent records the hint; the next ones in the table use it. */
-		assert_int_equal(pt_model_map(&m, a, 7 * s, s, RW), 0);
-		assert_int_equal(pt_map_granule(pt, a, 7 * s, RW, &g), 0);
-		check_ok(pt, &m);
-		pages = dg_pt_table_pages(pt);
-		for (uint64_t k = 1; k < 8 && k * s < span; k++) {
-			assert_int_equal(pt_model_map(&m, a + k * s, 9 * k * s, s, DG_PROT_READ),
-					 0);
-			assert_int_equal(pt_map_granule(pt, a + k * s, 9 * k * s, DG_PROT_READ, &g),
-					 0);
-			check_ok(pt, &m);
-		}
-		assert_int_equal(dg_pt_table_pages(pt), pages);
-		assert_int_equal(pt_map_granule(pt, a, 7 * s, RW, &g), -EEXIST);
-		assert_int_equal(dg_pt_walk(pt, a, &w), 0);
-		assert_int_equal(w.phys, 7 * s);
-		if (span > s) {
-			assert_int_equal(dg_pt_walk(pt, a + s, &w2), 0);
-			assert_int_equal(w2.phys, 9 * s);
-			assert_int_equal(w2.prot, DG_PROT_READ);
-			assert_ptr_equal(w2.table[last], w.table[last]);
-			/* Unmap through the hint: one leaf, the gather gets its page. */
-			assert_int_equal(pt_model_unmap(&m, a + s, s, &bytes), 0);
-			assert_int_equal(pt_unmap_granule(pt, a + s, &g), 0);
-			assert_int_equal(g.start, a + s);
-			assert_int_equal(g.end, a + 2 * s);
-			assert_true(g.leaf_only);
-			assert_int_equal(pt_unmap_granule(pt, a + s, &g), -ENOENT);
-			check_ok(pt, &m);
-		}
-		dg_pt_gather_release(pt, &g);
-		if (!last) {
-			finish(pt, &m);
-			continue;
-		}
-
-		/* An unmap covering the table's span unlinks it: the hint goes stale at once. */
-		gen = atomic_load(&pt->unlink_gen);
-		dg_pt_gather_init(&g);
-		assert_int_equal(pt_model_unmap(&m, a, span, &bytes), 0);
-		assert_int_equal(dg_pt_unmap(pt, a, span, &g, &bytes), 0);
-		assert_int_equal(g.nr_tables, 1);
-		assert_true(atomic_load(&pt->unlink_gen) > gen);
-		check_ok(pt, &m);
-		dg_pt_gather_release(pt, &g); /* the table page is freed */
-		assert_int_equal(dg_pt_table_pages(pt), pages - 1);
-		/* The next map descends and links a new table (no use of the freed one). */
-		assert_int_equal(pt_model_map(&m, a + s, 3 * s, s, RW), 0);
-		assert_int_equal(pt_map_granule(pt, a + s, 3 * s, RW, &g), 0);
-		assert_int_equal(dg_pt_table_pages(pt), pages);
-		assert_int_equal(dg_pt_walk(pt, a + s, &w2), 0);
-		assert_int_equal(w2.phys, 3 * s);
-		check_ok(pt, &m);
-
-		/* A larger leaf over the (now empty) table unlinks it too. */
-		if (nsz > 1 && sizes[1] == span) {
-			assert_int_equal(pt_model_unmap(&m, a + s, s, &bytes), 0);
-			assert_int_equal(pt_unmap_granule(pt, a + s, &g), 0);
-			dg_pt_gather_release(pt, &g);
-			check_ok(pt, &m);
-			gen = atomic_load(&pt->unlink_gen);
-			assert_int_equal(pt_model_map(&m, a, 0, span, RW), 0);
-			assert_int_equal(dg_pt_map(pt, a, 0, span, RW, &g), 0);
-			assert_int_equal(g.nr_tables, 1);
-			assert_true(atomic_load(&pt->unlink_gen) > gen);
-			check_ok(pt, &m);
-			dg_pt_gather_release(pt, &g);
-			assert_int_equal(pt_map_granule(pt, a + s, 3 * s, RW, &g), -EEXIST);
-			assert_int_equal(pt_unmap_granule(pt, a + s, &g), 0); /* the whole leaf */
-			assert_int_equal(g.end - g.start, span);
-			assert_int_equal(pt_model_unmap(&m, a, span, &bytes), 0);
-			dg_pt_gather_release(pt, &g);
-			check_ok(pt, &m);
-			assert_int_equal(pt_model_map(&m, a + s, 3 * s, s, RW), 0);
-			assert_int_equal(pt_map_granule(pt, a + s, 3 * s, RW, &g), 0);
-			check_ok(pt, &m);
-		}
-
-		/* The checker: an unlink the generation does not count leaves a wrong hint. */
-		assert_int_equal(pt_map_granule(pt, a + span, 5 * s, RW, &g), 0); /* hint there */
-		assert_int_equal(pt_model_map(&m, a + span, 5 * s, s, RW), 0);
-		check_ok(pt, &m);
-		gen = atomic_load(&pt->unlink_gen);
-		assert_int_equal(dg_pt_unmap(pt, a + span, span, &g, &bytes), 0);
-		assert_int_equal(pt_model_unmap(&m, a + span, span, &bytes), 0);
-		atomic_store(&pt->unlink_gen, gen); /* as if the unlink had not been counted */
-		assert_int_equal(dg_pt_hint_check(pt, NULL), -EUCLEAN);
-		atomic_store(&pt->unlink_gen, gen + 1);
-		assert_int_equal(dg_pt_hint_check(pt, NULL), 0);
-		dg_pt_gather_release(pt, &g);
-		check_ok(pt, &m);
-
-		finish(pt, &m);
-	}
+	each_cfg(hint_granule_cfg);
 }
 
 /*
@@ -1281,55 +1335,54 @@ static void test_hint_granule(void **state)
  * a run across a last-level table boundary with a hole in it, the same run again (-ENOENT),
  * a run over a larger leaf (the general path takes it), bad arguments; tables are kept.
  */
+static void unmap_granules_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t *sizes = e->sizes, base = e->base, limit = e->limit, s = e->s;
+	const unsigned int last = e->last;
+	/* a table boundary */
+	const uint64_t a = last ? base + 2 * e->span : base + 8 * s;
+	struct dg_pt_gather g;
+	uint64_t bytes, tables;
+
+	dg_pt_gather_init(&g);
+	assert_int_equal(pt_unmap_granules(pt, a + 1, 2, &g), -EINVAL);
+	assert_int_equal(pt_unmap_granules(pt, a, 0, &g), -EINVAL);
+	assert_int_equal(pt_unmap_granules(pt, a, 2, NULL), -EINVAL);
+	assert_int_equal(pt_unmap_granules(pt, a, 2, &g), -ENOENT);
+	for (int k = -3; k < 3; k++) {
+		if (k == 1)
+			continue; /* a hole */
+		assert_int_equal(do_map(pt, &e->m, a + k * (int64_t)s, (9 + k) * s, s, RW), 0);
+	}
+	check_ok(pt, &e->m);
+	tables = dg_pt_table_pages(pt);
+	assert_int_equal(pt_unmap_granules(pt, a - 3 * s, 6, &g), 0);
+	assert_int_equal(pt_model_unmap(&e->m, a - 3 * s, 6 * s, &bytes), 0);
+	assert_true(g.start <= a - 3 * s && g.end >= a + 3 * s);
+	assert_true(g.leaf_only);
+	check_ok(pt, &e->m);
+	assert_int_equal(dg_pt_table_pages(pt), tables); /* kept */
+	assert_int_equal(pt_unmap_granules(pt, a - 3 * s, 6, &g), -ENOENT);
+	/* a larger leaf in the run: the general path removes it whole */
+	if (last && e->nsz > 1 && a + sizes[1] + 2 * s <= limit) {
+		uint64_t l = a + sizes[1];
+
+		l -= l % sizes[1];
+		assert_int_equal(do_map(pt, &e->m, l, 0, sizes[1], RW), 0);
+		assert_int_equal(do_map(pt, &e->m, l + sizes[1], 3 * s, s, RW), 0);
+		assert_int_equal(pt_unmap_granules(pt, l, sizes[1] / s + 1, &g), 0);
+		assert_int_equal(pt_model_unmap(&e->m, l, sizes[1] + s, &bytes), 0);
+		check_ok(pt, &e->m);
+	}
+	dg_pt_gather_release(pt, &g);
+	env_fini(e);
+}
+
 static void test_unmap_granules(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct pt_model m;
-		struct dg_pt_gather g;
-		uint64_t base, limit, sizes[8], s, span, a, bytes, tables;
-		unsigned int last = pt->depth - 1, nsz;
-
-		nsz = sizes_of(pt, sizes);
-		s = sizes[0];
-		in_range(pt, &base, &limit);
-		pt_model_init(&m, pt);
-		span = last ? dg_pt_table_span(pt, last) : limit - base;
-		a = last ? base + 2 * span : base + 8 * s; /* a table boundary */
-		dg_pt_gather_init(&g);
-		assert_int_equal(pt_unmap_granules(pt, a + 1, 2, &g), -EINVAL);
-		assert_int_equal(pt_unmap_granules(pt, a, 0, &g), -EINVAL);
-		assert_int_equal(pt_unmap_granules(pt, a, 2, NULL), -EINVAL);
-		assert_int_equal(pt_unmap_granules(pt, a, 2, &g), -ENOENT);
-		for (int k = -3; k < 3; k++) {
-			if (k == 1)
-				continue; /* a hole */
-			assert_int_equal(do_map(pt, &m, a + k * (int64_t)s, (9 + k) * s, s, RW), 0);
-		}
-		check_ok(pt, &m);
-		tables = dg_pt_table_pages(pt);
-		assert_int_equal(pt_unmap_granules(pt, a - 3 * s, 6, &g), 0);
-		assert_int_equal(pt_model_unmap(&m, a - 3 * s, 6 * s, &bytes), 0);
-		assert_true(g.start <= a - 3 * s && g.end >= a + 3 * s);
-		assert_true(g.leaf_only);
-		check_ok(pt, &m);
-		assert_int_equal(dg_pt_table_pages(pt), tables); /* kept */
-		assert_int_equal(pt_unmap_granules(pt, a - 3 * s, 6, &g), -ENOENT);
-		/* a larger leaf in the run: the general path removes it whole */
-		if (last && nsz > 1 && a + sizes[1] + 2 * s <= limit) {
-			uint64_t l = a + sizes[1];
-
-			l -= l % sizes[1];
-			assert_int_equal(do_map(pt, &m, l, 0, sizes[1], RW), 0);
-			assert_int_equal(do_map(pt, &m, l + sizes[1], 3 * s, s, RW), 0);
-			assert_int_equal(pt_unmap_granules(pt, l, sizes[1] / s + 1, &g), 0);
-			assert_int_equal(pt_model_unmap(&m, l, sizes[1] + s, &bytes), 0);
-			check_ok(pt, &m);
-		}
-		dg_pt_gather_release(pt, &g);
-		finish(pt, &m);
-	}
+	each_cfg(unmap_granules_cfg);
 }
 
 /*
@@ -1339,172 +1392,166 @@ static void test_unmap_granules(void **state)
  * ones linked (pt_slots_check), and pt_slots_check catches a kept table unlinked by a covering
  * unmap (the caller bug the slots' rule forbids).
  */
+static void slots_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t base = e->base, limit = e->limit, s = e->s, span = e->span;
+	const unsigned int last = e->last;
+	/* 4 slots, two on each side of a last-level table boundary (one-level: the start) */
+	const uint64_t a = last ? base + 2 * span - 2 * s : base + 8 * s;
+	struct pt_slots *sl;
+	struct dg_pt_gather g;
+	uint64_t bytes;
+
+	errno = 0;
+	assert_null(pt_slots_create(pt, a, 0));
+	assert_int_equal(errno, EINVAL);
+	assert_null(pt_slots_create(pt, a + 1, 4));
+	assert_int_equal(errno, EINVAL);
+	assert_null(pt_slots_create(pt, limit - s, 2));
+	assert_int_equal(errno, ERANGE);
+	sl = pt_slots_create(pt, a, 4);
+	assert_non_null(sl);
+
+	/* refusals, nothing changed */
+	assert_int_equal(pt_slot_map(sl, 0, s + 1, RW), -EINVAL);
+	assert_int_equal(pt_slot_map(sl, 0, s, 0), -EINVAL);
+	assert_int_equal(pt_slot_map(sl, 0, 1ull << pt->geo.oas, RW), -ERANGE);
+	assert_int_equal(pt_slots_map(sl, 2, 3, s, RW), -ERANGE);
+	assert_int_equal(pt_slots_map(sl, 0, 0, s, RW), -EINVAL);
+	check_ok(pt, &e->m);
+
+	/* one by one, the short way once the table is kept */
+	assert_int_equal(pt_slot_map(sl, 0, 5 * s, DG_PROT_READ), 0);
+	assert_int_equal(pt_model_map(&e->m, a, 5 * s, s, DG_PROT_READ), 0);
+	assert_true(pt_slot_try_map(sl, 1, 9 * s, pt_slots_tmpl(sl, RW)));
+	assert_int_equal(pt_model_map(&e->m, a + s, 9 * s, s, RW), 0);
+	assert_false(pt_slot_try_map(sl, 1, 3 * s, pt_slots_tmpl(sl, RW))); /* present */
+	assert_int_equal(pt_slot_map(sl, 1, 3 * s, RW), -EEXIST);
+	/* across the boundary: slot 3 present makes the run of 2..3 refused whole */
+	assert_int_equal(pt_slot_map(sl, 3, 11 * s, DG_PROT_WRITE), 0);
+	assert_int_equal(pt_model_map(&e->m, a + 3 * s, 11 * s, s, DG_PROT_WRITE), 0);
+	assert_int_equal(pt_slots_map(sl, 2, 2, 20 * s, RW), -EEXIST);
+	check_ok(pt, &e->m);
+	assert_int_equal(pt_slots_check(sl, stderr), 0);
+
+	/* a neighbour maps and unmaps in the same tables: the kept ones stay linked */
+	dg_pt_gather_init(&g);
+	if (a >= base + 4 * s) {
+		assert_int_equal(dg_pt_map(pt, a - 4 * s, 40 * s, 2 * s, RW, &g), 0);
+		assert_int_equal(dg_pt_unmap(pt, a - 4 * s, 2 * s, &g, &bytes), 0);
+	}
+	assert_int_equal(dg_pt_map(pt, a + 4 * s, 44 * s, s, RW, &g), 0);
+	assert_int_equal(dg_pt_unmap(pt, a + 4 * s, s, &g, &bytes), 0);
+	dg_pt_gather_release(pt, &g);
+	assert_int_equal(pt_slots_check(sl, stderr), 0);
+
+	/* clears */
+	pt_slot_unmap(sl, 0);
+	assert_int_equal(pt_model_unmap(&e->m, a, s, &bytes), 0);
+	assert_int_equal(pt_slots_unmap(sl, 0, 4), 2);
+	assert_int_equal(pt_model_unmap(&e->m, a + s, s, &bytes), 0);
+	assert_int_equal(pt_model_unmap(&e->m, a + 3 * s, s, &bytes), 0);
+	check_ok(pt, &e->m);
+	/* a run of four across the boundary, then cleared whole */
+	assert_int_equal(pt_slots_map(sl, 0, 4, 64 * s, RW), 0);
+	assert_int_equal(pt_model_map_pages(&e->m, a, 64 * s, s, 4, RW), 0);
+	check_ok(pt, &e->m);
+	assert_int_equal(pt_slots_unmap(sl, 0, 4), 4);
+	assert_int_equal(pt_model_unmap(&e->m, a, 4 * s, &bytes), 0);
+	check_ok(pt, &e->m);
+	assert_int_equal(pt_slots_check(sl, stderr), 0);
+
+	/* the forbidden covering unmap is caught */
+	if (last) {
+		assert_int_equal(pt_slot_map(sl, 3, 7 * s, RW), 0);
+		dg_pt_gather_init(&g);
+		assert_int_equal(dg_pt_unmap(pt, base + 2 * span, span, &g, &bytes), 0);
+		assert_int_equal(pt_slots_check(sl, NULL), -EUCLEAN);
+		dg_pt_gather_release(pt, &g);
+	}
+	pt_slots_destroy(sl);
+	env_fini(e);
+}
+
 static void test_slots(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct pt_model m;
-		struct pt_slots *sl;
-		struct dg_pt_gather g;
-		uint64_t base, limit, sizes[8], s, span, a, bytes;
-		unsigned int last = pt->depth - 1;
-
-		sizes_of(pt, sizes);
-		s = sizes[0];
-		in_range(pt, &base, &limit);
-		pt_model_init(&m, pt);
-		span = last ? dg_pt_table_span(pt, last) : limit - base;
-		/* 4 slots, two on each side of a last-level table boundary (one-level: the start) */
-		a = last ? base + 2 * span - 2 * s : base + 8 * s;
-
-		errno = 0;
-		assert_null(pt_slots_create(pt, a, 0));
-		assert_int_equal(errno, EINVAL);
-		assert_null(pt_slots_create(pt, a + 1, 4));
-		assert_int_equal(errno, EINVAL);
-		assert_null(pt_slots_create(pt, limit - s, 2));
-		assert_int_equal(errno, ERANGE);
-		sl = pt_slots_create(pt, a, 4);
-		assert_non_null(sl);
-
-		/* refusals, nothing changed */
-		assert_int_equal(pt_slot_map(sl, 0, s + 1, RW), -EINVAL);
-		assert_int_equal(pt_slot_map(sl, 0, s, 0), -EINVAL);
-		assert_int_equal(pt_slot_map(sl, 0, 1ull << pt->geo.oas, RW), -ERANGE);
-		assert_int_equal(pt_slots_map(sl, 2, 3, s, RW), -ERANGE);
-		assert_int_equal(pt_slots_map(sl, 0, 0, s, RW), -EINVAL);
-		check_ok(pt, &m);
-
-		/* one by one, the short way once the table is kept */
-		assert_int_equal(pt_slot_map(sl, 0, 5 * s, DG_PROT_READ), 0);
-		assert_int_equal(pt_model_map(&m, a, 5 * s, s, DG_PROT_READ), 0);
-		assert_true(pt_slot_try_map(sl, 1, 9 * s, pt_slots_tmpl(sl, RW)));
-		assert_int_equal(pt_model_map(&m, a + s, 9 * s, s, RW), 0);
-		assert_false(pt_slot_try_map(sl, 1, 3 * s, pt_slots_tmpl(sl, RW))); /* present */
-		assert_int_equal(pt_slot_map(sl, 1, 3 * s, RW), -EEXIST);
-		/* across the boundary: slot 3 present makes the run of 2..3 refused whole */
-		assert_int_equal(pt_slot_map(sl, 3, 11 * s, DG_PROT_WRITE), 0);
-		assert_int_equal(pt_model_map(&m, a + 3 * s, 11 * s, s, DG_PROT_WRITE), 0);
-		assert_int_equal(pt_slots_map(sl, 2, 2, 20 * s, RW), -EEXIST);
-		check_ok(pt, &m);
-		assert_int_equal(pt_slots_check(sl, stderr), 0);
-
-		/* a neighbour maps and unmaps in the same tables: the kept ones stay linked */
-		dg_pt_gather_init(&g);
-		if (a >= base + 4 * s) {
-			assert_int_equal(dg_pt_map(pt, a - 4 * s, 40 * s, 2 * s, RW, &g), 0);
-			assert_int_equal(dg_pt_unmap(pt, a - 4 * s, 2 * s, &g, &bytes), 0);
-		}
-		assert_int_equal(dg_pt_map(pt, a + 4 * s, 44 * s, s, RW, &g), 0);
-		assert_int_equal(dg_pt_unmap(pt, a + 4 * s, s, &g, &bytes), 0);
-		dg_pt_gather_release(pt, &g);
-		assert_int_equal(pt_slots_check(sl, stderr), 0);
-
-		/* clears */
-		pt_slot_unmap(sl, 0);
-		assert_int_equal(pt_model_unmap(&m, a, s, &bytes), 0);
-		assert_int_equal(pt_slots_unmap(sl, 0, 4), 2);
-		assert_int_equal(pt_model_unmap(&m, a + s, s, &bytes), 0);
-		assert_int_equal(pt_model_unmap(&m, a + 3 * s, s, &bytes), 0);
-		check_ok(pt, &m);
-		/* a run of four across the boundary, then cleared whole */
-		assert_int_equal(pt_slots_map(sl, 0, 4, 64 * s, RW), 0);
-		assert_int_equal(pt_model_map_pages(&m, a, 64 * s, s, 4, RW), 0);
-		check_ok(pt, &m);
-		assert_int_equal(pt_slots_unmap(sl, 0, 4), 4);
-		assert_int_equal(pt_model_unmap(&m, a, 4 * s, &bytes), 0);
-		check_ok(pt, &m);
-		assert_int_equal(pt_slots_check(sl, stderr), 0);
-
-		/* the forbidden covering unmap is caught */
-		if (last) {
-			assert_int_equal(pt_slot_map(sl, 3, 7 * s, RW), 0);
-			dg_pt_gather_init(&g);
-			assert_int_equal(dg_pt_unmap(pt, base + 2 * span, span, &g, &bytes), 0);
-			assert_int_equal(pt_slots_check(sl, NULL), -EUCLEAN);
-			dg_pt_gather_release(pt, &g);
-		}
-		pt_slots_destroy(sl);
-		finish(pt, &m);
-	}
+	each_cfg(slots_cfg);
 }
 
 /* check() finds what is wrong, dump() prints what is there. */
+static void check_catches_cfg(struct env *e)
+{
+	struct dg_pt *pt = e->pt;
+	const uint64_t *sizes = e->sizes, base = e->base, limit = e->limit, s = e->s;
+	struct dg_pt_gather g;
+	struct dg_pt_walk w;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *out;
+	_Atomic uint64_t *leaf, saved;
+
+	dg_pt_gather_init(&g);
+	assert_int_equal(dg_pt_map(pt, base + s, 0x5 * s, s, RW, &g), 0);
+	assert_int_equal(dg_pt_walk(pt, base + s, &w), 0);
+	leaf = (_Atomic uint64_t *)(uintptr_t)w.table[w.depth] +
+	       (((base + s - pt->iova_base) >> pt->lvl[w.depth].shift) &
+		pt->lvl[w.depth].index_mask);
+	saved = *leaf;
+
+	out = open_memstream(&buf, &len);
+	dg_pt_dump(pt, out);
+	fclose(out);
+	assert_non_null(strstr(buf, "leaf"));
+	assert_non_null(strstr(buf, dg_pt_format_name(pt->geo.format)));
+	free(buf);
+
+	static const uint64_t stray[] = {1ull << 63, 1ull << 62, 1ull << 58, 1ull << 56, 0x800};
+	for (size_t i = 0; i < DG_ARRAY_SIZE(stray); i++) {
+		if (stray[i] == 0x800 && pt->geo.format != DG_PT_FMT_FLAT)
+			continue; /* SNP / nG are legal attribute bits there */
+		*leaf = saved ^ stray[i];
+		assert_int_equal(dg_pt_check(pt, NULL), -EUCLEAN);
+	}
+	*leaf = saved & ~pt->valid_mask; /* not present but not zero */
+	out = open_memstream(&buf, &len);
+	assert_int_equal(dg_pt_check(pt, out), -EUCLEAN);
+	fclose(out);
+	assert_non_null(strstr(buf, "not zero"));
+	free(buf);
+	if (pt->geo.oas < 48) { /* output beyond oas */
+		*leaf = saved | (1ull << pt->geo.oas);
+		assert_int_equal(dg_pt_check(pt, NULL), -EUCLEAN);
+	}
+	*leaf = saved;
+	assert_int_equal(dg_pt_check(pt, NULL), 0);
+	if (sizes[1] && base + 4 * sizes[1] <= limit) {
+		/* Address bits below a large leaf's size. */
+		assert_int_equal(dg_pt_map(pt, base + 2 * sizes[1], 0, sizes[1], RW, &g), 0);
+		assert_int_equal(dg_pt_walk(pt, base + 2 * sizes[1], &w), 0);
+		leaf = (_Atomic uint64_t *)(uintptr_t)w.table[w.depth] +
+		       (((base + 2 * sizes[1]) >> pt->lvl[w.depth].shift) &
+			pt->lvl[w.depth].index_mask);
+		saved = *leaf;
+		*leaf = saved | (sizes[1] / 2);
+		assert_int_equal(dg_pt_check(pt, NULL), -EUCLEAN);
+		*leaf = saved;
+		assert_int_equal(dg_pt_check(pt, NULL), 0);
+	}
+	if (w.depth > 0) {
+		/* A lost table: the count no longer matches. */
+		atomic_fetch_add(&pt->nr_tables, 1);
+		assert_int_equal(dg_pt_check(pt, NULL), -EUCLEAN);
+		atomic_fetch_sub(&pt->nr_tables, 1);
+	}
+	env_fini(e);
+}
+
 static void test_check_catches(void **state)
 {
 	(void)state;
-	for (size_t c = 0; c < DG_ARRAY_SIZE(cfgs); c++) {
-		struct dg_pt *pt = create(&cfgs[c]);
-		struct dg_pt_gather g;
-		struct dg_pt_walk w;
-		uint64_t base, limit, sizes[8] = {0}, s;
-		char *buf = NULL;
-		size_t len = 0;
-		FILE *out;
-		_Atomic uint64_t *leaf, saved;
-
-		sizes_of(pt, sizes);
-		s = sizes[0];
-		in_range(pt, &base, &limit);
-		dg_pt_gather_init(&g);
-		assert_int_equal(dg_pt_map(pt, base + s, 0x5 * s, s, RW, &g), 0);
-		assert_int_equal(dg_pt_walk(pt, base + s, &w), 0);
-		leaf = (_Atomic uint64_t *)(uintptr_t)w.table[w.depth] +
-		       (((base + s - pt->iova_base) >> pt->lvl[w.depth].shift) &
-			pt->lvl[w.depth].index_mask);
-		saved = *leaf;
-
-		out = open_memstream(&buf, &len);
-		dg_pt_dump(pt, out);
-		fclose(out);
-		assert_non_null(strstr(buf, "leaf"));
-		assert_non_null(strstr(buf, dg_pt_format_name(pt->geo.format)));
-		free(buf);
-
-		static const uint64_t stray[] = {1ull << 63, 1ull << 62, 1ull << 58, 1ull << 56,
-						 0x800};
-		for (size_t i = 0; i < DG_ARRAY_SIZE(stray); i++) {
-			if (stray[i] == 0x800 && pt->geo.format != DG_PT_FMT_FLAT)
-				continue; /* SNP / nG are legal attribute bits there */
-			*leaf = saved ^ stray[i];
-			assert_int_equal(dg_pt_check(pt, NULL), -EUCLEAN);
-		}
-		*leaf = saved & ~pt->valid_mask; /* not present but not zero */
-		out = open_memstream(&buf, &len);
-		assert_int_equal(dg_pt_check(pt, out), -EUCLEAN);
-		fclose(out);
-		assert_non_null(strstr(buf, "not zero"));
-		free(buf);
-		if (pt->geo.oas < 48) { /* output beyond oas */
-			*leaf = saved | (1ull << pt->geo.oas);
-			assert_int_equal(dg_pt_check(pt, NULL), -EUCLEAN);
-		}
-		*leaf = saved;
-		assert_int_equal(dg_pt_check(pt, NULL), 0);
-		if (sizes[1] && base + 4 * sizes[1] <= limit) {
-			/* Address bits below a large leaf's size. */
-			assert_int_equal(dg_pt_map(pt, base + 2 * sizes[1], 0, sizes[1], RW, &g),
-					 0);
-			assert_int_equal(dg_pt_walk(pt, base + 2 * sizes[1], &w), 0);
-			leaf = (_Atomic uint64_t *)(uintptr_t)w.table[w.depth] +
-			       (((base + 2 * sizes[1]) >> pt->lvl[w.depth].shift) &
-				pt->lvl[w.depth].index_mask);
-			saved = *leaf;
-			*leaf = saved | (sizes[1] / 2);
-			assert_int_equal(dg_pt_check(pt, NULL), -EUCLEAN);
-			*leaf = saved;
-			assert_int_equal(dg_pt_check(pt, NULL), 0);
-		}
-		if (w.depth > 0) {
-			/* A lost table: the count no longer matches. */
-			atomic_fetch_add(&pt->nr_tables, 1);
-			assert_int_equal(dg_pt_check(pt, NULL), -EUCLEAN);
-			atomic_fetch_sub(&pt->nr_tables, 1);
-		}
-		drain(pt);
-		dg_pt_destroy(pt);
-	}
+	each_cfg(check_catches_cfg);
 }
 
 /* A restricted page-size set: 4K and 1G only, so 2M-aligned runs stay 4K. */

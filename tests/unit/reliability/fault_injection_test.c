@@ -86,6 +86,13 @@ static void check_dev(const struct dg_dma_dev *dd)
 	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
 }
 
+/* A second later, housekeeping has run: what was waiting on the clock is released. */
+static void settle(struct dma_fixture *f)
+{
+	fixture_advance(f, 1000000000ull);
+	dg_dma_housekeep(f->dma);
+}
+
 /* The device reads [dma, dma + len) and finds @want. */
 static void device_sees(struct dg_device *dev, uint64_t dma, const void *want, size_t len)
 {
@@ -182,9 +189,7 @@ static void test_table_pages_first_map(void **state)
 			/* nothing reachable, and the fault clears */
 			assert_int_equal(fixture_faults(&f), 0);
 			service_ok(dd, dev, buf, 3 * 4096);
-			check_dev(dd);
-			fixture_dev_destroy(dd);
-			fixture_fini(&f);
+			assert_int_equal(fixture_end(&f, dd), 0);
 		}
 		/* VT-d 48-bit: the root exists, a map needs three tables below it */
 		assert_int_equal(failures, 3);
@@ -244,17 +249,32 @@ static void test_table_pages_mid_map(void **state)
 				dg_dma_unmap_sg(dd, sg[m], SEGS, DG_DMA_TO_DEVICE, 0, NULL), 0);
 		}
 		assert_int_equal(fixture_faults(&f), 0);
-		fixture_advance(&f, 1000000000ull);
-		dg_dma_housekeep(f.dma);
+		settle(&f);
 		assert_int_equal(stats(dd).live, 0);
-		check_dev(dd);
-		fixture_dev_destroy(dd);
-		fixture_fini(&f);
+		assert_int_equal(fixture_end(&f, dd), 0);
 	}
 	free(buf);
 }
 
 /* ---- IOVA space and shadow areas ------------------------------------------------------------- */
+
+/* The last of @n mappings of @buf unmapped and mapped again at once (the space full until the
+   unmap): the device reads the new mapping. */
+static void remap_last(struct dg_dma_dev *dd, struct dg_device *dev, uint8_t *buf, size_t len,
+		       uint64_t *dma, unsigned int n)
+{
+	assert_int_equal(dg_dma_unmap_single(dd, dma[n - 1], len, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_map_single(dd, buf, len, DG_DMA_TO_DEVICE, 0, &dma[n - 1]), 0);
+	device_sees(dev, dma[n - 1], buf, len);
+}
+
+/* Unmap @dma[0..n), last first. */
+static void unmap_all(struct dg_dma_dev *dd, size_t len, const uint64_t *dma, unsigned int n)
+{
+	while (n)
+		assert_int_equal(dg_dma_unmap_single(dd, dma[--n], len, DG_DMA_TO_DEVICE, 0, NULL),
+				 0);
+}
 
 static void test_iova_exhaustion(void **state)
 {
@@ -288,18 +308,10 @@ static void test_iova_exhaustion(void **state)
 		device_sees(dev, dma[n - 1], buf, len);
 		/* the fault clears: one unmap, and the space is usable again at once (lazy: the
 		   map flushes the queue holding the freed IOVA rather than fail) */
-		assert_int_equal(dg_dma_unmap_single(dd, dma[--n], len, DG_DMA_TO_DEVICE, 0, NULL),
-				 0);
-		assert_int_equal(dg_dma_map_single(dd, buf, len, DG_DMA_TO_DEVICE, 0, &dma[n]), 0);
+		remap_last(dd, dev, buf, len, dma, n);
 		assert_int_equal(stats(dd).err_iova_space, 1);
-		device_sees(dev, dma[n], buf, len);
-		n++;
-		while (n)
-			assert_int_equal(dg_dma_unmap_single(dd, dma[--n], len, DG_DMA_TO_DEVICE, 0,
-							     NULL),
-					 0);
-		fixture_advance(&f, 1000000000ull);
-		dg_dma_housekeep(f.dma);
+		unmap_all(dd, len, dma, n);
+		settle(&f);
 		st = stats(dd);
 		assert_int_equal(st.live, 0);
 		assert_int_equal(st.lazy_pending, 0);
@@ -346,13 +358,8 @@ static void test_shadow_exhaustion(void **state)
 	assert_int_equal(st.bounce_in_use, (uint64_t)n * len);
 	check_dev(dd);
 	device_sees(dev, dma[n - 1], buf, len);
-	assert_int_equal(dg_dma_unmap_single(dd, dma[--n], len, DG_DMA_TO_DEVICE, 0, NULL), 0);
-	assert_int_equal(dg_dma_map_single(dd, buf, len, DG_DMA_TO_DEVICE, 0, &dma[n]), 0);
-	device_sees(dev, dma[n], buf, len);
-	n++;
-	while (n)
-		assert_int_equal(dg_dma_unmap_single(dd, dma[--n], len, DG_DMA_TO_DEVICE, 0, NULL),
-				 0);
+	remap_last(dd, dev, buf, len, dma, n);
+	unmap_all(dd, len, dma, n);
 	st = stats(dd);
 	assert_int_equal(st.live, 0);
 	assert_int_equal(st.bounce_in_use, 0);
@@ -526,8 +533,7 @@ static void test_stuck_agent_dma(void **state)
 	assert_int_equal(dg_dma_dev_destroy(dd), -ETIMEDOUT);
 	/* the device completes: everything is confirmed and released */
 	dg_dev_offline(dev);
-	fixture_advance(&f, 1000000000ull);
-	dg_dma_housekeep(f.dma);
+	settle(&f);
 	st = stats(dd);
 	assert_int_equal(st.quarantined, 0);
 	assert_int_equal(st.lazy_pending, 0);
@@ -542,9 +548,7 @@ static void test_stuck_agent_dma(void **state)
 	device_sees(dev, dma, buf, 100);
 	assert_int_equal(dg_dma_unmap_single(dd, dma, 100, DG_DMA_TO_DEVICE, 0, &batch), 0);
 	assert_int_equal(dg_dma_batch_end(&batch), 0);
-	check_dev(dd);
-	fixture_dev_destroy(dd);
-	fixture_fini(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
 	free(buf);
 }
 
@@ -598,9 +602,7 @@ static void test_device_disappears(void **state)
 	assert_int_equal(fixture_faults(&f), 1);
 	/* B: normal service */
 	service_ok(db, b, buf + 8192, 1000);
-	check_dev(db);
-	fixture_dev_destroy(db);
-	fixture_fini(&f);
+	assert_int_equal(fixture_end(&f, db), 0);
 	free(buf);
 }
 

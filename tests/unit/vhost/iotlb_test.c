@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "../../test_rand.h"
 
 #define PG 4096ull
 
@@ -41,10 +42,7 @@ static const uint64_t cl_base[4] = {0, 0xfef00000ull >> 12, (1ull << 36) - 4096,
 static uint64_t rng_s = 12345;
 static uint64_t rnd(void)
 {
-	uint64_t z = (rng_s += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
+	return splitmix64(&rng_s);
 }
 
 static void check_model(const struct vhost_iotlb *t, const uint64_t *model)
