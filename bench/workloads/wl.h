@@ -436,15 +436,10 @@ void wl_sg_copy_to_sg(const struct dg_sg *sg, unsigned int nr, size_t off, const
 		      size_t len);
 void wl_sg_copy_from_sg(const struct dg_sg *sg, unsigned int nr, size_t off, void *dst, size_t len);
 
-/* A copy of a constant length above this stays a call to the out-of-line copy (so libc's
-   memcpy): inline, GCC expands e.g. nvme4k's 4 KiB to a rep movsq. */
-#define WL_SG_COPY_INLINE_MAX 256
-
 static inline void wl_sg_copy_to(const struct dg_sg *sg, unsigned int nr, size_t off,
 				 const void *src, size_t len)
 {
-	if (!(__builtin_constant_p(len) && len > WL_SG_COPY_INLINE_MAX) && nr && off <= sg[0].len &&
-	    len <= sg[0].len - off)
+	if (nr && off <= sg[0].len && len <= sg[0].len - off)
 		memcpy((uint8_t *)sg[0].addr + off, src, len);
 	else
 		wl_sg_copy_to_sg(sg, nr, off, src, len);
@@ -453,8 +448,7 @@ static inline void wl_sg_copy_to(const struct dg_sg *sg, unsigned int nr, size_t
 static inline void wl_sg_copy_from(const struct dg_sg *sg, unsigned int nr, size_t off, void *dst,
 				   size_t len)
 {
-	if (!(__builtin_constant_p(len) && len > WL_SG_COPY_INLINE_MAX) && nr && off <= sg[0].len &&
-	    len <= sg[0].len - off)
+	if (nr && off <= sg[0].len && len <= sg[0].len - off)
 		memcpy(dst, (const uint8_t *)sg[0].addr + off, len);
 	else
 		wl_sg_copy_from_sg(sg, nr, off, dst, len);
