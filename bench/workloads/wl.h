@@ -48,7 +48,6 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include <string.h>
 
 /* ---- configurations ------------------------------------------------------------------------ */
 
@@ -410,49 +409,15 @@ void wl_dev_quiesce(struct wl_dev *d);
    before is no longer its to use. */
 bool wl_dev_ack_pending(struct wl_dev *d);
 
-/* wl_dev_translate()'s failure: counted as an error (the first one printed); returns 0. */
-unsigned int wl_dev_translate_failed(struct wl_dev *d, uint64_t iova, size_t len, int e);
-
 /* Device: translate [iova, iova + len) for @access into @sg (at most @max segments) through
    the inline hit (dg_dev_translate_fast, as a device's hot loop would), timed in
-   sampled bursts; a failure is counted as an error. Returns the segment count or 0.
-   Inline, so the hit costs the device loop no call (and @access, @max fold). */
-static inline unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p, uint64_t iova,
-					    size_t len, unsigned int access, struct dg_sg *sg,
-					    unsigned int max)
-{
-	unsigned int nr = 0;
-	int e = dg_dev_translate_fast(p->dev, iova, len, access, sg, max, &nr);
-
-	if (__builtin_expect(e != 0, 0))
-		return wl_dev_translate_failed(d, iova, len, e);
-	return nr;
-}
-
-/* Copy @len bytes into/out of translated segments, starting @off bytes into them (the
-   _sg versions walk the list; the inline ones take a copy inside the first segment, a
-   one-page DMA, with one memcpy). */
-void wl_sg_copy_to_sg(const struct dg_sg *sg, unsigned int nr, size_t off, const void *src,
-		      size_t len);
-void wl_sg_copy_from_sg(const struct dg_sg *sg, unsigned int nr, size_t off, void *dst, size_t len);
-
-static inline void wl_sg_copy_to(const struct dg_sg *sg, unsigned int nr, size_t off,
-				 const void *src, size_t len)
-{
-	if (nr && off <= sg[0].len && len <= sg[0].len - off)
-		memcpy((uint8_t *)sg[0].addr + off, src, len);
-	else
-		wl_sg_copy_to_sg(sg, nr, off, src, len);
-}
-
-static inline void wl_sg_copy_from(const struct dg_sg *sg, unsigned int nr, size_t off, void *dst,
-				   size_t len)
-{
-	if (nr && off <= sg[0].len && len <= sg[0].len - off)
-		memcpy(dst, (const uint8_t *)sg[0].addr + off, len);
-	else
-		wl_sg_copy_from_sg(sg, nr, off, dst, len);
-}
+   sampled bursts; a failure is counted as an error. Returns the segment count or 0. */
+unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p, uint64_t iova, size_t len,
+			      unsigned int access, struct dg_sg *sg, unsigned int max);
+/* Copy @len bytes into/out of translated segments, starting @off bytes into them. */
+void wl_sg_copy_to(const struct dg_sg *sg, unsigned int nr, size_t off, const void *src,
+		   size_t len);
+void wl_sg_copy_from(const struct dg_sg *sg, unsigned int nr, size_t off, void *dst, size_t len);
 
 /* A ring's translation kept by the device thread across bursts (wl_dev_ring()). */
 struct wl_ring_xlat {

@@ -400,14 +400,22 @@ bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w, bool wait)
 
 /* ---- the device's translations -------------------------------------------------------------------- */
 
-unsigned int wl_dev_translate_failed(struct wl_dev *d, uint64_t iova, size_t len, int e)
+unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p, uint64_t iova, size_t len,
+			      unsigned int access, struct dg_sg *sg, unsigned int max)
 {
-	if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
-		fprintf(stderr, "bench workloads: %s/%s: device translation of %#llx+%zu: %s\n",
-			d->run->wl->name, wl_cfg_name[d->run->cfg], (unsigned long long)iova, len,
-			strerror(-e));
-	wl_ctr_add(&d->ctr->errors, 1);
-	return 0;
+	unsigned int nr = 0;
+	int e = dg_dev_translate_fast(p->dev, iova, len, access, sg, max, &nr);
+
+	if (e) {
+		if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
+			fprintf(stderr,
+				"bench workloads: %s/%s: device translation of %#llx+%zu: %s\n",
+				d->run->wl->name, wl_cfg_name[d->run->cfg],
+				(unsigned long long)iova, len, strerror(-e));
+		wl_ctr_add(&d->ctr->errors, 1);
+		return 0;
+	}
+	return nr;
 }
 
 void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t bytes,
@@ -452,8 +460,7 @@ void wl_dev_ring_lost(struct wl_dev *d, uint32_t undone)
 	wl_ctr_add(&d->ctr->errors, 1);
 }
 
-void wl_sg_copy_to_sg(const struct dg_sg *sg, unsigned int nr, size_t off, const void *src,
-		      size_t len)
+void wl_sg_copy_to(const struct dg_sg *sg, unsigned int nr, size_t off, const void *src, size_t len)
 {
 	const uint8_t *s = src;
 
@@ -471,7 +478,7 @@ void wl_sg_copy_to_sg(const struct dg_sg *sg, unsigned int nr, size_t off, const
 	}
 }
 
-void wl_sg_copy_from_sg(const struct dg_sg *sg, unsigned int nr, size_t off, void *dst, size_t len)
+void wl_sg_copy_from(const struct dg_sg *sg, unsigned int nr, size_t off, void *dst, size_t len)
 {
 	uint8_t *t = dst;
 
