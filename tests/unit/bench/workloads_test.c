@@ -121,7 +121,7 @@ static void test_sg_copy(void **state)
 	assert_true(c[6] == 1 && c[7] == 2);
 	wl_sg_copy_to(sg, 2, 0, src, 0); /* nothing */
 	assert_true(a[0] == 0);
-	/* inside the first segment (the inline one-memcpy path), up to its last byte */
+	/* inside the first segment, up to its last byte */
 	memset(a, 0, sizeof(a));
 	memset(b, 0, sizeof(b));
 	wl_sg_copy_to(sg, 3, 1, src + 10, 4);
