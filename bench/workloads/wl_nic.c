@@ -55,8 +55,9 @@
  * copy the frames (a header with the queue's next sequence number, the rest from a
  * template); with rx_frames > 1 (receive aggregation, rx_burst_agg(): frames back to back,
  * each its own DMA like a NIC writing packets into a multi-packet buffer) each buffer's range
- * is translated once and the frames are copied into it at their offsets (nic_agg_fill()). tx:
- * descriptor by descriptor, translate it and copy its payload to the wire scratch buffer;
+ * is translated once and the frames are copied into it at their offsets (nic_agg_fill()). tx
+ * (tx_burst()): the burst's whole sends, NIC_ACK_EVERY descriptors at a time translated and
+ * then copied to the wire scratch buffer (the group's table reads overlap, as rx's do);
  * check each send's header. Every NIC_ACK_EVERY of those DMAs the device acknowledges a
  * pending invalidation (dg_dev_quiesce_if_pending: what it translated before is released, the ring is translated
  * again), as an IOMMU completes an invalidation between two DMAs of the device, whatever its
@@ -69,6 +70,7 @@
  */
 #include "wl_nic.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1125,12 +1127,30 @@ static uint64_t rx_burst_agg(struct wl_dev *d, struct wl_port *p, struct nic_por
 	return (uint64_t)frames * prm->rx_frame;
 }
 
+/* tx_burst()'s check of a whole send assembled in the wire buffer (@off bytes). */
+static void tx_check(struct wl_dev *d, const struct nic_param *prm, const struct nic_queue *q,
+		     size_t off)
+{
+	const struct wl_hdr *h = (const void *)d->scratch;
+
+	if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
+	    off != prm->tx_len) {
+		if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
+			fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
+				d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
+		wl_ctr_add(&d->ctr->errors, 1);
+	}
+}
+
 /*
  * The sends of the tx ring, whole ones (the driver publishes whole chains), about NIC_BURST
- * descriptors and WL_BURST_BYTES of payload: descriptor by descriptor, translated and
- * copied to the wire scratch buffer, a pending invalidation acknowledged every
- * NIC_ACK_EVERY descriptors; each send's header checked; the sends' DD written back together
- * at the end.
+ * descriptors and WL_BURST_BYTES of payload: NIC_ACK_EVERY descriptors at a time (across
+ * sends, as rx_burst() takes its buffers) translated and then copied to the wire scratch
+ * buffer, a pending invalidation acknowledged between two groups; each send's header
+ * checked; the sends' DD written back together at the end. Translating a group before its
+ * copies lets the table reads of its descriptors overlap (a TSO send's 16 pages have their
+ * entries in two cache lines the driver has just written: translated one by one between
+ * 4 KiB copies, the second line was only asked for after eight copies).
  */
 static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *np,
 			 struct nic_queue *q, uint64_t *units)
@@ -1139,53 +1159,60 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->tx;
 	/* Acquire pairs with the driver's release store of tail in write_tx(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t avail = tail - rg->dev_head, n = 0, since_ack = 0;
-	uint64_t bytes = 0;
+	uint32_t avail = tail - rg->dev_head, n = 0;
+	unsigned int nr[NIC_ACK_EVERY];
+	uint64_t bytes = 0, sent = 0; /* sent: the payload of the sends done so far */
+	size_t off = 0;
 	struct nic_desc *ring;
 
+	static_assert(NIC_ACK_EVERY * NIC_SEGS <= WL_DEV_SG, "a group's sg lists fit in d->sg");
 	if (!avail || !(ring = dev_ring(d, p, rg)))
 		return 0;
+	/* The whole sends of the burst: descriptors [0, n), bytes of payload. */
 	while (n < avail && n < NIC_BURST && bytes < WL_BURST_BYTES) {
 		uint32_t ns = 0;
-		size_t off = 0;
+		uint64_t len = 0;
 
 		while (n + ns < avail && ns < NIC_SEGS &&
 		       !(ring[(rg->dev_head + n + ns++) & rg->mask].flags & NIC_EOP))
 			;
 		if (!(ring[(rg->dev_head + n + ns - 1) & rg->mask].flags & NIC_EOP))
 			break; /* not a whole send (the driver never publishes one) */
-		for (uint32_t k = 0; k < ns; k++) {
-			const struct nic_desc *dsc = &ring[(rg->dev_head + n + k) & rg->mask];
-			unsigned int nr;
+		for (uint32_t k = 0; k < ns; k++)
+			len += ring[(rg->dev_head + n + k) & rg->mask].len;
+		bytes += len;
+		n += ns;
+	}
+	for (uint32_t k0 = 0; k0 < n; k0 += NIC_ACK_EVERY) {
+		uint32_t m = n - k0 < NIC_ACK_EVERY ? n - k0 : NIC_ACK_EVERY;
 
-			wl_dev_xlat_begin(d);
-			nr = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ, d->sg,
-					      NIC_SEGS);
-			wl_dev_xlat_end(d);
-			if (nr && off + dsc->len <= 65536)
-				wl_sg_copy_from(d->sg, nr, 0, d->scratch + off, dsc->len);
+		wl_dev_xlat_begin(d);
+		for (uint32_t f = 0; f < m; f++) {
+			const struct nic_desc *dsc = &ring[(rg->dev_head + k0 + f) & rg->mask];
+
+			nr[f] = wl_dev_translate(d, p, dsc->addr, dsc->len, DG_ACCESS_READ,
+						 &d->sg[f * NIC_SEGS], NIC_SEGS);
+		}
+		wl_dev_xlat_end(d);
+		for (uint32_t f = 0; f < m; f++) {
+			const struct nic_desc *dsc = &ring[(rg->dev_head + k0 + f) & rg->mask];
+
+			if (nr[f] && off + dsc->len <= 65536)
+				wl_sg_copy_from(&d->sg[f * NIC_SEGS], nr[f], 0, d->scratch + off,
+						dsc->len);
 			off += dsc->len;
-			if (++since_ack == NIC_ACK_EVERY) {
-				since_ack = 0;
-				if (!dev_ack_between(d, p, rg, &ring)) {
-					/* never while the ring stays mapped (see rx_burst()) */
-					wl_dev_ring_lost(d, n + ns);
-					return bytes;
-				}
+			if (dsc->flags & NIC_EOP) {
+				tx_check(d, prm, q, off);
+				(*units)++;
+				sent += off;
+				off = 0;
 			}
 		}
-		const struct wl_hdr *h = (const void *)d->scratch;
-
-		if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
-		    off != prm->tx_len) {
-			if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
-				fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
-					d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
-			wl_ctr_add(&d->ctr->errors, 1);
+		if (k0 + m < n && !dev_ack_between(d, p, rg, &ring)) {
+			/* never while the ring stays mapped (see rx_burst()) */
+			wl_dev_ring_lost(d, n);
+			return sent;
 		}
-		bytes += off;
-		(*units)++;
-		n += ns;
 	}
 	/* write-back of the burst's sends together, as for rx */
 	for (uint32_t k = 0; k < n; k++) {

@@ -385,7 +385,11 @@ static dg_always_inline bool direct_load(struct dg_device *dev, uint64_t a)
 	/* A miss read from the cached leaf table (as the cheap miss counts it: a miss, a walk
 	   and a walk-cache hit), whose reads follow in the hot line's test. */
 	stat_inc(&dev->st_leaf_walks, 1);
-	hot_set_leaf(dev, t, a);
+	/* Already the hot line's first table (an entry it refused): pushing it into the second
+	   slot too would drop the second table, and its next access would miss. */
+	if (!dev->hot.leaf_shift || dev->hot.ent != (const struct dg_dev_hot_ent *)t ||
+	    ((a ^ dev->hot.tag) >> dev->hot.leaf_shift))
+		hot_set_leaf(dev, t, a);
 	return true;
 }
 
@@ -765,14 +769,16 @@ static dg_noinline int range_entered(struct dg_device *dev, uint64_t iova, size_
 
 /*
  * Leaf-direct: a translation the hot line did not serve, once the device has caught up.
- * One page whose last-level table the walk cache knows: that table becomes the hot line's
- * (direct_load()) and the page is its entry (the inline hit's test). Anything else (a range,
+ * One page: unless @probed (the hot line's test failed with nothing applied since), the hot
+ * line's two tables first (the hit after a catch-up); else the page's last-level table
+ * from the walk cache becomes the hot line's (direct_load()) and the page is its entry (the
+ * inline hit's test). Anything else (a range,
  * a table not cached, an entry not present or not allowed) goes to translate_range(), which
  * walks, faults, or runs direct_run() over the range.
  */
 static dg_noinline int direct_entered(struct dg_device *dev, uint64_t iova, size_t len,
 				      unsigned int access, struct dg_sg *sg, unsigned int max,
-				      unsigned int *nr)
+				      unsigned int *nr, bool probed)
 {
 	uint64_t host;
 	int r;
@@ -793,13 +799,22 @@ static dg_noinline int direct_entered(struct dg_device *dev, uint64_t iova, size
 			dev->hot.held = true;
 			return b.n > max ? -ENOSPC : 0;
 		}
-	} else if (dg_likely(direct_load(dev, iova) &&
-			     dg_dev_hot_xlat(&dev->hot, iova, len, access, &host))) {
-		sg[0].addr = (void *)(uintptr_t)host;
-		sg[0].len = len;
-		*nr = 1;
-		dev->hot.held = true;
-		return 0;
+	} else {
+		/* Not @probed (a catch-up came first, so the hot line's test never ran with
+		   what it holds now): its two tables first, so a catch-up in the middle of a
+		   burst costs no table load and keeps the second table (a hit). */
+		bool hit = !probed && dg_dev_hot_xlat(&dev->hot, iova, len, access, &host);
+
+		if (hit)
+			stat_inc(&dev->hot.hits, 1);
+		if (dg_likely(hit || (direct_load(dev, iova) &&
+				      dg_dev_hot_xlat(&dev->hot, iova, len, access, &host)))) {
+			sg[0].addr = (void *)(uintptr_t)host;
+			sg[0].len = len;
+			*nr = 1;
+			dev->hot.held = true;
+			return 0;
+		}
 	}
 	r = translate_range(dev, iova, len, access, sg, max, nr);
 	if (r == 0)
@@ -829,7 +844,7 @@ static dg_always_inline int miss_entered(struct dg_device *dev, uint64_t iova, s
 	   end offline, which translate_slow() does. */
 	if (dev->direct)
 		return dg_likely(!dev->auto_offline) ?
-			       direct_entered(dev, iova, len, access, sg, max, nr) :
+			       direct_entered(dev, iova, len, access, sg, max, nr, probed) :
 			       translate_slow(dev, iova, len, access, sg, max, nr);
 	/* leaf_lvl: translating, the cheap miss applies, not auto-offline (agent.c). */
 	if (dg_unlikely(!l))

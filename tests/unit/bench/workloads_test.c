@@ -121,6 +121,27 @@ static void test_sg_copy(void **state)
 	assert_true(c[6] == 1 && c[7] == 2);
 	wl_sg_copy_to(sg, 2, 0, src, 0); /* nothing */
 	assert_true(a[0] == 0);
+	/* inside the first segment, up to its last byte */
+	memset(a, 0, sizeof(a));
+	memset(b, 0, sizeof(b));
+	wl_sg_copy_to(sg, 3, 1, src + 10, 4);
+	assert_true(a[0] == 0 && a[1] == 11 && a[4] == 14 && b[0] == 0);
+	memset(dst, 0, sizeof(dst));
+	wl_sg_copy_from(sg, 3, 2, dst, 3);
+	assert_true(dst[0] == 12 && dst[2] == 14 && dst[3] == 0);
+	/* one byte past it goes on into the second segment */
+	wl_sg_copy_to(sg, 3, 0, src, 6);
+	assert_true(a[0] == 1 && a[4] == 5 && b[0] == 6 && b[1] == 0);
+	memset(dst, 0, sizeof(dst));
+	wl_sg_copy_from(sg, 3, 0, dst, 6);
+	assert_memory_equal(dst, src, 6);
+	wl_sg_copy_to(sg, 3, 3, src + 12, 3); /* from inside it, one byte past its end */
+	assert_true(a[2] == 3 && a[3] == 13 && a[4] == 14 && b[0] == 15 && b[1] == 0);
+	/* from the first segment's end: all in the second */
+	wl_sg_copy_to(sg, 3, 5, src + 8, 2);
+	assert_true(a[4] == 14 && b[0] == 9 && b[1] == 10);
+	wl_sg_copy_to(sg, 0, 0, src, 4); /* no segment: nothing */
+	assert_true(a[0] == 1);
 }
 
 static void test_port_queues(void **state)

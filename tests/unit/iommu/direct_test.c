@@ -25,6 +25,8 @@
  *    pages, a domain, global, device or context command): without agent.c watch_mark() or
  *    changed_all the re-hold would hand out a translation of an unmapped page; nor after a
  *    lap;
+ *  - the hot line's two tables survive a catch-up at the start of a translation and a
+ *    refused access in the first one: no table load (miss) follows;
  *  - a leaf-only range command still drops a 2 MiB page the device caches (the IOTLB level
  *    of the large pages; agent.c skips the IOTLB only while no level but the leaf size's,
  *    which a leaf-direct device never fills, has been used).
@@ -455,6 +457,65 @@ static void test_watch_lap(void **state)
  * range command of its unmap must drop it (agent.c applies iotlb_inval_range() whenever a
  * level above the leaf size has been used): afterwards the access faults.
  */
+/*
+ * The hot line's two tables survive a catch-up and a refused access (translate.c
+ * direct_entered(), direct_load()): with tables A (BASE) and B (BASE + 2 MiB) held, a
+ * command applied at the start of a translation in B (a leaf-only PAGE command of another
+ * page, pending when the translation starts) and then accesses to A and B alternating are
+ * all hits, no table load; a fault on an unmapped page of the first table keeps the second
+ * one (its next access is a hit). Fails when direct_entered() loads the table again after
+ * a catch-up (the second table is pushed out: two misses), or when direct_load() pushes the
+ * first table into the second slot when it holds it already (one miss after the fault).
+ */
+static void test_two_tables_kept(void **state)
+{
+	struct dg_inval_cmd c = {
+		.type = DG_INVAL_PAGE, .flags = DG_INVAL_LEAF, .iova = BASE + 7 * K4, .size = K4};
+	struct dg_dev_stats a, b;
+	struct env e;
+	uint64_t seq;
+	void *p;
+
+	(void)state;
+	open_direct(&e, NULL);
+	c.domain = dg_domain_id(e.dom);
+	for (unsigned int i = 0; i < 4; i++) {
+		map(&e, BASE + i * K4, i * K4, RW);
+		map(&e, BASE + M2 + i * K4, (8 + i) * K4, RW);
+	}
+	assert_int_equal(xlat(&e, BASE, DG_ACCESS_READ, &p), 0);      /* A */
+	assert_int_equal(xlat(&e, BASE + M2, DG_ACCESS_READ, &p), 0); /* B, A second */
+	dg_dev_quiesce(e.dev);
+	dg_dev_stats(e.dev, &a);
+	seq = submit(&e, c); /* pending: applied by the next translation */
+	assert_int_equal(xlat(&e, BASE + M2 + K4, DG_ACCESS_WRITE, &p), 0);
+	assert_true(e.dev->seen >= seq);
+	assert_ptr_equal(p, host(9 * K4));
+	for (unsigned int i = 0; i < 4; i++) {
+		assert_int_equal(xlat(&e, BASE + i * K4, DG_ACCESS_READ, &p), 0);
+		assert_ptr_equal(p, host(i * K4));
+		assert_int_equal(xlat(&e, BASE + M2 + i * K4, DG_ACCESS_READ, &p), 0);
+		assert_ptr_equal(p, host((8 + i) * K4));
+	}
+	dg_dev_stats(e.dev, &b);
+	assert_int_equal(b.iotlb_misses, a.iotlb_misses);
+	assert_int_equal(b.iotlb_hits - a.iotlb_hits, 9);
+	/* B is the first table: a fault in it keeps A second. */
+	assert_int_equal(xlat(&e, BASE + M2 + 5 * K4, DG_ACCESS_READ, &p), -EFAULT);
+	expect_fault(&e, BASE + M2 + 5 * K4, DG_FAULT_UNMAPPED);
+	dg_dev_stats(e.dev, &a);
+	assert_int_equal(xlat(&e, BASE + 2 * K4, DG_ACCESS_READ, &p), 0);
+	assert_ptr_equal(p, host(2 * K4));
+	dg_dev_stats(e.dev, &b);
+	assert_int_equal(b.iotlb_misses, a.iotlb_misses);
+	/* The command was applied and is acknowledged at the quiesce. */
+	dg_dev_quiesce(e.dev);
+	assert_true(dg_inval_done(e.mmu, seq));
+	unmap_flush(&e, BASE, 4 * K4);
+	unmap_flush(&e, BASE + M2, 4 * K4);
+	env_fini(&e);
+}
+
 static void test_large_page_inval(void **state)
 {
 	const uint64_t iova = BASE + 2 * M2;
@@ -487,6 +548,7 @@ int main(void)
 		cmocka_unit_test(test_watch),
 		cmocka_unit_test(test_watch_lap),
 		cmocka_unit_test(test_large_page_inval),
+		cmocka_unit_test(test_two_tables_kept),
 	};
 
 	return cmocka_run_group_tests(tests, setup_arena, teardown_arena);
