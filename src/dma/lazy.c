@@ -34,6 +34,17 @@
  * completion was observed (an upper bound of how long a stale translation stayed usable); in
  * unmaps: entries queued on this queue from its oldest entry up to that observation.
  *
+ * Streams (session 10): one-granule maps take their IOVAs from the thread's stream as strict's
+ * do (stream.c: per-thread chunks whose last-level table is kept; a map is one PTE store and
+ * the record). The ring keeps each entry's token; a stream granule's (its chunk's address |
+ * DMA_TOKEN_STREAM) goes back to its chunk - one dma_stream_retire() per stretch of entries of
+ * one chunk, lazy_retire_streams() - in the reclaim that observed the completion of the flush
+ * covering it, where the allocator's IOVAs are given back (lazy_release(), which skips stream
+ * granules). A chunk is handed out again only once all its granules were retired, so a
+ * granule is reissued only after the flush covering its unmap completed, whichever thread
+ * mapped it and whichever queue its unmap went to. The window is the same: an entry per unmap
+ * in the ring, measured as before.
+ *
  * Bulk (dma_lazy_retire_bulk(), what dg_dma_unmap_bulk() calls): one lock and one reclaim for
  * the whole call, the page-table entries removed by runs of neighbouring IOVAs (a ring's reap
  * is one run: pt_unmap_granules()), the entries copied into the ring in stretches cut where
@@ -76,12 +87,16 @@ static dg_noinline void lazy_release_sorted(struct dma_space *sp, const struct d
 	const uint32_t mask = lz->qsize - 1;
 
 	while (to != from) {
-		uint32_t k = to - from < LAZY_FREE_CHUNK ? to - from : LAZY_FREE_CHUNK;
+		uint32_t k = to - from < LAZY_FREE_CHUNK ? to - from : LAZY_FREE_CHUNK, nf = 0;
 
-		for (uint32_t j = 0; j < k; j++)
-			tmp[j] = fq->ring[(to - 1 - j) & mask];
-		dma_order_frees(tmp, k);
-		iova_free_owned(sp->iova, tmp, k);
+		for (uint32_t j = 0; j < k; j++) {
+			const struct iova_owned *e = &fq->ring[(to - 1 - j) & mask];
+
+			if (!dma_token_stream(e->token)) /* retired already */
+				tmp[nf++] = *e;
+		}
+		dma_order_frees(tmp, nf);
+		iova_free_owned(sp->iova, tmp, nf);
 		to -= k;
 	}
 }
@@ -139,11 +154,46 @@ static void lazy_release(struct dma_space *sp, const struct dma_lazy *lz, const 
 		do {
 			const struct iova_owned *e = &ring[--i & mask];
 
-			iova_free_owned_one(sp->iova, &tc, e->iova, e->size, e->token);
+			if (!dma_token_stream(e->token)) /* retired already */
+				iova_free_owned_one(sp->iova, &tc, e->iova, e->size, e->token);
 		} while (i != lo && ring[(i - 1) & mask].iova > bar);
 		end[top] = i;
 	}
 	iova_free_owned_end(tc);
+}
+
+/*
+ * Retire the stream granules among the released entries [from, to) to their chunks
+ * (dma_stream_retire(): the chunk is spare, so its granules can be handed out again, once all
+ * of them were retired), one add per stretch of entries of one chunk (a ring's reap is one
+ * stretch); returns how many entries are the allocator's (lazy_release() gives those back).
+ */
+static uint32_t lazy_retire_streams(struct dma_space *sp, const struct dma_lazy *lz,
+				    const struct lazy_fq *fq, uint32_t from, uint32_t to)
+{
+	const struct iova_owned *ring = fq->ring;
+	const uint32_t mask = lz->qsize - 1;
+	uint64_t tok = 0, k = 0;
+	uint32_t other = 0;
+
+	for (uint32_t i = from; i != to; i++) {
+		const uint64_t t = ring[i & mask].token;
+
+		if (dg_unlikely(!dma_token_stream(t))) {
+			other++;
+			continue;
+		}
+		if (t != tok) {
+			if (k)
+				dma_stream_retire(sp, tok, k);
+			tok = t;
+			k = 0;
+		}
+		k++; /* a stream granule is one granule */
+	}
+	if (k)
+		dma_stream_retire(sp, tok, k);
+	return other;
 }
 
 int dma_lazy_create(struct dg_dma_dev *dd, struct dma_lazy **out)
@@ -238,7 +288,8 @@ static void reclaim(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *
 		fq->window_max_unmaps = unmaps;
 	dg_pt_gather_release(sp->pt, &fq->busy_g);
 	fq->busy = false;
-	lazy_release(sp, lz, fq, fq->head, fq->busy_end);
+	if (lazy_retire_streams(sp, lz, fq, fq->head, fq->busy_end))
+		lazy_release(sp, lz, fq, fq->head, fq->busy_end);
 	fq->head = fq->busy_end;
 }
 
