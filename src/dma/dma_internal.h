@@ -362,6 +362,11 @@ int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_
  * full-queue wait: quarantined, as dma_lazy_retire()). */
 int dma_lazy_retire_bulk(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
 			 const uint64_t *token, unsigned int n);
+/* dg_dma_unmap_bulk() of @n buffers of @len, @dir under lazy, the short way: every record
+ * claimed in one pass, then dma_lazy_retire_bulk()'s result; 1 with nothing changed when an
+ * entry is not right (the general way finds the error). */
+int dma_lazy_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
+			enum dg_dma_dir dir);
 /* Timeout flushes and reclaim (housekeeping). */
 void dma_lazy_tick(struct dg_dma_dev *dd, uint64_t now);
 void dma_lazy_stats(const struct dma_lazy *lz, struct dg_dma_stats *st);

@@ -2245,6 +2245,12 @@ strict:
 			r = dg_dma_batch_end(&local);
 		goto counted;
 	}
+	if (dd->lazy) { /* one claim pass, then the flush queue (lazy.c); 1: a bad entry */
+		r = dma_lazy_unmap_bulk(dd, dma, n, len, dir);
+		if (dg_likely(r <= 0))
+			goto counted;
+		r = 0;
+	}
 	/* 1. every address and record on its face: no wrap, the word the map wrote and the
 	 * length, in one pass; a wrapping address anywhere is -ERANGE before any record's error,
 	 * so the first failure looks for one among the rest */

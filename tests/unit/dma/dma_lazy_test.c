@@ -11,7 +11,8 @@
  *     generation reaches half the queue, and covers exactly the entries queued before it;
  *   - a flush completes when the device acknowledges after its start; the entries it covers
  *     are released at the next unmap call (its reclaim), not before;
- * Checked: the number of pending entries and of flushes (lazy_pending, lazy_flushes: an entry
+ * Checked: every mapped buffer translates to its page and every unmapped one not at all right
+ * after its unmap; the number of pending entries and of flushes (lazy_pending, lazy_flushes: an entry
  * lost or a flush started at another entry fails), every pending IOVA still allocated in the
  * IOVA space (given back too early fails), every released IOVA that was not handed out again
  * free or cached (lost, never given back, fails), no map handed a pending IOVA. The ring's
@@ -41,6 +42,7 @@
 
 #include <dmaguard/dev.h>
 #include <dmaguard/iommu.h>
+#include <dmaguard/pt.h>
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -251,6 +253,10 @@ static void unmap_some(struct dg_dma_dev *dd, struct model *m, struct buf *b)
 		assert_int_equal(dg_dma_unmap_bulk(dd, dma, k, len, DG_DMA_FROM_DEVICE, 0, &bt), 0);
 		assert_int_equal(dg_dma_batch_end(&bt), 0);
 	}
+	/* the page table is clear at once (the invalidation is what waits) */
+	for (unsigned int i = 0; i < k; i++)
+		for (uint64_t o = 0; o < size[i]; o += gm + 1)
+			assert_int_equal(dg_pt_iova_to_phys(dd->sp->pt, iova[i] + o), 0);
 	model_retire(m, iova, size, tok, k);
 	for (unsigned int i = 0; i < k; i++)
 		b[idx[i]].dma = 0;
@@ -275,6 +281,7 @@ static void map_some(struct dg_dma_dev *dd, const struct model *m, struct buf *b
 		struct dma_rec *rec = dma_rec_get(&dd->sp->rec, dma[i], false);
 
 		assert_false(model_pending(m, dma[i] & ~dd->sp->gmask));
+		assert_int_equal(dg_pt_iova_to_phys(dd->sp->pt, dma[i]), (uintptr_t)bufs[i]);
 		assert_non_null(rec);
 		b[idx[i]].dma = dma[i];
 		b[idx[i]].len = len;
