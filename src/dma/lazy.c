@@ -173,23 +173,24 @@ static uint32_t lazy_retire_streams(struct dma_space *sp, const struct dma_lazy 
 {
 	const struct iova_owned *ring = fq->ring;
 	const uint32_t mask = lz->qsize - 1;
-	uint64_t tok = 0, k = 0;
+	uint64_t tok = DMA_TOKEN_STREAM, k = 0; /* no chunk at 0: matches no token */
 	uint32_t other = 0;
 
 	for (uint32_t i = from; i != to; i++) {
 		const uint64_t t = ring[i & mask].token;
 
+		if (dg_likely(t == tok)) { /* the stretch goes on */
+			k++;
+			continue;
+		}
 		if (dg_unlikely(!dma_token_stream(t))) {
 			other++;
 			continue;
 		}
-		if (t != tok) {
-			if (k)
-				dma_stream_retire(sp, tok, k);
-			tok = t;
-			k = 0;
-		}
-		k++; /* a stream granule is one granule */
+		if (k)
+			dma_stream_retire(sp, tok, k);
+		tok = t;
+		k = 1; /* a stream granule is one granule */
 	}
 	if (k)
 		dma_stream_retire(sp, tok, k);
@@ -312,9 +313,11 @@ static inline void gather_add(struct dg_pt_gather *g, uint64_t start, uint64_t e
  * (dma_stream_clear(): no walk), another run of neighbouring one-granule ranges with one
  * pt_unmap_granules(). */
 static void queue(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *fq,
-		  const uint64_t *dma, const uint64_t *size, const uint64_t *token, unsigned int k)
+		  const uint64_t *restrict dma, const uint64_t *restrict size,
+		  const uint64_t *restrict token, unsigned int k)
 {
 	struct dma_space *sp = dd->sp;
+	struct iova_owned *restrict ring = fq->ring; /* not the arrays: no reloads per entry */
 	const uint64_t g = sp->granule, am = ~sp->gmask;
 	const uint32_t mask = lz->qsize - 1, t = fq->tail;
 	uint64_t unmapped;
@@ -327,17 +330,13 @@ static void queue(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *fq
 		const uint64_t a = dma[i] & am;
 		unsigned int j = i + 1;
 
-		fq->ring[(t + i) & mask] =
+		ring[(t + i) & mask] =
 			(struct iova_owned){.iova = a, .size = size[i], .token = token[i]};
 		if (dg_likely(size[i] == g)) {
-			while (j < k && size[j] == g &&
-			       (dma[j] & am) == a + (uint64_t)(j - i) * g) {
-				fq->ring[(t + j) & mask] =
-					(struct iova_owned){.iova = a + (uint64_t)(j - i) * g,
-							    .size = g,
-							    .token = token[j]};
-				j++;
-			}
+			for (uint64_t want = a + g; j < k && size[j] == g && (dma[j] & am) == want;
+			     j++, want += g)
+				ring[(t + j) & mask] = (struct iova_owned){
+					.iova = want, .size = g, .token = token[j]};
 			if (dma_token_stream(token[i]) && token[j - 1] == token[i] &&
 			    dma_stream_within(sp, token[i], a, j - i)) {
 				dma_stream_clear(sp, token[i], a, j - i);
