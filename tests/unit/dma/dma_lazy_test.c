@@ -26,7 +26,8 @@
  * stream's unused rest (a granule retired before the flush covering its unmap completed is
  * counted twice and fails; one never retired is missing and fails), a spare chunk is wholly
  * retired with nothing mapped or pending in it; and a map never hands out a pending granule.
- * At the end, after the drains, every IOVA (chunks included) is back in the allocator.
+ * At the end, after the drains, every IOVA (chunks included) is back in the allocator. A check
+ * that fails on the second thread ends the binary (cmocka exits with 255, no message).
  *
  * test_lazy_full_bulk: a bulk unmap of more entries than the queue holds, with a thread that
  * acknowledges: the call waits for room (lazy_full_waits), nothing is lost (every IOVA
