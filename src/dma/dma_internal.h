@@ -362,6 +362,11 @@ int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_
  * full-queue wait: quarantined, as dma_lazy_retire()). */
 int dma_lazy_retire_bulk(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
 			 const uint64_t *token, unsigned int n);
+/* dg_dma_unmap_bulk() of @n buffers of @len, @dir under lazy, the short way: every record
+ * claimed in one pass, then dma_lazy_retire_bulk()'s result; 1 with nothing changed when an
+ * entry is not right (the general way finds the error). */
+int dma_lazy_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
+			enum dg_dma_dir dir);
 /* Timeout flushes and reclaim (housekeeping). */
 void dma_lazy_tick(struct dg_dma_dev *dd, uint64_t now);
 void dma_lazy_stats(const struct dma_lazy *lz, struct dg_dma_stats *st);
@@ -732,7 +737,7 @@ void dma_stream_fini(struct dma_space *sp);
  * Map @n one-granule buffers (bufs[i], page phys[i], every phys[i] <= @pmax, each inside one
  * granule, checked by the caller) from this thread's stream @t of @sp, writing their records:
  * 0 with dma[] set, or 1 when the stream cannot take them (nothing changed: the caller takes
- * the allocator path). Strict only (not lazy, not the reference). Records of @kind (a bulk
+ * the allocator path). Strict and lazy (not the reference). Records of @kind (a bulk
  * call's and dg_dma_map_single()'s KIND_SINGLE, dg_dma_map_page()'s KIND_PAGE).
  */
 int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
@@ -753,7 +758,8 @@ int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf
 		       enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma);
 
 /* @k granules of the chunk of @token (a stream token) are done with: unmapped, and the
- * invalidation covering that completed. The last one makes the chunk spare. */
+ * invalidation covering that completed (strict: its wait; lazy: the flush covering the unmap,
+ * observed by the queue's reclaim). The last one makes the chunk spare. */
 void dma_stream_retire(struct dma_space *sp, uint64_t token, uint64_t k);
 
 /* The allocator said -ENOSPC: give back this thread's chunk's unused rest and every spare
@@ -764,6 +770,20 @@ bool dma_stream_drain(struct dma_space *sp, struct dma_tstats *t);
  * with every entry and record clear, the lists' counts right: 0 or -EUCLEAN (a line on @why).
  * The device quiet (dg_dma_dev_check()). */
 int dma_stream_check(struct dma_space *sp, FILE *why);
+
+/* A chunk as dma_stream_census() sees it (tests). */
+struct dma_stream_chunk {
+	uint64_t token;	  /* its granules' token */
+	uint64_t iova;	  /* its first IOVA (cspan granules) */
+	uint64_t retired; /* granules retired since a stream took it */
+	bool spare;	  /* on the spare list (then wholly retired) */
+};
+
+/* Every chunk of @sp (held or spare), up to @max of them into @out; returns how many there
+ * are. The device quiet (tests: each granule of a held chunk is exactly one of mapped, waiting
+ * for its invalidation, retired, or a stream's unused rest). */
+unsigned int dma_stream_census(struct dma_space *sp, struct dma_stream_chunk *out,
+			       unsigned int max);
 
 /* dma_dev.c / dma_stats.c */
 uint64_t dma_dev_live(const struct dg_dma_dev *dd);

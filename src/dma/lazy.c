@@ -34,6 +34,17 @@
  * completion was observed (an upper bound of how long a stale translation stayed usable); in
  * unmaps: entries queued on this queue from its oldest entry up to that observation.
  *
+ * Streams (session 10): one-granule maps take their IOVAs from the thread's stream as strict's
+ * do (stream.c: per-thread chunks whose last-level table is kept; a map is one PTE store and
+ * the record). The ring keeps each entry's token; a stream granule's (its chunk's address |
+ * DMA_TOKEN_STREAM) goes back to its chunk - one dma_stream_retire() per stretch of entries of
+ * one chunk, lazy_retire_streams() - in the reclaim that observed the completion of the flush
+ * covering it, where the allocator's IOVAs are given back (lazy_release(), which skips stream
+ * granules). A chunk is handed out again only once all its granules were retired, so a
+ * granule is reissued only after the flush covering its unmap completed, whichever thread
+ * mapped it and whichever queue its unmap went to. The window is the same: an entry per unmap
+ * in the ring, measured as before.
+ *
  * Bulk (dma_lazy_retire_bulk(), what dg_dma_unmap_bulk() calls): one lock and one reclaim for
  * the whole call, the page-table entries removed by runs of neighbouring IOVAs (a ring's reap
  * is one run: pt_unmap_granules()), the entries copied into the ring in stretches cut where
@@ -76,12 +87,16 @@ static dg_noinline void lazy_release_sorted(struct dma_space *sp, const struct d
 	const uint32_t mask = lz->qsize - 1;
 
 	while (to != from) {
-		uint32_t k = to - from < LAZY_FREE_CHUNK ? to - from : LAZY_FREE_CHUNK;
+		uint32_t k = to - from < LAZY_FREE_CHUNK ? to - from : LAZY_FREE_CHUNK, nf = 0;
 
-		for (uint32_t j = 0; j < k; j++)
-			tmp[j] = fq->ring[(to - 1 - j) & mask];
-		dma_order_frees(tmp, k);
-		iova_free_owned(sp->iova, tmp, k);
+		for (uint32_t j = 0; j < k; j++) {
+			const struct iova_owned *e = &fq->ring[(to - 1 - j) & mask];
+
+			if (!dma_token_stream(e->token)) /* retired already */
+				tmp[nf++] = *e;
+		}
+		dma_order_frees(tmp, nf);
+		iova_free_owned(sp->iova, tmp, nf);
 		to -= k;
 	}
 }
@@ -139,11 +154,47 @@ static void lazy_release(struct dma_space *sp, const struct dma_lazy *lz, const 
 		do {
 			const struct iova_owned *e = &ring[--i & mask];
 
-			iova_free_owned_one(sp->iova, &tc, e->iova, e->size, e->token);
+			if (!dma_token_stream(e->token)) /* retired already */
+				iova_free_owned_one(sp->iova, &tc, e->iova, e->size, e->token);
 		} while (i != lo && ring[(i - 1) & mask].iova > bar);
 		end[top] = i;
 	}
 	iova_free_owned_end(tc);
+}
+
+/*
+ * Retire the stream granules among the released entries [from, to) to their chunks
+ * (dma_stream_retire(): the chunk is spare, so its granules can be handed out again, once all
+ * of them were retired), one add per stretch of entries of one chunk (a ring's reap is one
+ * stretch); returns how many entries are the allocator's (lazy_release() gives those back).
+ */
+static uint32_t lazy_retire_streams(struct dma_space *sp, const struct dma_lazy *lz,
+				    const struct lazy_fq *fq, uint32_t from, uint32_t to)
+{
+	const struct iova_owned *ring = fq->ring;
+	const uint32_t mask = lz->qsize - 1;
+	uint64_t tok = DMA_TOKEN_STREAM, k = 0; /* no chunk at 0: matches no token */
+	uint32_t other = 0;
+
+	for (uint32_t i = from; i != to; i++) {
+		const uint64_t t = ring[i & mask].token;
+
+		if (dg_likely(t == tok)) { /* the stretch goes on */
+			k++;
+			continue;
+		}
+		if (dg_unlikely(!dma_token_stream(t))) {
+			other++;
+			continue;
+		}
+		if (k)
+			dma_stream_retire(sp, tok, k);
+		tok = t;
+		k = 1; /* a stream granule is one granule */
+	}
+	if (k)
+		dma_stream_retire(sp, tok, k);
+	return other;
 }
 
 int dma_lazy_create(struct dg_dma_dev *dd, struct dma_lazy **out)
@@ -238,16 +289,35 @@ static void reclaim(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *
 		fq->window_max_unmaps = unmaps;
 	dg_pt_gather_release(sp->pt, &fq->busy_g);
 	fq->busy = false;
-	lazy_release(sp, lz, fq, fq->head, fq->busy_end);
+	if (lazy_retire_streams(sp, lz, fq, fq->head, fq->busy_end))
+		lazy_release(sp, lz, fq, fq->head, fq->busy_end);
 	fq->head = fq->busy_end;
 }
 
-/* Queue entries [0, k) (room for them, lock held): their page-table entries removed - a run
- * of neighbouring one-granule ranges with one pt_unmap_granules() - into the open gather. */
+/* pt_gather_range() of pt.c: [start, end) joins the hull of @g. */
+static inline void gather_add(struct dg_pt_gather *g, uint64_t start, uint64_t end, uint64_t pgsize)
+{
+	if (g->start == g->end) {
+		g->start = start;
+		g->end = end;
+	} else {
+		g->start = start < g->start ? start : g->start;
+		g->end = end > g->end ? end : g->end;
+	}
+	if (pgsize > g->pgsize)
+		g->pgsize = pgsize;
+}
+
+/* Queue entries [0, k) (room for them, lock held): their page-table entries removed into the
+ * open gather - a run of neighbouring stream granules of one chunk through its kept table
+ * (dma_stream_clear(): no walk), another run of neighbouring one-granule ranges with one
+ * pt_unmap_granules(). */
 static void queue(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *fq,
-		  const uint64_t *dma, const uint64_t *size, const uint64_t *token, unsigned int k)
+		  const uint64_t *restrict dma, const uint64_t *restrict size,
+		  const uint64_t *restrict token, unsigned int k)
 {
 	struct dma_space *sp = dd->sp;
+	struct iova_owned *restrict ring = fq->ring; /* not the arrays: no reloads per entry */
 	const uint64_t g = sp->granule, am = ~sp->gmask;
 	const uint32_t mask = lz->qsize - 1, t = fq->tail;
 	uint64_t unmapped;
@@ -260,21 +330,22 @@ static void queue(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *fq
 		const uint64_t a = dma[i] & am;
 		unsigned int j = i + 1;
 
-		fq->ring[(t + i) & mask] =
+		ring[(t + i) & mask] =
 			(struct iova_owned){.iova = a, .size = size[i], .token = token[i]};
 		if (dg_likely(size[i] == g)) {
-			while (j < k && size[j] == g &&
-			       (dma[j] & am) == a + (uint64_t)(j - i) * g) {
-				fq->ring[(t + j) & mask] =
-					(struct iova_owned){.iova = a + (uint64_t)(j - i) * g,
-							    .size = g,
-							    .token = token[j]};
-				j++;
-			}
-			if (j - i == 1)
+			for (uint64_t want = a + g; j < k && size[j] == g && (dma[j] & am) == want;
+			     j++, want += g)
+				ring[(t + j) & mask] = (struct iova_owned){
+					.iova = want, .size = g, .token = token[j]};
+			if (dma_token_stream(token[i]) && token[j - 1] == token[i] &&
+			    dma_stream_within(sp, token[i], a, j - i)) {
+				dma_stream_clear(sp, token[i], a, j - i);
+				gather_add(&fq->open, a, a + (uint64_t)(j - i) * g, g);
+			} else if (j - i == 1) {
 				pt_unmap_granule(sp->pt, a, &fq->open);
-			else
+			} else {
 				pt_unmap_granules(sp->pt, a, j - i, &fq->open);
+			}
 		} else {
 			dg_pt_unmap(sp->pt, a, size[i], &fq->open, &unmapped);
 		}
@@ -341,6 +412,70 @@ strict: /* the devices do not answer: the rest retire the strict, quarantined wa
 	return r;
 }
 
+/*
+ * dg_dma_unmap_bulk() under lazy, the short way: each record checked on its face and claimed
+ * in one pass - the record of the next granule is the previous one's next while the addresses
+ * ascend by a granule inside one record leaf (a ring's reap of a stream), as in
+ * unmap_bulk_strict() (map.c) - then dma_lazy_retire_bulk(). No wrap test: a record that
+ * matches proves [dma[i], dma[i] + len) lies inside a live mapping. An entry that is not right
+ * (outside the space, no record, another face or length, a claim lost to a racing unmap or to
+ * an address given twice) gives back this call's claims - stored back with the word they had:
+ * the mappings were live all along - and returns 1: nothing changed, the general way finds
+ * the error.
+ */
+int dma_lazy_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
+			enum dg_dma_dir dir)
+{
+	struct dma_space *sp = dd->sp;
+	const uint64_t gm = sp->gmask, g = sp->granule, wdir = rec_w0(KIND_SINGLE, dir, 0, 0);
+	uint64_t size[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX];
+	uint64_t lend = 0, next = 1; /* next: never aligned */
+	struct dma_rec *rec = NULL;
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		const uint64_t d = dma[i], a = d & ~gm;
+		uint64_t w;
+
+		if (dg_likely(a == next && a < lend)) {
+			rec++; /* the next granule's record, in the same leaf */
+		} else {
+			const uint64_t off = a - sp->first, gi = off >> sp->gshift;
+			const uint64_t left = REC_NODE - (gi & (REC_NODE - 1));
+
+			if (dg_unlikely(off > sp->last - sp->first))
+				goto bad;
+			rec = dma_rec_in(&sp->rec, a, gi, false);
+			if (dg_unlikely(!rec))
+				goto bad;
+			lend = left <= (UINT64_MAX - a) >> sp->gshift ? a + (left << sp->gshift) :
+									UINT64_MAX;
+		}
+		next = a + g;
+		/* Acquire pairs with the release store of w0 in dma_rec_write(): w1..w3 are
+		 * visible (as in xl_check()). */
+		w = atomic_load_explicit(&rec->w0, memory_order_acquire);
+		if (dg_unlikely(w != (wdir | (d & gm)) ||
+				atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
+			goto bad;
+		/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
+		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
+			    &rec->w0, &w, 0, memory_order_acquire, memory_order_relaxed)))
+			goto bad;
+		size[i] = atomic_load_explicit(&rec->w2, memory_order_relaxed);
+		token[i] = atomic_load_explicit(&rec->w3, memory_order_relaxed);
+	}
+	return dma_lazy_retire_bulk(dd, dma, size, token, n);
+bad:
+	while (i--) {
+		struct dma_rec *x = dma_rec_get(&sp->rec, dma[i] & ~gm, false);
+
+		/* Release pairs with the acquire load in xl_check(), as the map's. */
+		atomic_store_explicit(&x->w0, wdir | (dma[i] & gm), memory_order_release);
+	}
+	return 1;
+}
+
 /* One entry: dma_lazy_retire_bulk() of one, written out (a full queue takes the bulk call,
  * which locks again and waits for room). */
 int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_t token)
@@ -358,7 +493,10 @@ int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_
 		dg_spin_unlock(&fq->lock);
 		return dma_lazy_retire_bulk(dd, &iova, &size, &token, 1);
 	}
-	if (dg_likely(size == sp->granule))
+	if (dg_likely(size == sp->granule) && dma_token_stream(token)) {
+		dma_stream_clear(sp, token, iova, 1); /* its chunk's kept table: no walk */
+		gather_add(&fq->open, iova, iova + size, size);
+	} else if (dg_likely(size == sp->granule))
 		pt_unmap_granule(sp->pt, iova, &fq->open);
 	else
 		dg_pt_unmap(sp->pt, iova, size, &fq->open, &unmapped);

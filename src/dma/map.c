@@ -1096,11 +1096,13 @@ int dma_xl_map(struct dg_dma_dev *dd, struct dma_space *sp, const struct dg_dma_
 	if (dg_unlikely(r))
 		return r;
 	r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
-	if (dg_unlikely(r == -ENOSPC) && dd->lazy && !dma_lazy_drain(dd, dd->lazy))
+	if (dg_unlikely(r == -ENOSPC) && dd->lazy && !dma_lazy_drain(dd, dd->lazy)) {
 		/* lazy: IOVAs waiting in the flush queues are free space once their flush
-		   completes: flush them all and try once more before saying -ENOSPC */
+		   completes: flush them all (their stream granules may complete chunks: spare
+		   chunks go back too) and try once more before saying -ENOSPC */
+		dma_stream_drain(sp, dma_tstats(dd));
 		r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
-	else if (dg_unlikely(r == -ENOSPC) && !dd->lazy && dma_stream_drain(sp, dma_tstats(dd)))
+	} else if (dg_unlikely(r == -ENOSPC) && !dd->lazy && dma_stream_drain(sp, dma_tstats(dd)))
 		/* strict: spare stream chunks are free space too */
 		r = iova_alloc_owned(sp->iova, total, sp->limit, &iova, &token);
 	if (dg_unlikely(r))
@@ -1168,7 +1170,7 @@ fail_iova:
 }
 
 /*
- * dma_xl_map() of one buffer, the streaming single and page maps of strict and lazy: strict's
+ * dma_xl_map() of one buffer, the streaming single and page maps of strict and lazy: their
  * one-granule buffers from this thread's stream (stream.c), else the same steps as
  * dma_xl_map() without the list layout, one granule through the page table's hint; @t is this
  * thread's counter block of the device (map_common looks it up once per call). An installed
@@ -1188,8 +1190,8 @@ static dg_always_inline int xl_map_one(struct dg_dma_dev *dd, struct dma_space *
 	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
 	const bool hook = atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL;
 
-	/* strict, one granule: this thread's stream (stream.c), as a bulk call of one */
-	if (total == sp->granule && !dd->lazy && !dd->reference && !hook &&
+	/* strict or lazy, one granule: this thread's stream (stream.c), as a bulk call of one */
+	if (total == sp->granule && !dd->reference && !hook &&
 	    !dma_stream_map_one(sp, t, (uintptr_t)buf, len, dir, kind, dma_out)) {
 		ctr_add(t, CTR_SUBPAGE, total - len);
 		ctr_max(&t->subpage_max, total - len);
@@ -1953,10 +1955,9 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	if (dg_unlikely(r))
 		return r;
 	t = dma_tstats(dd);
-	/* strict: this thread's stream (stream.c); an installed hook takes the allocator path,
-	 * which asks it at every step */
-	if (!dd->lazy && !hook &&
-	    !dma_stream_map(sp, t, bufs, phys, pmax, n, len, dir, KIND_SINGLE, dma))
+	/* strict or lazy: this thread's stream (stream.c); an installed hook takes the
+	 * allocator path, which asks it at every step */
+	if (!hook && !dma_stream_map(sp, t, bufs, phys, pmax, n, len, dir, KIND_SINGLE, dma))
 		goto counted;
 	r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);
 	if (dg_unlikely(r == -ENOSPC) && !dd->lazy && dma_stream_drain(sp, t))
@@ -2243,6 +2244,12 @@ strict:
 		if (own)
 			r = dg_dma_batch_end(&local);
 		goto counted;
+	}
+	if (dd->lazy) { /* one claim pass, then the flush queue (lazy.c); 1: a bad entry */
+		r = dma_lazy_unmap_bulk(dd, dma, n, len, dir);
+		if (dg_likely(r <= 0))
+			goto counted;
+		r = 0;
 	}
 	/* 1. every address and record on its face: no wrap, the word the map wrote and the
 	 * length, in one pass; a wrapping address anywhere is -ERANGE before any record's error,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * dma/stream.c - streams: strict's IOVAs handed out in ring order from per-thread chunks
+ * dma/stream.c - streams: strict's and lazy's IOVAs handed out in ring order from per-thread chunks
  * whose last-level table is kept (the rIOMMU idea, ASPLOS'15: a device consumes a ring in
  * order, so IOVAs handed out in ring order need neither a general allocator per buffer nor a
  * page-table walk per map).
@@ -21,7 +21,10 @@
  * (dma_stream_clear from batch_issue, after every claim of the batch: a claim's locked
  * compare-and-swap drains the store buffer, and then has no PTE clear to wait for).
  *
- * No magazine, no descent, no per-buffer allocator state. Unmaps are strict's as before: the
+ * No magazine, no descent, no per-buffer allocator state. Lazy maps the same way (session 10);
+ * its unmaps clear the PTE at once and queue the granule with its token on the flush queue
+ * (lazy.c), which retires it here when it observes that the flush covering the unmap
+ * completed. Unmaps are strict's as before: the
  * record claim refuses never-mapped, wrong size / direction and double unmaps with nothing
  * changed, the batch's submit (or end) clears the PTEs by runs, invalidates, the end waits;
  * then, instead of
@@ -44,7 +47,8 @@
  *  - A granule is handed out again only after its chunk went through the spare list, i.e.
  *    after every granule of the chunk was retired, and a mapped granule is retired only
  *    after the invalidation covering its unmap completed (batch end after its wait, strict
- *    retire after its wait, quarantine after a later completion confirmed it). A granule
+ *    retire after its wait, quarantine after a later completion confirmed it, lazy's reclaim
+ *    after the completion of the flush that started after the unmap). A granule
  *    never mapped (an abandoned rest) needs no invalidation. So no IOVA is reissued before
  *    the invalidation of its previous unmap completed, and its PTE is clear when it is
  *    (cleared before that invalidation was issued).
@@ -493,4 +497,28 @@ bool dma_stream_within(struct dma_space *sp, uint64_t token, uint64_t iova, uint
 		(const struct dma_chunk *)(uintptr_t)(token & ~DMA_TOKEN_STREAM);
 
 	return iova >= c->iova && ((iova - c->iova) >> sp->gshift) + n <= sp->cspan;
+}
+
+unsigned int dma_stream_census(struct dma_space *sp, struct dma_stream_chunk *out, unsigned int max)
+{
+	unsigned int n = 0;
+
+	pthread_mutex_lock(&sp->chunk_lock);
+	for (struct dma_chunk *c = sp->chunks; c; c = c->all) {
+		bool spare = false;
+
+		for (const struct dma_chunk *x = sp->spare; x && !spare; x = x->next)
+			spare = x == c;
+		if (n < max)
+			/* Relaxed: the device is quiet (the caller's contract). */
+			out[n] = (struct dma_stream_chunk){
+				.token = (uintptr_t)c | DMA_TOKEN_STREAM,
+				.iova = c->iova,
+				.retired = atomic_load_explicit(&c->retired, memory_order_relaxed),
+				.spare = spare,
+			};
+		n++;
+	}
+	pthread_mutex_unlock(&sp->chunk_lock);
+	return n;
 }

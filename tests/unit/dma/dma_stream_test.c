@@ -16,6 +16,7 @@
  *  - test_exhaust: a small space: chunks pinned by one mapping each until the streams' share
  *    is held, then the allocator path maps on - every granule the streams do not hold - and
  *    once the pins go, spare chunks go back on -ENOSPC so single maps fill the whole space.
+ *    Under strict and under lazy (whose unmaps wait in the flush queue: free space too).
  */
 #include "dma/dma_internal.h" /* before cmocka.h: it defines fail() */
 #include "dma_test_util.h"
@@ -375,8 +376,10 @@ static void test_model(void **state)
 
 /* ---- exhaustion ---------------------------------------------------------------------------- */
 
+/* @state: the policy (strict; lazy, whose one-granule maps take the streams too). */
 static void test_exhaust(void **state)
 {
+	const enum dg_dma_policy pol = *(const enum dg_dma_policy *)*state;
 	enum { BULK = 256 };
 	/* 2^27 bytes: 32768 granules, 64 chunks of 512; streams hold 16 at most */
 	const uint64_t granules = 1ull << 15, mask = (granules * PG) - 1;
@@ -391,16 +394,15 @@ static void test_exhaust(void **state)
 	uint64_t dma[BULK];
 	int r;
 
-	(void)state;
 	assert_non_null(page);
 	assert_non_null(live);
 	for (unsigned int i = 0; i < BULK; i++)
 		bufs[i] = page + 128;
 	assert_int_equal(fixture_init(&f, false, 0), 0);
 	dg_dma_dev_config_init(&c);
-	c.policy = DG_DMA_STRICT;
+	c.policy = pol;
 	c.dma_mask = mask;
-	dd = fixture_dev(&f, 1, DG_DMA_STRICT, &c, &dev);
+	dd = fixture_dev(&f, 1, pol, &c, &dev);
 	assert_non_null(dd);
 	dg_dev_set_auto_offline(dev, true);
 	assert_int_equal(dd->sp->cspan, 512);
@@ -452,10 +454,12 @@ static void test_exhaust(void **state)
 
 int main(void)
 {
+	static enum dg_dma_policy strict = DG_DMA_STRICT, lazy = DG_DMA_LAZY;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_model),
-		cmocka_unit_test(test_exhaust),
+		cmocka_unit_test_prestate(test_exhaust, &strict),
+		cmocka_unit_test_prestate(test_exhaust, &lazy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
