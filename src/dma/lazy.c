@@ -294,20 +294,6 @@ static void reclaim(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *
 	fq->head = fq->busy_end;
 }
 
-/* pt_gather_range() of pt.c: [start, end) joins the hull of @g. */
-static inline void gather_add(struct dg_pt_gather *g, uint64_t start, uint64_t end, uint64_t pgsize)
-{
-	if (g->start == g->end) {
-		g->start = start;
-		g->end = end;
-	} else {
-		g->start = start < g->start ? start : g->start;
-		g->end = end > g->end ? end : g->end;
-	}
-	if (pgsize > g->pgsize)
-		g->pgsize = pgsize;
-}
-
 /* Queue entries [0, k) (room for them, lock held): their page-table entries removed into the
  * open gather - a run of neighbouring stream granules of one chunk through its kept table
  * (dma_stream_clear(): no walk), another run of neighbouring one-granule ranges with one
@@ -340,7 +326,7 @@ static void queue(struct dg_dma_dev *dd, struct dma_lazy *lz, struct lazy_fq *fq
 			if (dma_token_stream(token[i]) && token[j - 1] == token[i] &&
 			    dma_stream_within(sp, token[i], a, j - i)) {
 				dma_stream_clear(sp, token[i], a, j - i);
-				gather_add(&fq->open, a, a + (uint64_t)(j - i) * g, g);
+				pt_gather_range(&fq->open, a, a + (uint64_t)(j - i) * g, g);
 			} else if (j - i == 1) {
 				pt_unmap_granule(sp->pt, a, &fq->open);
 			} else {
@@ -495,7 +481,7 @@ int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_
 	}
 	if (dg_likely(size == sp->granule) && dma_token_stream(token)) {
 		dma_stream_clear(sp, token, iova, 1); /* its chunk's kept table: no walk */
-		gather_add(&fq->open, iova, iova + size, size);
+		pt_gather_range(&fq->open, iova, iova + size, size);
 	} else if (dg_likely(size == sp->granule))
 		pt_unmap_granule(sp->pt, iova, &fq->open);
 	else

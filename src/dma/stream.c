@@ -24,13 +24,11 @@
  * No magazine, no descent, no per-buffer allocator state. Lazy maps the same way (session 10);
  * its unmaps clear the PTE at once and queue the granule with its token on the flush queue
  * (lazy.c), which retires it here when it observes that the flush covering the unmap
- * completed. Unmaps are strict's as before: the
- * record claim refuses never-mapped, wrong size / direction and double unmaps with nothing
- * changed, the batch's submit (or end) clears the PTEs by runs, invalidates, the end waits;
- * then, instead of
- * giving each IOVA to the allocator, it adds the granules of each run of one chunk to the
- * chunk's `retired` count (one atomic add per run, not per buffer: the batch end groups
- * consecutive entries of one chunk). The token of a stream granule (record w3, batch entry
+ * completed. Strict's unmaps: the record claim refuses never-mapped, wrong size / direction
+ * and double unmaps with nothing changed, the batch's submit (or end) clears the PTEs by
+ * runs, invalidates, the end waits; then, instead of giving each IOVA to the allocator, it
+ * adds the granules of each run of one chunk to the chunk's `retired` count (one atomic add
+ * per run, not per buffer: the batch end groups consecutive entries of one chunk). The token of a stream granule (record w3, batch entry
  * token) is its chunk's address | DMA_TOKEN_STREAM, so every place that gives a token back -
  * batch end, strict retire, quarantine retry - knows where it goes.
  *

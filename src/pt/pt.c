@@ -223,22 +223,6 @@ void dg_pt_gather_init(struct dg_pt_gather *gather)
 	pt_gather_init(gather);
 }
 
-static inline void pt_gather_range(struct dg_pt_gather *g, uint64_t start, uint64_t end,
-				   uint64_t pgsize)
-{
-	if (g->start == g->end) {
-		g->start = start;
-		g->end = end;
-	} else {
-		if (start < g->start)
-			g->start = start;
-		if (end > g->end)
-			g->end = end;
-	}
-	if (pgsize > g->pgsize)
-		g->pgsize = pgsize;
-}
-
 /*
  * Put the unlinked table @table (depth @d) and every table below it on @g; add the size of
  * the leaves it holds to *bytes and the largest to *maxpg. The caller owns the table's range

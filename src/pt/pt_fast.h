@@ -29,6 +29,24 @@ static inline void pt_gather_init(struct dg_pt_gather *g)
 	*g = (struct dg_pt_gather){.leaf_only = true};
 }
 
+/* [start, end) joins the hull of @g, whose page size is at least @pgsize: what every unmap
+   adds to its gather (pt.c), and the DMA layer's clears through a kept table (lazy.c). */
+static inline void pt_gather_range(struct dg_pt_gather *g, uint64_t start, uint64_t end,
+				   uint64_t pgsize)
+{
+	if (g->start == g->end) {
+		g->start = start;
+		g->end = end;
+	} else {
+		if (start < g->start)
+			g->start = start;
+		if (end > g->end)
+			g->end = end;
+	}
+	if (pgsize > g->pgsize)
+		g->pgsize = pgsize;
+}
+
 /* dg_pt_map(pt, iova, phys, granule, prot, gather). Any thread, as dg_pt_map. */
 int pt_map_granule(struct dg_pt *pt, uint64_t iova, uint64_t phys, unsigned int prot,
 		   struct dg_pt_gather *gather);
