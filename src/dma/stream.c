@@ -28,9 +28,10 @@
  * and double unmaps with nothing changed, the batch's submit (or end) clears the PTEs by
  * runs, invalidates, the end waits; then, instead of giving each IOVA to the allocator, it
  * adds the granules of each run of one chunk to the chunk's `retired` count (one atomic add
- * per run, not per buffer: the batch end groups consecutive entries of one chunk). The token of a stream granule (record w3, batch entry
- * token) is its chunk's address | DMA_TOKEN_STREAM, so every place that gives a token back -
- * batch end, strict retire, quarantine retry - knows where it goes.
+ * per run, not per buffer: the batch end groups consecutive entries of one chunk). The token
+ * of a stream granule (record w3, batch entry token) is its chunk's address |
+ * DMA_TOKEN_STREAM, so every place that gives a token back - batch end, strict retire,
+ * quarantine retry - knows where it goes.
  *
  * A chunk's life: taken by a stream (cur = 0, retired = 0) -> granules handed out until cur
  * reaches cspan (a bulk call that does not fit in the rest abandons it: the unused rest is
