@@ -16,9 +16,11 @@
  * Free buffers are a lock-free stack: head = ABA tag << 32 | (index + 1), next[] links, one
  * CAS per get and per put; out[] catches a double put (exchange) before it could corrupt the
  * stack. Pools are published in dd->pools[] with release stores and looked up with acquire
- * loads by the map path (a handful of range compares).
+ * loads by the map path (a handful of range compares). The streaming hooks are the ones the
+ * window policy has too (dma/fixed_map.h), with the pools as the fixed part.
  */
 #include "dma/dma_internal.h"
+#include "dma/fixed_map.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -260,66 +262,35 @@ int dg_dma_pool_put(struct dg_dma_pool *p, void *buf)
 
 /* ---- the policy's streaming maps ------------------------------------------------------------ */
 
+static const struct dma_fixed pool_fixed = {
+	.find = dma_pool_lookup,
+	.owns = dma_pool_owns,
+	.hit = CTR_POOL_HITS,
+	.fallback = CTR_POOL_FALLBACKS,
+};
+
 static int pool_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
 		    unsigned int attrs, enum dma_kind kind, uint64_t *dma)
 {
-	int r;
-
-	if (dma_pool_lookup(dd, (uintptr_t)buf, len, dir, dma)) {
-		ctr_add(dma_tstats(dd), CTR_POOL_HITS, 1);
-		return 0;
-	}
-	r = dma_strict_ops.map(dd, buf, len, dir, attrs, kind, dma);
-	if (!r)
-		ctr_add(dma_tstats(dd), CTR_POOL_FALLBACKS, 1);
-	return r;
+	return dma_fixed_map(&pool_fixed, dd, buf, len, dir, attrs, kind, dma);
 }
 
 static int pool_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		      unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b)
 {
-	if (dma_pool_owns(dd, dma, len))
-		return 0; /* the mapping persists */
-	return dma_strict_ops.unmap(dd, dma, len, dir, attrs, kind, b);
+	return dma_fixed_unmap(&pool_fixed, dd, dma, len, dir, attrs, kind, b);
 }
 
 static int pool_map_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 		       enum dg_dma_dir dir, unsigned int attrs, unsigned int *nr_dma)
 {
-	uint64_t d;
-	unsigned int i;
-	int r;
-
-	for (i = 0; i < nents && dma_pool_lookup(dd, (uintptr_t)sg[i].addr, sg[i].len, dir, &d);
-	     i++)
-		;
-	if (i == nents) {
-		for (i = 0; i < nents; i++) {
-			dma_pool_lookup(dd, (uintptr_t)sg[i].addr, sg[i].len, dir, &sg[i].dma_addr);
-			sg[i].dma_len = sg[i].len;
-		}
-		*nr_dma = nents;
-		ctr_add(dma_tstats(dd), CTR_POOL_HITS, 1);
-		return 0;
-	}
-	r = dma_strict_ops.map_sg(dd, sg, nents, dir, attrs, nr_dma);
-	if (!r)
-		ctr_add(dma_tstats(dd), CTR_POOL_FALLBACKS, 1);
-	return r;
+	return dma_fixed_map_sg(&pool_fixed, dd, sg, nents, dir, attrs, nr_dma);
 }
 
 static int pool_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 			 enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
 {
-	unsigned int i;
-
-	for (i = 0; i < nents && sg[i].dma_len == sg[i].len &&
-		    dma_pool_owns(dd, sg[i].dma_addr, sg[i].len);
-	     i++)
-		;
-	if (i == nents)
-		return 0;
-	return dma_strict_ops.unmap_sg(dd, sg, nents, dir, attrs, b);
+	return dma_fixed_unmap_sg(&pool_fixed, dd, sg, nents, dir, attrs, b);
 }
 
 const struct dma_policy_ops dma_pool_ops = {

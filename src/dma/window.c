@@ -19,83 +19,67 @@
  * What it protects: memory outside the direct region that is not mapped; the direct region is
  * exposed for the policy's life (reported as persistent bytes) and its direction is not
  * enforced. With no window configured the small default one (1 GiB at 2 GiB, 4K pages, no
- * direct part) makes this policy strict-like with a TCE table.
+ * direct part) makes this policy strict-like with a TCE table. The streaming hooks are the
+ * pool policy's (dma/fixed_map.h), with the direct region as the fixed part.
  */
 #include "dma/dma_internal.h"
+#include "dma/fixed_map.h"
 
 #include <errno.h>
 
-static bool in_direct(const struct dma_window *w, uintptr_t a, size_t len)
+/* Is [a, a + len) inside the direct region? Then *dma gets its window address. The region is
+ * mapped read/write: @dir is not enforced. */
+static bool win_find(struct dg_dma_dev *dd, uintptr_t a, size_t len, enum dg_dma_dir dir,
+		     uint64_t *dma)
 {
-	return a >= w->direct && a - w->direct < w->direct_size &&
-	       len <= w->direct_size - (a - w->direct);
+	const struct dma_window *w = &dd->win;
+
+	(void)dir;
+	if (!(a >= w->direct && a - w->direct < w->direct_size &&
+	      len <= w->direct_size - (a - w->direct)))
+		return false;
+	*dma = w->base + (a - w->direct);
+	return true;
 }
 
-static bool dma_in_direct(const struct dma_window *w, uint64_t dma, size_t len)
+/* Is [dma, dma + len) inside the direct part of the window? */
+static bool win_owns(struct dg_dma_dev *dd, uint64_t dma, size_t len)
 {
+	const struct dma_window *w = &dd->win;
+
 	return dma >= w->base && dma - w->base < w->direct_size &&
 	       len <= w->direct_size - (dma - w->base);
 }
 
+static const struct dma_fixed win_fixed = {
+	.find = win_find,
+	.owns = win_owns,
+	.hit = CTR_WIN_DIRECT,
+	.fallback = CTR_WIN_DYNAMIC,
+};
+
 static int win_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
 		   unsigned int attrs, enum dma_kind kind, uint64_t *dma)
 {
-	int r;
-
-	if (in_direct(&dd->win, (uintptr_t)buf, len)) {
-		*dma = dd->win.base + ((uintptr_t)buf - dd->win.direct);
-		ctr_add(dma_tstats(dd), CTR_WIN_DIRECT, 1);
-		return 0;
-	}
-	r = dma_strict_ops.map(dd, buf, len, dir, attrs, kind, dma);
-	if (!r)
-		ctr_add(dma_tstats(dd), CTR_WIN_DYNAMIC, 1);
-	return r;
+	return dma_fixed_map(&win_fixed, dd, buf, len, dir, attrs, kind, dma);
 }
 
 static int win_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		     unsigned int attrs, enum dma_kind kind, struct dg_dma_batch *b)
 {
-	if (dma_in_direct(&dd->win, dma, len))
-		return 0; /* fixed translation: nothing to undo */
-	return dma_strict_ops.unmap(dd, dma, len, dir, attrs, kind, b);
+	return dma_fixed_unmap(&win_fixed, dd, dma, len, dir, attrs, kind, b);
 }
 
 static int win_map_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 		      enum dg_dma_dir dir, unsigned int attrs, unsigned int *nr_dma)
 {
-	unsigned int i;
-	int r;
-
-	for (i = 0; i < nents && in_direct(&dd->win, (uintptr_t)sg[i].addr, sg[i].len); i++)
-		;
-	if (i == nents) { /* all direct: one segment per entry, like identity */
-		for (i = 0; i < nents; i++) {
-			sg[i].dma_addr = dd->win.base + ((uintptr_t)sg[i].addr - dd->win.direct);
-			sg[i].dma_len = sg[i].len;
-		}
-		*nr_dma = nents;
-		ctr_add(dma_tstats(dd), CTR_WIN_DIRECT, 1);
-		return 0;
-	}
-	r = dma_strict_ops.map_sg(dd, sg, nents, dir, attrs, nr_dma);
-	if (!r)
-		ctr_add(dma_tstats(dd), CTR_WIN_DYNAMIC, 1);
-	return r;
+	return dma_fixed_map_sg(&win_fixed, dd, sg, nents, dir, attrs, nr_dma);
 }
 
 static int win_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 			enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
 {
-	unsigned int i;
-
-	for (i = 0; i < nents && dma_in_direct(&dd->win, sg[i].dma_addr, sg[i].len) &&
-		    sg[i].dma_len == sg[i].len;
-	     i++)
-		;
-	if (i == nents)
-		return 0;
-	return dma_strict_ops.unmap_sg(dd, sg, nents, dir, attrs, b);
+	return dma_fixed_unmap_sg(&win_fixed, dd, sg, nents, dir, attrs, b);
 }
 
 const struct dma_policy_ops dma_window_ops = {
