@@ -24,6 +24,7 @@
 #include "pt/pt_fast.h"
 #include "pt/pt_internal.h"
 #include "pt_model.h"
+#include "gather_check.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -551,8 +552,7 @@ static void small_then_large(struct dg_pt *pt, struct pt_model *m, uint64_t smal
 	dg_pt_gather_init(&g);
 	assert_int_equal(pt_model_map(m, iova, iova, large, RW), 0);
 	assert_int_equal(dg_pt_map(pt, iova, iova, large, RW, &g), 0);
-	assert_int_equal(g.start, iova);
-	assert_int_equal(g.end, iova + large);
+	assert_gathered(&g, iova, iova + large, 0);
 	assert_false(g.leaf_only);
 	assert_true(g.nr_tables >= 1);
 	assert_int_equal(dg_pt_table_pages(pt), before);
@@ -1090,9 +1090,7 @@ static void gather_and_stale_walk_cfg(struct env *e)
 	assert_int_equal(pt_model_unmap(&e->m, a, span, &bytes), 0);
 	assert_int_equal(dg_pt_unmap(pt, a, span, &g, &bytes), 0);
 	assert_int_equal(bytes, span);
-	assert_int_equal(g.start, a);
-	assert_int_equal(g.end, a + span);
-	assert_int_equal(g.pgsize, s);
+	assert_gathered(&g, a, a + span, s);
 	assert_false(g.leaf_only);
 	assert_int_equal(g.nr_tables, 1);
 	assert_ptr_equal(g.freelist, w.table[last]);
@@ -1118,9 +1116,7 @@ static void gather_and_stale_walk_cfg(struct env *e)
 	dg_pt_gather_init(&g);
 	assert_int_equal(dg_pt_unmap(pt, a + 4 * span, s, &g, &bytes), 0);
 	assert_int_equal(dg_pt_unmap(pt, a, s, &g, &bytes), 0);
-	assert_int_equal(g.start, a);
-	assert_int_equal(g.end, a + 4 * span + sizes[1]);
-	assert_int_equal(g.pgsize, sizes[1]);
+	assert_gathered(&g, a, a + 4 * span + sizes[1], sizes[1]);
 	assert_true(g.leaf_only);
 	dg_pt_gather_release(pt, &g);
 	pt_model_unmap(&e->m, a, limit - a, &bytes);
@@ -1257,8 +1253,7 @@ static void hint_granule_cfg(struct env *e)
 		assert_ptr_equal(w2.table[last], w.table[last]);
 		/* Unmap through the hint: one leaf, the gather gets its page. */
 		unmap_granule_both(e, a + s, &g);
-		assert_int_equal(g.start, a + s);
-		assert_int_equal(g.end, a + 2 * s);
+		assert_gathered(&g, a + s, a + 2 * s, 0);
 		assert_true(g.leaf_only);
 		assert_int_equal(pt_unmap_granule(pt, a + s, &g), -ENOENT);
 		check_ok(pt, &e->m);
