@@ -175,21 +175,31 @@ static void test_threads_for(void **state)
 	assert_int_equal(wl_threads_for(&wl_xdp64, 1000), WL_MAX_THREADS);
 }
 
+/* wl_plot_ascii() of @r at @width columns, as a string to free. */
+static char *plot(struct wl_result *r, size_t n, unsigned int width)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	wl_plot_ascii(f, r, n, width);
+	fclose(f);
+	return buf;
+}
+
 static void test_plot_ascii(void **state)
 {
 	(void)state;
 	struct wl_result r[3] = {{.wl = &wl_xdp64, .cfg = WL_IDENTITY},
 				 {.wl = &wl_xdp64, .cfg = WL_STRICT},
 				 {.wl = &wl_fwd64, .cfg = WL_POOL}};
-	char *buf = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&buf, &len);
+	char *buf;
 
 	r[0].ratio_s.median = 1.0;
 	r[1].ratio_s.median = 0.5;
 	r[2].ratio_s.median = 2.0; /* the longest bar sets the scale */
-	wl_plot_ascii(f, r, 3, 20);
-	fclose(f);
+	buf = plot(r, 3, 20);
 	/* identity: 10 of 20 columns, then the 1.0 mark right after */
 	assert_non_null(strstr(buf, "xdp64     identity        1.000 ##########|"));
 	assert_non_null(strstr(buf, "          strict          0.500 #####     |"));
@@ -199,9 +209,7 @@ static void test_plot_ascii(void **state)
 	   shows one bar. */
 	r[1].ratio_s.median = 0.001;
 	r[2].ratio_s.median = 40.0;
-	f = open_memstream(&buf, &len);
-	wl_plot_ascii(f, r, 3, 20);
-	fclose(f);
+	buf = plot(r, 3, 20);
 	assert_non_null(strstr(buf, "xdp64     identity        1.000 ##########|"));
 	assert_non_null(strstr(buf, "          strict          0.001 #         |"));
 	assert_non_null(strstr(buf, "fwd64     pool           40.000 ####################>"));
