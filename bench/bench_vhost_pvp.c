@@ -827,9 +827,10 @@ static json_t *result_json(const struct result *r)
 static void usage(FILE *out)
 {
 	fprintf(out,
-		"usage: dmaguard bench vhost-pvp [--no-dpdk] [OPTIONS]\n"
+		"usage: dmaguard bench vhost-pvp [--no-dpdk | --dpdk-only] [OPTIONS]\n"
 		"  --no-dpdk       skip the DPDK comparison even when dpdk-testpmd is installed\n"
-		"                  (it is also skipped with --quick, --case and --ops)\n\n");
+		"                  (it is also skipped with --quick, --case and --ops)\n"
+		"  --dpdk-only     run only the DPDK comparison (empty without dpdk-testpmd)\n\n");
 	bench_usage_common(out);
 }
 
