@@ -548,21 +548,26 @@ DG_EXPORT int dg_dma_iova_free(struct dg_dma_iova_state *st);
  * A pool of @nbufs buffers of @buf_size bytes (rounded up to 64), mapped once for @dir for the
  * pool's whole life. Streaming maps of memory inside a pool return its fixed address and do
  * nothing else. Only under the pool policy (and identity, where a pool is plain memory).
- * Returns NULL with errno EINVAL (zero sizes, unknown flags, more than 2^24 buffers), EPERM
- * (another policy), ENOSPC (no IOVA space), ENOMEM.
+ * Returns NULL with errno EINVAL (NULL @dd, zero sizes, buffers over 2^40 bytes, more than 2^24
+ * buffers, unknown @dir or flags), EPERM (another policy), ENOSPC (no IOVA space, or 32 pools
+ * already on the device), ERANGE (identity: the memory lies beyond the device's DMA mask),
+ * ENOMEM.
  */
 DG_EXPORT struct dg_dma_pool *dg_dma_pool_create(struct dg_dma_dev *dd, size_t buf_size,
 						 uint32_t nbufs, enum dg_dma_dir dir,
 						 unsigned int flags);
 
-/* Unmap and free the pool. Errors: -EBUSY buffers are still out (nothing changed). */
+/* Unmap and free the pool. Errors: -EINVAL NULL @pool; -EBUSY buffers are still out (nothing
+ * changed); -ETIMEDOUT the invalidation was not confirmed in time: the pool is gone, its
+ * memory is freed once the device confirms (quarantine). */
 DG_EXPORT int dg_dma_pool_destroy(struct dg_dma_pool *pool);
 
 /* Take a free buffer: *buf gets its host address, *dma its DMA address. Lock-free.
- * Errors: -ENOSPC the pool is empty. */
+ * Errors: -EINVAL a NULL argument; -ENOSPC the pool is empty. */
 DG_EXPORT int dg_dma_pool_get(struct dg_dma_pool *pool, void **buf, uint64_t *dma);
 
-/* Give a buffer back. Errors: -EINVAL @buf is not a buffer of the pool. */
+/* Give a buffer back. Errors: -EINVAL NULL @pool, @buf is not a buffer of the pool or is not
+ * out (a double put). */
 DG_EXPORT int dg_dma_pool_put(struct dg_dma_pool *pool, void *buf);
 
 /* ---- statistics ----------------------------------------------------------------------------- */

@@ -1400,6 +1400,101 @@ static void test_pool(void **state)
 	free(other);
 }
 
+/* Scatterlists under pool: all entries in a pool are their fixed addresses and their unmap
+ * leaves them mapped; a list with one entry outside goes to strict whole. */
+static void test_pool_sg(void **state)
+{
+	struct dg_dma_sg sg[2];
+	struct dg_dma_pool *pool;
+	uint8_t *bufs[2], *other = page_alloc(4096), got[4];
+	uint64_t dmas[2];
+	unsigned int nr = 0;
+	struct t t;
+
+	(void)state;
+	setup_dev(&t, DG_DMA_POOL, NULL);
+	pool = dg_dma_pool_create(t.dd, 2048, 2, DG_DMA_BIDIRECTIONAL, 0);
+	assert_non_null(pool);
+	for (unsigned int i = 0; i < 2; i++)
+		assert_int_equal(dg_dma_pool_get(pool, (void **)&bufs[i], &dmas[i]), 0);
+	memset(sg, 0, sizeof(sg));
+	sg[0] = (struct dg_dma_sg){.addr = bufs[1] + 8, .len = 100};
+	sg[1] = (struct dg_dma_sg){.addr = bufs[0], .len = 2048};
+	assert_int_equal(dg_dma_map_sg(t.dd, sg, 2, DG_DMA_TO_DEVICE, 0, &nr), 0);
+	assert_int_equal(nr, 2);
+	assert_int_equal(sg[0].dma_addr, dmas[1] + 8);
+	assert_int_equal(sg[0].dma_len, 100);
+	assert_int_equal(sg[1].dma_addr, dmas[0]);
+	assert_int_equal(sg[1].dma_len, 2048);
+	assert_int_equal(stats(t.dd).pool_hits, 1);
+	assert_int_equal(dg_dma_unmap_sg(t.dd, sg, 2, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dev_read(t.dev, dmas[1] + 8, got, 4), 0); /* the pool persists */
+	/* one entry outside every pool: the list is strict's, and gone after its unmap */
+	memset(sg, 0, sizeof(sg));
+	sg[0] = (struct dg_dma_sg){.addr = bufs[1], .len = 64};
+	sg[1] = (struct dg_dma_sg){.addr = other, .len = 64};
+	assert_int_equal(dg_dma_map_sg(t.dd, sg, 2, DG_DMA_TO_DEVICE, 0, &nr), 0);
+	assert_int_equal(stats(t.dd).pool_fallbacks, 1);
+	assert_int_equal(stats(t.dd).pool_hits, 1);
+	assert_int_not_equal(sg[0].dma_addr, dmas[1]);
+	uint64_t strict_dma = sg[0].dma_addr;
+
+	assert_int_equal(dg_dev_read(t.dev, strict_dma, got, 4), 0);
+	assert_int_equal(dg_dma_unmap_sg(t.dd, sg, 2, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dev_read(t.dev, strict_dma, got, 4), -EFAULT);
+	for (unsigned int i = 0; i < 2; i++)
+		assert_int_equal(dg_dma_pool_put(pool, bufs[i]), 0);
+	assert_int_equal(dg_dma_pool_destroy(pool), 0);
+	teardown_dev(&t);
+	free(other);
+}
+
+/* The errors dma.h documents for the pool calls. */
+static void test_pool_errors(void **state)
+{
+	struct dg_dma_pool *pools[33];
+	void *buf;
+	uint64_t dma;
+	struct t t;
+
+	(void)state;
+	setup_dev(&t, DG_DMA_POOL, NULL);
+	errno = 0;
+	assert_null(dg_dma_pool_create(NULL, 2048, 8, DG_DMA_FROM_DEVICE, 0));
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_null(dg_dma_pool_create(t.dd, 0, 8, DG_DMA_FROM_DEVICE, 0));
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_null(dg_dma_pool_create(t.dd, 2048, 0, DG_DMA_FROM_DEVICE, 0));
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_null(dg_dma_pool_create(t.dd, 2048, (1u << 24) + 1, DG_DMA_FROM_DEVICE, 0));
+	assert_int_equal(errno, EINVAL);
+	errno = 0;
+	assert_null(dg_dma_pool_create(t.dd, 2048, 8, DG_DMA_FROM_DEVICE, 1u << 5));
+	assert_int_equal(errno, EINVAL);
+	/* DMA_MAX_POOLS per device, then -ENOSPC; a destroyed pool's slot is free again */
+	for (unsigned int i = 0; i < DMA_MAX_POOLS; i++) {
+		pools[i] = dg_dma_pool_create(t.dd, 64, 1, DG_DMA_TO_DEVICE, 0);
+		assert_non_null(pools[i]);
+	}
+	errno = 0;
+	assert_null(dg_dma_pool_create(t.dd, 64, 1, DG_DMA_TO_DEVICE, 0));
+	assert_int_equal(errno, ENOSPC);
+	assert_int_equal(dg_dma_pool_destroy(pools[7]), 0);
+	pools[7] = dg_dma_pool_create(t.dd, 64, 1, DG_DMA_TO_DEVICE, 0);
+	assert_non_null(pools[7]);
+	assert_int_equal(dg_dma_pool_get(NULL, &buf, &dma), -EINVAL);
+	assert_int_equal(dg_dma_pool_get(pools[0], NULL, &dma), -EINVAL);
+	assert_int_equal(dg_dma_pool_get(pools[0], &buf, NULL), -EINVAL);
+	assert_int_equal(dg_dma_pool_put(NULL, pools), -EINVAL);
+	assert_int_equal(dg_dma_pool_destroy(NULL), -EINVAL);
+	for (unsigned int i = 0; i < DMA_MAX_POOLS; i++)
+		assert_int_equal(dg_dma_pool_destroy(pools[i]), 0);
+	teardown_dev(&t);
+}
+
 /* ---- policies: switching, forced translation ---------------------------------------------------- */
 
 static void test_switch_and_force(void **state)
@@ -1631,6 +1726,8 @@ int main(void)
 		cmocka_unit_test(test_batch),
 		cmocka_unit_test(test_hint_table_unlink),
 		cmocka_unit_test(test_pool),
+		cmocka_unit_test(test_pool_sg),
+		cmocka_unit_test(test_pool_errors),
 		cmocka_unit_test(test_switch_and_force),
 		cmocka_unit_test(test_lazy_window),
 		cmocka_unit_test(test_reference),
