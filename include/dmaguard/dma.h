@@ -454,13 +454,15 @@ DG_EXPORT int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsi
 /*
  * Allocate @size bytes of zeroed memory that stays mapped (device read and write) until
  * dg_dma_free_coherent(); page aligned, and the pages hold nothing else. *dma gets its DMA
- * address. Returns NULL with errno EINVAL (size 0, NULL dma), ENOSPC (no IOVA space), ENOMEM.
+ * address. Returns NULL with errno EINVAL (NULL @dd or @dma, size 0 or over 2^40), ENOSPC (no
+ * IOVA space), ERANGE (identity: the memory lies beyond the device's DMA mask), ENOMEM.
  */
 DG_EXPORT void *dg_dma_alloc_coherent(struct dg_dma_dev *dd, size_t size, uint64_t *dma);
 
 /*
  * Free a coherent allocation; the device cannot reach it when this returns. Errors (nothing
- * changed): -ENOENT @dma is not a live coherent allocation; -EINVAL @cpu or @size differ.
+ * changed): -ENOENT @dma is not a live coherent allocation; -EINVAL NULL @dd or @cpu, @size 0
+ * or over 2^40, @cpu or @size differ from the allocation's.
  * -ETIMEDOUT as dg_dma_unmap_single() (the memory is then kept until confirmed).
  */
 DG_EXPORT int dg_dma_free_coherent(struct dg_dma_dev *dd, void *cpu, size_t size, uint64_t dma);

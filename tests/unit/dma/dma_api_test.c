@@ -1036,6 +1036,24 @@ static void test_coherent(void **state)
 		setup_dev(&t, all_policies[i], NULL);
 		uint64_t p0 = stats(t.dd).persistent_bytes;
 
+		/* the argument errors dma.h lists, nothing allocated */
+		errno = 0;
+		assert_null(dg_dma_alloc_coherent(NULL, 4096, &dma));
+		assert_int_equal(errno, EINVAL);
+		errno = 0;
+		assert_null(dg_dma_alloc_coherent(t.dd, 4096, NULL));
+		assert_int_equal(errno, EINVAL);
+		errno = 0;
+		assert_null(dg_dma_alloc_coherent(t.dd, 0, &dma));
+		assert_int_equal(errno, EINVAL);
+		errno = 0;
+		assert_null(dg_dma_alloc_coherent(t.dd, (1ull << 40) + 1, &dma));
+		assert_int_equal(errno, EINVAL);
+		assert_int_equal(dg_dma_free_coherent(NULL, msg, 4096, 0), -EINVAL);
+		assert_int_equal(dg_dma_free_coherent(t.dd, NULL, 4096, 0), -EINVAL);
+		assert_int_equal(dg_dma_free_coherent(t.dd, msg, 0, 0), -EINVAL);
+		assert_int_equal(stats(t.dd).live, 0);
+
 		ring = dg_dma_alloc_coherent(t.dd, 10000, &dma);
 		assert_non_null(ring);
 		assert_int_equal((uintptr_t)ring & 4095, 0);
