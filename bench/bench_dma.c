@@ -194,7 +194,11 @@ static void env_init(struct env *e, enum cfg c)
 		break;
 	case C_BOUNCE:
 		dc.policy = DG_DMA_BOUNCE;
-		dc.bounce.area_size = 2u << 20; /* 32 x 64 KiB per thread */
+		/* Areas are per CPU, and a thread's CPU is read again only every 256 calls
+		   (dma_cpu()): the caller's thread, re-pinned to CPU 0 by the lockstep start,
+		   keeps using its old CPU's area for a while beside the worker pinned there.
+		   4 MiB holds both threads' 32 x 64 KiB; 2 MiB failed --ops runs with ENOSPC. */
+		dc.bounce.area_size = 4u << 20;
 		break;
 	case C_POOL:
 		dc.policy = DG_DMA_POOL;
