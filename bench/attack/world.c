@@ -621,6 +621,9 @@ static bool fault_errno(int r)
 	return r == -EFAULT || r == -EACCES || r == -ERANGE || r == -EPERM || r == -EOVERFLOW;
 }
 
+/* The errno include/dmaguard/dev.h documents for each fault reason. Written from the header
+ * on purpose, not shared with src/dev's copy: the oracle checks the library, it does not
+ * agree with it by construction. */
 static int reason_errno(enum dg_fault_reason reason)
 {
 	switch (reason) {
