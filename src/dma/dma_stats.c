@@ -7,9 +7,9 @@
  * thread owns one counter block per device: the hot path finds it as the thread's last used
  * block (one TLS compare of the device's generation; generations are never reused,
  * dma_internal.h), else through an 8-entry thread-local cache keyed the same way, and bumps
- * it with a relaxed load and store; map and unmap look it up once per call. Blocks are pushed on the device's list with a
- * release CAS and summed by dg_dma_dev_stats(): exact whenever no call on the device runs,
- * which is when tests and the idle check (dma_dev_live()) read them.
+ * it with a relaxed load and store; map and unmap look it up once per call. Blocks are pushed
+ * on the device's list with a release CAS and summed by dg_dma_dev_stats(): exact whenever no
+ * call on the device runs, which is when tests and the idle check (dma_dev_live()) read them.
  *
  * Thread ids are never reused (a global counter), so a block always has a single writer even
  * across thread exit and creation; a program that churns threads leaves one small block per
