@@ -36,6 +36,20 @@ static void set_granted(struct orc_cell *c, unsigned int dev, uint8_t gen, bool 
 		c->granted[dev][gen >> 6] &= ~bit;
 }
 
+/*
+ * The cell's content changes: a new generation, given to the devices that may read it. The
+ * kernel's write (@writer < 0) goes to every device with a live readable mapping of the cell;
+ * a device's write only to that device. @device_data: a device's data that has not landed
+ * (unchecked until the kernel writes the cell again).
+ */
+static void new_generation(struct orc_cell *c, int writer, bool device_data)
+{
+	c->gen++;
+	for (unsigned int d = 0; d < ORC_MAX_DEVS; d++)
+		set_granted(c, d, c->gen, writer < 0 ? c->rd[d] > 0 : d == (unsigned int)writer);
+	c->device_data = device_data;
+}
+
 void orc_init(struct orc *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -157,11 +171,7 @@ void orc_kernel_write(struct orc *o, const void *addr, size_t len)
 	orc_for_each_cell(o, addr, len, id, p) {
 		struct orc_cell *c = &o->cell[id];
 
-		c->gen++;
-		for (unsigned int d = 0; d < ORC_MAX_DEVS; d++)
-			/* Data the kernel puts into a live readable mapping is given to it. */
-			set_granted(c, d, c->gen, c->rd[d] > 0);
-		c->device_data = false;
+		new_generation(c, -1, false);
 		write_tags(p, id, c->gen);
 	}
 }
@@ -216,12 +226,7 @@ void orc_device_wrote(struct orc *o, unsigned int dev, const void *addr, size_t 
 	uint8_t *p;
 
 	orc_for_each_cell(o, addr, len, id, p) {
-		struct orc_cell *c = &o->cell[id];
-
-		c->gen++;
-		for (unsigned int d = 0; d < ORC_MAX_DEVS; d++)
-			set_granted(c, d, c->gen, d == dev);
-		c->device_data = !landed;
+		new_generation(&o->cell[id], (int)dev, !landed);
 	}
 }
 
