@@ -99,6 +99,10 @@ enum { ST_FREE = 1, ST_ALLOC = 2, ST_CLAIMED = 3, ST_CACHED = 4 };
 
 #define QC_MAX	    32 /* freed blocks kept per order without merging (the quick cache) */
 
+/* The kind of a CLAIMED head that leads a chain of a bulk unmap's slots (batch: one entry). */
+#define KIND_CHAIN 7u
+static_assert(KIND_CHAIN > KIND_COHERENT && KIND_CHAIN <= 7, "a kind no mapping has");
+
 struct bounce_rec {
 	union {
 		void *orig; /* live: the buffer, or the sg array */
@@ -1026,12 +1030,49 @@ static dg_always_inline int claim(struct dma_bounce *bo, uint64_t dma, uint64_t 
 	return 0;
 }
 
+/*
+ * Give back the claimed slots of a chain from its head @g (state word @st): slots of one
+ * direction and order (one bulk unmap's), linked through rec->u.fl.next up to BOUNCE_NONE.
+ * Small slots go on this thread's stack, looked up once; the rest one by one.
+ */
+static dg_noinline void chain_release(struct dma_bounce *bo, uint32_t g, uint32_t st)
+{
+	const unsigned int order = ST_ORDER(st), dir = ST_DIR(st);
+	struct bounce_tcache *tc = order < TC_ORDERS ? tcache(bo) : NULL;
+	const uint32_t max = tc ? bo->tc_max[order] : 0;
+	uint32_t n = tc ? tc_n(tc, dir, order) : 0;
+
+	while (g != BOUNCE_NONE) {
+		const uint32_t next = bo->rec[g].u.fl.next;
+
+		if (dg_likely(n < max)) {
+			atomic_store_explicit(&bo->rec[g].st, ST(ST_CACHED, 0, 0, order, 0),
+					      memory_order_relaxed);
+			tc->slot[dir][order][n++] = g;
+		} else {
+			if (tc)
+				tc_set_n(tc, dir, order, n);
+			slot_release_slow(bo, g); /* spills, or the area for a large one */
+			n = tc ? tc_n(tc, dir, order) : 0;
+		}
+		g = next;
+	}
+	if (tc)
+		tc_set_n(tc, dir, order, n);
+}
+
 void dma_bounce_free(struct dg_dma_dev *dd, uint64_t dma)
 {
-	uint32_t g = unit_of(dd->bounce, dma);
+	struct dma_bounce *bo = dd->bounce;
+	uint32_t g = unit_of(bo, dma), st;
 
 	assert(g != BOUNCE_NONE); /* a claimed slot's address */
-	slot_release(dd->bounce, g);
+	st = atomic_load_explicit(&bo->rec[g].st, memory_order_relaxed);
+	if (ST_KIND(st) == KIND_CHAIN) {
+		chain_release(bo, g, st);
+		return;
+	}
+	slot_release(bo, g);
 }
 
 /* Unmap the slot at @dma: a single buffer (@sg NULL) or the list @sg. */
@@ -1094,6 +1135,224 @@ static int bounce_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg
 	else
 		slot_release(bo, g);
 	return 0;
+}
+
+/* ---- bulk map / unmap (dg_dma_map_bulk, dg_dma_unmap_bulk) ---------------------------------- */
+
+/*
+ * The bulk calls do what n single calls do, with the per-call work once: one dispatch, one
+ * lookup of this thread's stack and of its counter block, one counter update each; then a
+ * loop of pops (map) or claims (unmap). All or nothing, as dma.h documents for both.
+ */
+
+/* Map bufs[0..n) into slots popped off this thread's stack, which holds at least @n (the
+ * caller checked): what map_single() does for each, with @fill (copy in, zero the padding)
+ * a constant, so a receive ring's refill in a write-only area is a loop of pop, record,
+ * publish. Returns the padding bytes zeroed. */
+static dg_always_inline uint64_t map_bulk_pop(struct dma_bounce *bo, struct bounce_tcache *tc,
+					      void *const *bufs, unsigned int n, size_t len,
+					      enum dg_dma_dir dir, bool copy, bool fill,
+					      uint64_t *dma)
+{
+	const unsigned int order = order_of(len);
+	const uint64_t size = 1ull << (order + BOUNCE_UNIT_SHIFT);
+	const uint32_t word = ST(ST_ALLOC, KIND_SINGLE, dir, order, 0);
+	const uint32_t depth = tc_n(tc, dir, order);
+	const uint32_t *stk = tc->slot[dir][order] + depth;
+	uint64_t zeroed = 0;
+
+	tc_set_n(tc, dir, order, depth - n);
+	for (unsigned int i = 0; i < n; i++) {
+		const uint32_t g = *--stk; /* the order n single maps would pop them in */
+		struct bounce_rec *rec = &bo->rec[g];
+		uint8_t *slot = slot_mem(bo, g);
+
+		if (fill && bo->readable[dir]) {
+			const uint64_t dirty = dir == DG_DMA_TO_DEVICE && rec->len < size ? rec->len :
+											     size;
+
+			if (dirty > len) {
+				zeroed += dirty - len;
+				memset(slot + len, 0, dirty - len);
+			}
+		}
+		rec->u.orig = bufs[i];
+		rec->len = (uint32_t)len;
+		if (copy && len <= SMALL_COPY)
+			copy_small(slot, bufs[i], len);
+		else if (copy)
+			memcpy(slot, bufs[i], len);
+		/* Release pairs with the acquire load/CAS in find_slot(), claim(), sync_single()
+		 * and dma_bounce_unmap_bulk(): orig, len and the data are visible first. */
+		atomic_store_explicit(&rec->st, word, memory_order_release);
+		dma[i] = slot_iova(bo, g);
+	}
+	return zeroed;
+}
+
+/* dma_bounce_map_bulk() one buffer at a time (a larger slot, a stack holding fewer than @n,
+ * an installed failure hook); a failure unmaps the buffers mapped so far (nobody has their
+ * addresses yet) and returns the error uncounted. */
+static dg_noinline int map_bulk_each(struct dg_dma_dev *dd, void *const *bufs, unsigned int n,
+				     size_t len, enum dg_dma_dir dir, unsigned int attrs,
+				     uint64_t *dma)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		int r = bounce_map(dd, bufs[i], len, dir, attrs, KIND_SINGLE, &dma[i]);
+
+		if (dg_unlikely(r)) {
+			while (i--) {
+				uint32_t g;
+
+				if (claim(dd->bounce, dma[i], len, dir, KIND_SINGLE, 0, &g) == 0)
+					slot_release(dd->bounce, g);
+			}
+			return r;
+		}
+	}
+	return 0;
+}
+
+int dma_bounce_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
+			enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
+{
+	struct dma_bounce *bo = dd->bounce;
+	const bool copy = dir != DG_DMA_FROM_DEVICE && !(attrs & DG_DMA_ATTR_SKIP_CPU_SYNC);
+	uint64_t zeroed = 0;
+	struct dma_tstats *t;
+	struct bounce_tcache *tc;
+	int r;
+
+	/* Relaxed: only whether a hook is installed; slot_alloc_slow() reads it with acquire. */
+	if (dg_likely(len <= TC_BYTES) &&
+	    dg_likely(!atomic_load_explicit(&dd->dma->fail, memory_order_relaxed)) &&
+	    dg_likely((tc = tcache_peek(bo)) != NULL) &&
+	    dg_likely(tc_n(tc, dir, order_of(len)) >= n)) {
+		if (copy || bo->readable[dir])
+			zeroed = map_bulk_pop(bo, tc, bufs, n, len, dir, copy, true, dma);
+		else /* a receive ring's refill in a write-only area */
+			map_bulk_pop(bo, tc, bufs, n, len, dir, false, false, dma);
+		t = dma_tstats(dd);
+		if (copy)
+			ctr_add(t, CTR_BOUNCE_IN, (uint64_t)n * len);
+		ctr_add(t, CTR_BOUNCE_ZERO, zeroed);
+	} else {
+		r = map_bulk_each(dd, bufs, n, len, dir, attrs, dma);
+		if (dg_unlikely(r))
+			return dma_err(dd, r);
+		t = dma_tstats(dd);
+	}
+	ctr_add(t, CTR_MAPS, n);
+	ctr_add(t, CTR_MAP_BYTES, (uint64_t)n * len);
+	return 0;
+}
+
+/*
+ * The error of a bulk unmap's first bad entry dma[i] (@st: its slot's word when it is in the
+ * areas and was not claimed by someone else, else 0): -ERANGE if this or a later address
+ * wraps, else as claim(): -EINVAL a live slot mapped with another length, direction or call,
+ * -ENOENT no live slot there (a claim lost, an address given twice).
+ */
+static dg_noinline int unmap_bulk_err(const uint64_t *dma, unsigned int i, unsigned int n,
+				      size_t len, uint32_t st)
+{
+	for (unsigned int j = i; j < n; j++)
+		if (dma[j] + (len - 1) < dma[j])
+			return -ERANGE;
+	return ST_STATE(st) == ST_ALLOC ? -EINVAL : -ENOENT;
+}
+
+/*
+ * Unmap dma[0..n) (@len, @dir, mapped by a single or bulk map), all or nothing: each slot is
+ * checked and claimed with its CAS (ALLOC -> CLAIMED: a double or racing unmap, or an address
+ * given twice, finds it claimed) in one pass; a bad entry gives back the claims this call
+ * made (the words they had, stored back: the mappings were live all along) and refuses the
+ * call. Then the copies back (without DG_DMA_ATTR_SKIP_CPU_SYNC), and the slots go on this
+ * thread's stack - or, with @b, into the batch as ONE entry: the claimed slots are chained
+ * through their records (rec->u.fl.next, dead once claimed) from a head of kind KIND_CHAIN,
+ * and dma_bounce_free() at the batch's end gives the chain back in one pass.
+ */
+int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
+			  enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
+{
+	struct dma_bounce *bo = dd->bounce;
+	const uint32_t want = ST(ST_ALLOC, KIND_SINGLE, dir, 0, 0);
+	const bool back = dir != DG_DMA_TO_DEVICE && !(attrs & DG_DMA_ATTR_SKIP_CPU_SYNC);
+	uint32_t gs[DG_DMA_BULK_MAX], sts[DG_DMA_BULK_MAX];
+	struct bounce_tcache *tc;
+	struct dma_tstats *t;
+	unsigned int i, order;
+	uint32_t st, depth;
+	int r;
+
+	for (i = 0; i < n; i++) {
+		const uint64_t off = dma[i] - bo->iova; /* wraps below the areas */
+		struct bounce_rec *rec;
+
+		if (dg_unlikely(off >= bo->iova_size || (off & ((1u << BOUNCE_UNIT_SHIFT) - 1)))) {
+			st = 0;
+			goto bad;
+		}
+		gs[i] = (uint32_t)(off >> BOUNCE_UNIT_SHIFT);
+		rec = &bo->rec[gs[i]];
+		/* Acquire pairs with the release store of the map (map_single(),
+		 * bounce_map_list(), map_bulk_pop()): orig and len are visible. */
+		st = atomic_load_explicit(&rec->st, memory_order_acquire);
+		/* state, kind, dir in one compare (the order follows from len) */
+		if (dg_unlikely((st & ~ST(0, 0, 0, 31, 0)) != want) ||
+		    dg_unlikely(rec->len != len))
+			goto bad;
+		sts[i] = st;
+		/* One of two racing unmaps wins; acquire as the load above. */
+		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
+			    &rec->st, &st, (st & ~7u) | ST_CLAIMED, memory_order_acquire,
+			    memory_order_relaxed))) {
+			st = 0; /* lost: claimed by a racing unmap */
+			goto bad;
+		}
+	}
+	order = order_of(len); /* every map gave its slot order_of(its len) */
+	if (back)
+		for (i = 0; i < n; i++) {
+			if (len <= SMALL_COPY)
+				copy_small(bo->rec[gs[i]].u.orig, slot_mem(bo, gs[i]), len);
+			else
+				memcpy(bo->rec[gs[i]].u.orig, slot_mem(bo, gs[i]), len);
+		}
+	if (b) {
+		/* the chain: claimed records are ours alone until the batch's end frees them */
+		for (i = 0; i + 1 < n; i++)
+			bo->rec[gs[i]].u.fl.next = gs[i + 1];
+		bo->rec[gs[n - 1]].u.fl.next = BOUNCE_NONE;
+		atomic_store_explicit(&bo->rec[gs[0]].st,
+				      ST(ST_CLAIMED, KIND_CHAIN, dir, order, 0),
+				      memory_order_relaxed);
+		dma_batch_add_bounce(b, dma[0]);
+	} else if (dg_likely(order < TC_ORDERS && (tc = tcache_peek(bo)) != NULL &&
+			     (depth = tc_n(tc, dir, order)) + n <= bo->tc_max[order])) {
+		uint32_t *stk = tc->slot[dir][order] + depth;
+
+		for (i = 0; i < n; i++) { /* the order n single unmaps would push them in */
+			atomic_store_explicit(&bo->rec[gs[i]].st, ST(ST_CACHED, 0, 0, order, 0),
+					      memory_order_relaxed);
+			*stk++ = gs[i];
+		}
+		tc_set_n(tc, dir, order, depth + n);
+	} else {
+		for (i = 0; i < n; i++)
+			slot_release(bo, gs[i]);
+	}
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_UNMAPS, n);
+	if (back)
+		ctr_add(t, CTR_BOUNCE_OUT, (uint64_t)n * len);
+	return 0;
+bad:
+	r = unmap_bulk_err(dma, i, n, len, st);
+	while (i--)
+		/* Release pairs with the acquire load/CAS of a claim, as the map's store. */
+		atomic_store_explicit(&bo->rec[gs[i]].st, sts[i], memory_order_release);
+	return dma_err(dd, r);
 }
 
 /* Split a slot of @total bytes at @dma into DMA segments (max_seg, boundary). */

@@ -2050,6 +2050,8 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 		r = bulk_args(bufs, n, len);
 		if (r)
 			return dma_err(dd, r);
+		if (dd->ops == &dma_bounce_ops)
+			return dma_bounce_map_bulk(dd, bufs, n, len, dir, attrs, dma);
 		if (dd->ops != &dma_strict_ops)
 			return dma_err(dd, -EOPNOTSUPP);
 	}
@@ -2214,6 +2216,8 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 		return dma_err(dd, -EINVAL);
 	if (dg_likely(dd->ops == &dma_strict_ops))
 		goto strict;
+	if (dd->ops == &dma_bounce_ops)
+		return dma_bounce_unmap_bulk(dd, dma, n, len, dir, attrs, b);
 	for (i = 0; i < n; i++)
 		if (dma[i] + (len - 1) < dma[i])
 			return dma_err(dd, -ERANGE);
