@@ -1040,15 +1040,17 @@ static dg_noinline void chain_release(struct dma_bounce *bo, uint32_t g, uint32_
 	const unsigned int order = ST_ORDER(st), dir = ST_DIR(st);
 	struct bounce_tcache *tc = order < TC_ORDERS ? tcache(bo) : NULL;
 	const uint32_t max = tc ? bo->tc_max[order] : 0;
+	struct bounce_rec *const recs = bo->rec;
+	uint32_t *const stk = tc ? tc->slot[dir][order] : NULL;
 	uint32_t n = tc ? tc_n(tc, dir, order) : 0;
 
 	while (g != BOUNCE_NONE) {
-		const uint32_t next = bo->rec[g].u.fl.next;
+		const uint32_t next = recs[g].u.fl.next;
 
 		if (dg_likely(n < max)) {
-			atomic_store_explicit(&bo->rec[g].st, ST(ST_CACHED, 0, 0, order, 0),
+			atomic_store_explicit(&recs[g].st, ST(ST_CACHED, 0, 0, order, 0),
 					      memory_order_relaxed);
-			tc->slot[dir][order][n++] = g;
+			stk[n++] = g;
 		} else {
 			if (tc)
 				tc_set_n(tc, dir, order, n);
@@ -1159,13 +1161,16 @@ static dg_always_inline uint64_t map_bulk_pop(struct dma_bounce *bo, struct boun
 	const uint32_t word = ST(ST_ALLOC, KIND_SINGLE, dir, order, 0);
 	const uint32_t depth = tc_n(tc, dir, order);
 	const uint32_t *stk = tc->slot[dir][order] + depth;
+	struct bounce_rec *const recs = bo->rec;
+	uint8_t *const mem = bo->mem;
+	const uint64_t base = bo->iova;
 	uint64_t zeroed = 0;
 
 	tc_set_n(tc, dir, order, depth - n);
 	for (unsigned int i = 0; i < n; i++) {
 		const uint32_t g = *--stk; /* the order n single maps would pop them in */
-		struct bounce_rec *rec = &bo->rec[g];
-		uint8_t *slot = slot_mem(bo, g);
+		struct bounce_rec *rec = &recs[g];
+		uint8_t *slot = mem + ((uint64_t)g << BOUNCE_UNIT_SHIFT);
 
 		if (fill && bo->readable[dir]) {
 			const uint64_t dirty = dir == DG_DMA_TO_DEVICE && rec->len < size ? rec->len :
@@ -1185,7 +1190,7 @@ static dg_always_inline uint64_t map_bulk_pop(struct dma_bounce *bo, struct boun
 		/* Release pairs with the acquire load/CAS in find_slot(), claim(), sync_single()
 		 * and dma_bounce_unmap_bulk(): orig, len and the data are visible first. */
 		atomic_store_explicit(&rec->st, word, memory_order_release);
-		dma[i] = slot_iova(bo, g);
+		dma[i] = base + ((uint64_t)g << BOUNCE_UNIT_SHIFT);
 	}
 	return zeroed;
 }
@@ -1276,42 +1281,48 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 			  enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
 {
 	struct dma_bounce *bo = dd->bounce;
-	const uint32_t want = ST(ST_ALLOC, KIND_SINGLE, dir, 0, 0);
+	/* every map gives its slot order_of(its len): the whole word of a live slot mapped
+	 * with @len is known (none for a length no slot can have) */
+	const unsigned int order = len <= BOUNCE_MAX ? order_of(len) : 0;
+	const uint32_t want = len <= BOUNCE_MAX ? ST(ST_ALLOC, KIND_SINGLE, dir, order, 0) :
+						  UINT32_MAX;
+	const uint32_t claimed = ST(ST_CLAIMED, KIND_SINGLE, dir, order, 0);
 	const bool back = dir != DG_DMA_TO_DEVICE && !(attrs & DG_DMA_ATTR_SKIP_CPU_SYNC);
-	uint32_t gs[DG_DMA_BULK_MAX], sts[DG_DMA_BULK_MAX];
+	struct bounce_rec *const recs = bo->rec;
+	const uint64_t base = bo->iova, size = bo->iova_size;
+	uint32_t gs[DG_DMA_BULK_MAX];
 	struct bounce_tcache *tc;
 	struct dma_tstats *t;
-	unsigned int i, order;
 	uint32_t st, depth;
+	unsigned int i;
 	int r;
 
+	static_assert(sizeof(struct bounce_rec) << BOUNCE_UNIT_SHIFT >> 4 ==
+			      1u << BOUNCE_UNIT_SHIFT,
+		      "a unit's record is at its offset / 4");
 	for (i = 0; i < n; i++) {
-		const uint64_t off = dma[i] - bo->iova; /* wraps below the areas */
+		const uint64_t off = dma[i] - base; /* wraps below the areas */
 		struct bounce_rec *rec;
+		uint32_t w = want;
 
-		if (dg_unlikely(off >= bo->iova_size || (off & ((1u << BOUNCE_UNIT_SHIFT) - 1)))) {
+		if (dg_unlikely(off >= size || (off & ((1u << BOUNCE_UNIT_SHIFT) - 1)))) {
 			st = 0;
 			goto bad;
 		}
-		gs[i] = (uint32_t)(off >> BOUNCE_UNIT_SHIFT);
-		rec = &bo->rec[gs[i]];
+		rec = (struct bounce_rec *)((char *)recs + (off >> (BOUNCE_UNIT_SHIFT - 4)));
 		/* Acquire pairs with the release store of the map (map_single(),
 		 * bounce_map_list(), map_bulk_pop()): orig and len are visible. */
 		st = atomic_load_explicit(&rec->st, memory_order_acquire);
-		/* state, kind, dir in one compare (the order follows from len) */
-		if (dg_unlikely((st & ~ST(0, 0, 0, 31, 0)) != want) ||
-		    dg_unlikely(rec->len != len))
+		if (dg_unlikely(st != want) || dg_unlikely(rec->len != len))
 			goto bad;
-		sts[i] = st;
 		/* One of two racing unmaps wins; acquire as the load above. */
 		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
-			    &rec->st, &st, (st & ~7u) | ST_CLAIMED, memory_order_acquire,
-			    memory_order_relaxed))) {
+			    &rec->st, &w, claimed, memory_order_acquire, memory_order_relaxed))) {
 			st = 0; /* lost: claimed by a racing unmap */
 			goto bad;
 		}
+		gs[i] = (uint32_t)(off >> BOUNCE_UNIT_SHIFT);
 	}
-	order = order_of(len); /* every map gave its slot order_of(its len) */
 	if (back)
 		for (i = 0; i < n; i++) {
 			if (len <= SMALL_COPY)
@@ -1322,10 +1333,9 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 	if (b) {
 		/* the chain: claimed records are ours alone until the batch's end frees them */
 		for (i = 0; i + 1 < n; i++)
-			bo->rec[gs[i]].u.fl.next = gs[i + 1];
-		bo->rec[gs[n - 1]].u.fl.next = BOUNCE_NONE;
-		atomic_store_explicit(&bo->rec[gs[0]].st,
-				      ST(ST_CLAIMED, KIND_CHAIN, dir, order, 0),
+			recs[gs[i]].u.fl.next = gs[i + 1];
+		recs[gs[n - 1]].u.fl.next = BOUNCE_NONE;
+		atomic_store_explicit(&recs[gs[0]].st, ST(ST_CLAIMED, KIND_CHAIN, dir, order, 0),
 				      memory_order_relaxed);
 		dma_batch_add_bounce(b, dma[0]);
 	} else if (dg_likely(order < TC_ORDERS && (tc = tcache_peek(bo)) != NULL &&
@@ -1333,7 +1343,7 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 		uint32_t *stk = tc->slot[dir][order] + depth;
 
 		for (i = 0; i < n; i++) { /* the order n single unmaps would push them in */
-			atomic_store_explicit(&bo->rec[gs[i]].st, ST(ST_CACHED, 0, 0, order, 0),
+			atomic_store_explicit(&recs[gs[i]].st, ST(ST_CACHED, 0, 0, order, 0),
 					      memory_order_relaxed);
 			*stk++ = gs[i];
 		}
@@ -1350,8 +1360,9 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 bad:
 	r = unmap_bulk_err(dma, i, n, len, st);
 	while (i--)
-		/* Release pairs with the acquire load/CAS of a claim, as the map's store. */
-		atomic_store_explicit(&bo->rec[gs[i]].st, sts[i], memory_order_release);
+		/* The word each had (want); release pairs with the acquire load/CAS of a claim,
+		 * as the map's store. */
+		atomic_store_explicit(&recs[gs[i]].st, want, memory_order_release);
 	return dma_err(dd, r);
 }
 
@@ -1442,8 +1453,9 @@ static dg_always_inline int find_slot(struct dma_bounce *bo, uint64_t dma, uint3
 	return -ENOENT;
 }
 
-static dg_noinline int bounce_sync_slow(struct dg_dma_dev *dd, uint64_t dma, size_t len,
-					enum dg_dma_dir dir, bool for_cpu)
+/* Sync at any offset of a live slot (single or list); the error uncounted. */
+static int sync_slow(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
+		     bool for_cpu)
 {
 	struct dma_bounce *bo = dd->bounce;
 	struct bounce_rec *rec;
@@ -1473,6 +1485,15 @@ static dg_noinline int bounce_sync_slow(struct dg_dma_dev *dd, uint64_t dma, siz
 	return 0;
 }
 
+/* sync_slow() for bounce_sync(), which counts its own errors (a tail call of the entry point). */
+static dg_noinline int bounce_sync_slow(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+					enum dg_dma_dir dir, bool for_cpu)
+{
+	int r = sync_slow(dd, dma, len, dir, for_cpu);
+
+	return dg_unlikely(r) ? dma_err(dd, r) : 0;
+}
+
 /*
  * Sync a range of a single buffer that starts in the slot's first unit (a receive's header
  * or frame at the start of its buffer): the live head is @dma's own unit, no search. Up to
@@ -1498,7 +1519,7 @@ static dg_always_inline int sync_single(struct dg_dma_dev *dd, uint64_t dma, siz
 		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
 	/* in + len may wrap (len is any size_t): compare without the sum */
 	if (dg_unlikely(ST_DIR(st) != dir) || dg_unlikely(in > rec->len || len > rec->len - in))
-		return -EINVAL;
+		return dma_err(dd, -EINVAL);
 	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
 		return 0;
 	slot = bo->mem + off;
@@ -1522,12 +1543,59 @@ static dg_noinline int bounce_sync_big(struct dg_dma_dev *dd, uint64_t dma, size
 	return sync_single(dd, dma, len, dir, for_cpu, true);
 }
 
+/*
+ * Sync up to SMALL_COPY bytes starting in a single buffer's first unit (a receive's frame):
+ * sync_single() with fewer tests - live, this direction and not a list in two compares of
+ * the record's word, and the range in one (in + len <= 128 cannot wrap). Anything else,
+ * errors included, goes to bounce_sync_slow(), which says which.
+ */
+static dg_always_inline int sync_small(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+				       enum dg_dma_dir dir, bool for_cpu)
+{
+	struct dma_bounce *bo = dd->bounce;
+	const uint64_t off = dma - bo->iova;			   /* wraps below the areas */
+	const uint64_t in = off & ((1u << BOUNCE_UNIT_SHIFT) - 1); /* offset in the slot */
+	const uint32_t sg = ST(0, KIND_SG, 0, 0, 0);
+	struct bounce_rec *rec;
+	uint8_t *slot, *orig;
+	uint32_t st;
+
+	static_assert(KIND_SINGLE != KIND_SG && KIND_PAGE != KIND_SG &&
+			      (KIND_SINGLE & KIND_SG) != KIND_SG && (KIND_PAGE & KIND_SG) != KIND_SG,
+		      "a list's kind has bits no other live kind has");
+	if (dg_unlikely(off >= bo->iova_size))
+		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
+	rec = &bo->rec[off >> BOUNCE_UNIT_SHIFT];
+	/* Acquire pairs with the release store of the map (map_single(), bounce_map_list(),
+	 * map_bulk_pop()): orig, len and the data are visible. */
+	st = atomic_load_explicit(&rec->st, memory_order_acquire);
+	if (dg_unlikely((st & ST(7, 0, 3, 0, 0)) != ST(ST_ALLOC, 0, dir, 0, 0)) ||
+	    dg_unlikely((st & sg) == sg) || dg_unlikely(in + len > rec->len))
+		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
+	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
+		return 0;
+	slot = bo->mem + off;
+	orig = (uint8_t *)rec->u.orig + in;
+	if (for_cpu)
+		copy_small(orig, slot, len);
+	else
+		copy_small(slot, orig, len);
+	/* dma_tstats() inline without its call: the counting goes out of line */
+	if (dg_unlikely(dma_tls_last.gen != dd->gen))
+		return for_cpu ? count_slow(dd, 0, 0, len) : count_slow(dd, len, 0, 0);
+	ctr_add(dma_tls_last.t, for_cpu ? CTR_BOUNCE_OUT : CTR_BOUNCE_IN, len);
+	return 0;
+}
+
+/* The policy's sync: counts its own errors, so the entry point (map.c) tail-calls it. */
 static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		       bool for_cpu)
 {
 	if (len > SMALL_COPY)
 		return bounce_sync_big(dd, dma, len, dir, for_cpu);
-	return sync_single(dd, dma, len, dir, for_cpu, false);
+	if (for_cpu) /* the branch once: each way a leaf with its constant */
+		return sync_small(dd, dma, len, dir, true);
+	return sync_small(dd, dma, len, dir, false);
 }
 
 static int bounce_sync_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
@@ -1542,7 +1610,7 @@ static int bounce_sync_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned 
 	if (ST_KIND(st) != KIND_SG || ST_NENTS(st) != nents || bo->rec[g].u.orig != sg ||
 	    slot_iova(bo, g) != sg[0].dma_addr)
 		return -EINVAL;
-	return bounce_sync_slow(dd, sg[0].dma_addr, bo->rec[g].len, dir, for_cpu);
+	return sync_slow(dd, sg[0].dma_addr, bo->rec[g].len, dir, for_cpu); /* counted by map.c */
 }
 
 const struct dma_policy_ops dma_bounce_ops = {

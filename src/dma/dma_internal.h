@@ -295,7 +295,8 @@ struct dma_policy_ops {
 		      enum dg_dma_dir dir, unsigned int attrs, unsigned int *nr_dma);
 	int (*unmap_sg)(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 			enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b);
-	/* Only bounce syncs; NULL elsewhere. */
+	/* Only bounce syncs; NULL elsewhere. sync counts its own errors (dma_err), so the
+	 * entry point tail-calls it; sync_sg's are counted by its entry point. */
 	int (*sync)(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		    bool for_cpu);
 	int (*sync_sg)(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,

@@ -1798,16 +1798,13 @@ int dg_dma_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int ne
 static int sync_common(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		       bool for_cpu)
 {
-	int r;
-
 	if (!dd)
 		return -EINVAL;
 	if (dg_unlikely(!len || !dma_dir_ok(dir)))
 		return dma_err(dd, -EINVAL);
 	if (!dd->ops->sync)
 		return 0; /* coherent */
-	r = dd->ops->sync(dd, dma, len, dir, for_cpu);
-	return r ? dma_err(dd, r) : 0;
+	return dd->ops->sync(dd, dma, len, dir, for_cpu); /* a tail call: it counts its errors */
 }
 
 bool dg_dma_need_sync(const struct dg_dma_dev *dd)

@@ -525,7 +525,9 @@ static void fast_round(struct env *e, uint8_t *area, size_t len, enum dg_dma_dir
 			assert_int_equal(got[i],
 					 i >= off && i < off + n ? pat(p + 2, i) : pat(p, i));
 	}
-	/* misuse of the live mapping: refused, nothing changed (a length that wraps included) */
+	/* misuse of the live mapping: refused, counted, nothing changed (a length that wraps
+	 * included) */
+	s0 = stats(e->dd);
 	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma + off, len - off + 1, dir), -EINVAL);
 	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma + 1, SIZE_MAX, dir), -EINVAL);
 	assert_int_equal(dg_dma_sync_for_device(e->dd, dma + 1, SIZE_MAX - 1, dir), -EINVAL);
@@ -543,6 +545,9 @@ static void fast_round(struct env *e, uint8_t *area, size_t len, enum dg_dma_dir
 		assert_int_equal(dg_dma_unmap_single(e->dd, dma + 64, len - 64 ? len - 64 : 1, dir,
 						     0, NULL),
 				 -ENOENT);
+	s1 = stats(e->dd);
+	assert_int_equal(s1.err_invalid - s0.err_invalid, 6);
+	assert_int_equal(s1.err_not_mapped - s0.err_not_mapped, sb > 64);
 	check_guards(area, len);
 	s0 = stats(e->dd);
 	assert_int_equal(dg_dma_unmap_single(e->dd, dma, len, dir, 0, NULL), 0);
@@ -553,9 +558,11 @@ static void fast_round(struct env *e, uint8_t *area, size_t len, enum dg_dma_dir
 					 i >= off && i < off + n ? pat(p + 2, i) :
 								   pat(p, i));
 	check_guards(area, len);
-	/* gone: a second unmap and a sync find nothing */
+	/* gone: a second unmap and a sync find nothing (counted) */
+	s0 = stats(e->dd);
 	assert_int_equal(dg_dma_unmap_single(e->dd, dma, len, dir, 0, NULL), -ENOENT);
 	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma, 1, dir), -ENOENT);
+	assert_int_equal(stats(e->dd).err_not_mapped - s0.err_not_mapped, 2);
 }
 
 static void fast_paths(enum dg_pt_format fmt, bool from_readable)
