@@ -29,20 +29,31 @@
  *
  * Locking: each area has a spinlock taken by alloc and free (map on its own CPU's area;
  * an unmap frees into the area the slot came from, uncontended unless threads migrate).
- * Unmap and sync find and claim a slot without the lock: st is published with a release store
- * once orig/len are written, and unmap claims it with one CAS (ALLOC -> CLAIMED), which also
- * makes a double unmap fail. A batch defers the frees to dg_dma_batch_end().
+ * Sync finds a slot without the lock: st is published with a release store once orig/len
+ * are written. The claim of an unmap (ALLOC -> CLAIMED) is the one transition two threads
+ * can race for (a double or racing unmap), and every claim is made under the slot's area
+ * lock (claim_locked: the word checked again and replaced there), so exactly one of two
+ * racing unmaps finds the live word; every other transition is made by the slot's owner
+ * alone (the stack that holds it, or whoever claimed it). A bulk unmap claims all its
+ * entries of one area under one lock - one locked instruction per call instead of one per
+ * slot, as a compare-and-swap per slot would cost (the workloads' strict unmaps stall right
+ * after theirs) - and a bad entry gives back the claims made, under that lock, before
+ * anyone could see them: all or nothing. A batch defers the frees to dg_dma_batch_end(); a
+ * bulk unmap's slots go into it as ONE entry, chained through their records (rec->u.fl.next,
+ * dead once claimed) from a head of kind KIND_CHAIN, which dma_bounce_free() walks.
  *
  * Small-slot fast path (orders below TC_ORDERS, 64 B .. 2 KiB: packet buffers): every thread
  * keeps, per bounce instance, direction and order, a free stack of slots ("thread cache",
  * like jemalloc's tcache or the per-CPU magazines in front of Linux's IOVA allocator). Map
  * pops a slot and unmap pushes it: no lock, no buddy list, no atomic read-modify-write on the
- * allocation side (the unmap's claim CAS stays: it is what refuses a double or racing unmap).
+ * allocation side (the unmap's locked claim stays: it is what refuses a double or racing
+ * unmap).
  * An empty stack is refilled with tc_batch slots under one area lock, a full one spills the
  * oldest tc_batch back the same way, so the lock is taken once per tc_batch I/Os.
  *
  *   map:   tc->slot[dir][order][--n]   st CACHED -> ALLOC (release, after orig/len/copy)
- *   unmap: claim CAS ALLOC -> CLAIMED, copy back, st = CACHED, tc->slot[dir][order][n++]
+ *   unmap: claim ALLOC -> CLAIMED (area lock), copy back, st = CACHED, tc->slot[dir][order][n++]
+ *   bulk:  the same in loops - n pops; n claims under one lock, n pushes (or one chain)
  *
  * Isolation is unchanged: a cached slot stays in its own area (this device, this direction,
  * this permission), so it never shares a page with another device's data or the other
@@ -73,7 +84,10 @@
  * inline (copy_small()); sync of a range starting in a slot's first unit reads that unit's
  * record (no search over the orders); an unmap without a copy-back is the claim and the push
  * (or the batch entry); counters are bumped through the thread's last counter block inline,
- * the lookup of another one is a tail call (count_slow()).
+ * the lookup of another one is a tail call (count_slow()). The bulk calls
+ * (dma_bounce_map_bulk, dma_bounce_unmap_bulk: a ring's refill and a poll's reap) do the
+ * per-call work once - one dispatch, one stack lookup, one counter update - and loop over
+ * the slots; a receive refill in a write-only area is a loop of pop, record, publish.
  */
 #include "dma/dma_internal.h"
 
@@ -883,8 +897,8 @@ static dg_always_inline int bounce_map_list(struct dg_dma_dev *dd, const struct 
 		memset(slot + total, 0, slot_bytes - total);
 		ctr_add(dma_tstats(dd), CTR_BOUNCE_ZERO, slot_bytes - total);
 	}
-	/* Release pairs with the acquire load/CAS in find_slot() and claim(): orig, len and the
-	 * copied data are visible to whoever finds the slot live. */
+	/* Release pairs with the acquire loads in find_slot(), claim() and the bulk unmap: orig,
+	 * len and the copied data are visible to whoever finds the slot live. */
 	atomic_store_explicit(&rec->st, ST(ST_ALLOC, kind, dir, order, kind == KIND_SG ? nents : 0),
 			      memory_order_release);
 	*dma = slot_iova(bo, g);
@@ -958,8 +972,8 @@ static dg_always_inline int map_single(struct dg_dma_dev *dd, void *buf, size_t 
 		copy_small(slot, buf, len);
 	else if (copy)
 		memcpy(slot, buf, len);
-	/* Release pairs with the acquire load/CAS in find_slot(), claim() and bounce_sync():
-	 * orig, len and the copied data are visible to whoever finds the slot live. */
+	/* Release pairs with the acquire loads in find_slot(), claim(), sync_small() and the bulk
+	 * unmap: orig, len and the copied data are visible to whoever finds the slot live. */
 	atomic_store_explicit(&rec->st, ST(ST_ALLOC, kind, dir, order, 0), memory_order_release);
 	*dma = slot_iova(bo, g);
 	if (fill) {
@@ -1003,6 +1017,22 @@ static int bounce_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_
 	return bounce_map_rx(dd, buf, len, dir, attrs, kind, dma);
 }
 
+/* Claim the slot @g if its word is still @st (-> @claimed), under its area's lock: every
+ * claim is made under it, so of two racing ones exactly one finds the live word. */
+static dg_always_inline bool claim_locked(struct dma_bounce *bo, uint32_t g, uint32_t st,
+					  uint32_t claimed)
+{
+	struct bounce_area *a = area_of_g(bo, g);
+	bool won;
+
+	dg_spin_lock(&a->lock);
+	won = atomic_load_explicit(&bo->rec[g].st, memory_order_relaxed) == st;
+	if (won)
+		atomic_store_explicit(&bo->rec[g].st, claimed, memory_order_relaxed);
+	dg_spin_unlock(&a->lock);
+	return won;
+}
+
 /* Validate and claim the live slot at @dma: its global unit into *gp. */
 static dg_always_inline int claim(struct dma_bounce *bo, uint64_t dma, uint64_t len,
 				  enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents,
@@ -1021,10 +1051,9 @@ static dg_always_inline int claim(struct dma_bounce *bo, uint64_t dma, uint64_t 
 	if (dg_unlikely((st & ~ST(0, 0, 0, 31, 0)) != ST(ST_ALLOC, kind, dir, 0, nents)) ||
 	    dg_unlikely(rec->len != len))
 		return ST_STATE(st) != ST_ALLOC ? -ENOENT : -EINVAL;
-	/* One of two racing unmaps wins; acquire, like the load above, pairs with the release
-	 * store in bounce_map_list() (orig and len are read after it). */
-	if (!atomic_compare_exchange_strong_explicit(&rec->st, &st, (st & ~7u) | ST_CLAIMED,
-						     memory_order_acquire, memory_order_relaxed))
+	/* One of two racing unmaps wins: claims are made under the slot's area lock (see the
+	 * preamble), the word checked again there (the load above made orig and len visible). */
+	if (!claim_locked(bo, g, st, (st & ~7u) | ST_CLAIMED))
 		return -ENOENT;
 	*gp = g;
 	return 0;
@@ -1173,8 +1202,8 @@ static dg_always_inline uint64_t map_bulk_pop(struct dma_bounce *bo, struct boun
 		uint8_t *slot = mem + ((uint64_t)g << BOUNCE_UNIT_SHIFT);
 
 		if (fill && bo->readable[dir]) {
-			const uint64_t dirty = dir == DG_DMA_TO_DEVICE && rec->len < size ? rec->len :
-											     size;
+			const uint64_t dirty =
+				dir == DG_DMA_TO_DEVICE && rec->len < size ? rec->len : size;
 
 			if (dirty > len) {
 				zeroed += dirty - len;
@@ -1187,7 +1216,7 @@ static dg_always_inline uint64_t map_bulk_pop(struct dma_bounce *bo, struct boun
 			copy_small(slot, bufs[i], len);
 		else if (copy)
 			memcpy(slot, bufs[i], len);
-		/* Release pairs with the acquire load/CAS in find_slot(), claim(), sync_single()
+		/* Release pairs with the acquire loads in find_slot(), claim(), sync_small()
 		 * and dma_bounce_unmap_bulk(): orig, len and the data are visible first. */
 		atomic_store_explicit(&rec->st, word, memory_order_release);
 		dma[i] = base + ((uint64_t)g << BOUNCE_UNIT_SHIFT);
@@ -1269,10 +1298,10 @@ static dg_noinline int unmap_bulk_err(const uint64_t *dma, unsigned int i, unsig
 
 /*
  * Unmap dma[0..n) (@len, @dir, mapped by a single or bulk map), all or nothing: each slot is
- * checked and claimed with its CAS (ALLOC -> CLAIMED: a double or racing unmap, or an address
- * given twice, finds it claimed) in one pass; a bad entry gives back the claims this call
- * made (the words they had, stored back: the mappings were live all along) and refuses the
- * call. Then the copies back (without DG_DMA_ATTR_SKIP_CPU_SYNC), and the slots go on this
+ * checked and claimed (ALLOC -> CLAIMED: a double or racing unmap, or an address given twice,
+ * finds it claimed) in one pass, those of the first entry's area under one hold of its lock,
+ * any others one by one under theirs; a bad entry gives back the claims this call made (the
+ * words they had, stored back: the mappings were live all along) and refuses the call. Then the copies back (without DG_DMA_ATTR_SKIP_CPU_SYNC), and the slots go on this
  * thread's stack - or, with @b, into the batch as ONE entry: the claimed slots are chained
  * through their records (rec->u.fl.next, dead once claimed) from a head of kind KIND_CHAIN,
  * and dma_bounce_free() at the batch's end gives the chain back in one pass.
@@ -1300,24 +1329,60 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 	static_assert(sizeof(struct bounce_rec) << BOUNCE_UNIT_SHIFT >> 4 ==
 			      1u << BOUNCE_UNIT_SHIFT,
 		      "a unit's record is at its offset / 4");
-	for (i = 0; i < n; i++) {
+	/* The claims: under the lock of the first entry's area, which all of a ring's reap
+	 * usually share (this CPU's area) - one lock instead of a locked instruction per slot
+	 * (claim_locked); an entry of another area ends this loop and the rest are claimed
+	 * one by one, each under its own area's lock. */
+	i = 0;
+	if (dg_likely(dma[0] - base < size)) {
+		const unsigned int ai = (unsigned int)((dma[0] - base) >> bo->area_shift);
+		const uint64_t abase = base + ((uint64_t)ai << bo->area_shift);
+		struct bounce_area *a = &bo->area[ai];
+
+		dg_spin_lock(&a->lock);
+		for (; i < n; i++) {
+			const uint64_t off = dma[i] - abase; /* in this area */
+			struct bounce_rec *rec;
+
+			if (dg_unlikely(off >= bo->area_size ||
+					(off & ((1u << BOUNCE_UNIT_SHIFT) - 1))))
+				break;
+			rec = (struct bounce_rec *)((char *)a->rec +
+						    (off >> (BOUNCE_UNIT_SHIFT - 4)));
+			/* Acquire pairs with the release store of the map (map_single(),
+			 * bounce_map_list(), map_bulk_pop()): orig and len are visible. */
+			st = atomic_load_explicit(&rec->st, memory_order_acquire);
+			if (dg_unlikely(st != want) || dg_unlikely(rec->len != len)) {
+				const unsigned int bad = i;
+
+				/* the claims given back at once, under the lock: nobody else
+				 * could claim anything in between */
+				while (i--)
+					atomic_store_explicit(&recs[gs[i]].st, want,
+							      memory_order_relaxed);
+				dg_spin_unlock(&a->lock);
+				return dma_err(dd, unmap_bulk_err(dma, bad, n, len, st));
+			}
+			atomic_store_explicit(&rec->st, claimed, memory_order_relaxed);
+			gs[i] = (uint32_t)((dma[i] - base) >> BOUNCE_UNIT_SHIFT);
+		}
+		dg_spin_unlock(&a->lock);
+	}
+	for (; i < n; i++) { /* the rest (another area, or an error to find) one by one */
 		const uint64_t off = dma[i] - base; /* wraps below the areas */
 		struct bounce_rec *rec;
-		uint32_t w = want;
 
 		if (dg_unlikely(off >= size || (off & ((1u << BOUNCE_UNIT_SHIFT) - 1)))) {
 			st = 0;
 			goto bad;
 		}
 		rec = (struct bounce_rec *)((char *)recs + (off >> (BOUNCE_UNIT_SHIFT - 4)));
-		/* Acquire pairs with the release store of the map (map_single(),
-		 * bounce_map_list(), map_bulk_pop()): orig and len are visible. */
+		/* Acquire: as above. */
 		st = atomic_load_explicit(&rec->st, memory_order_acquire);
 		if (dg_unlikely(st != want) || dg_unlikely(rec->len != len))
 			goto bad;
-		/* One of two racing unmaps wins; acquire as the load above. */
-		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
-			    &rec->st, &w, claimed, memory_order_acquire, memory_order_relaxed))) {
+		if (dg_unlikely(!claim_locked(bo, (uint32_t)(off >> BOUNCE_UNIT_SHIFT), want,
+					      claimed))) {
 			st = 0; /* lost: claimed by a racing unmap */
 			goto bad;
 		}
@@ -1359,10 +1424,13 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 	return 0;
 bad:
 	r = unmap_bulk_err(dma, i, n, len, st);
-	while (i--)
-		/* The word each had (want); release pairs with the acquire load/CAS of a claim,
-		 * as the map's store. */
-		atomic_store_explicit(&recs[gs[i]].st, want, memory_order_release);
+	while (i--) { /* the word each had (want), under its lock as a claim */
+		struct bounce_area *a = area_of_g(bo, gs[i]);
+
+		dg_spin_lock(&a->lock);
+		atomic_store_explicit(&recs[gs[i]].st, want, memory_order_relaxed);
+		dg_spin_unlock(&a->lock);
+	}
 	return dma_err(dd, r);
 }
 
@@ -1561,7 +1629,8 @@ static dg_always_inline int sync_small(struct dg_dma_dev *dd, uint64_t dma, size
 	uint32_t st;
 
 	static_assert(KIND_SINGLE != KIND_SG && KIND_PAGE != KIND_SG &&
-			      (KIND_SINGLE & KIND_SG) != KIND_SG && (KIND_PAGE & KIND_SG) != KIND_SG,
+			      (KIND_SINGLE & KIND_SG) != KIND_SG &&
+			      (KIND_PAGE & KIND_SG) != KIND_SG,
 		      "a list's kind has bits no other live kind has");
 	if (dg_unlikely(off >= bo->iova_size))
 		return bounce_sync_slow(dd, dma, len, dir, for_cpu);

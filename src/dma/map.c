@@ -1804,7 +1804,8 @@ static int sync_common(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_
 		return dma_err(dd, -EINVAL);
 	if (!dd->ops->sync)
 		return 0; /* coherent */
-	return dd->ops->sync(dd, dma, len, dir, for_cpu); /* a tail call: it counts its errors */
+	/* a tail call: the policy counts its own errors */
+	return dd->ops->sync(dd, dma, len, dir, for_cpu);
 }
 
 bool dg_dma_need_sync(const struct dg_dma_dev *dd)

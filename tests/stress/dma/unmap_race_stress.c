@@ -15,11 +15,12 @@
  * At the end the statistics must be exact: one map and one unmap per round, every refusal
  * counted by kind, the sub-page bytes of every map, nothing live, dg_dma_dev_check() clean.
  * Then bounce (src/dma/bounce.c: the slot's claim CAS), where the odd racers unmap with
- * dg_dma_unmap_bulk() of two entries, a mapping of their own first and the raced one second:
- * exactly one racer wins the raced slot, and a bulk racer that lost must find its own
- * mapping still live (all or nothing: the claim it made is given back) and unmap it alone; a
- * bulk racer that won unmapped both.
- * Runs under ThreadSanitizer too (the record's release/acquire pairs and the claim's CAS).
+ * dg_dma_unmap_bulk() of two entries, a mapping of their own and the raced one (in turn first
+ * and second): exactly one racer wins the raced slot, and a bulk racer that lost must find
+ * its own mapping still live (all or nothing: a claim it made is given back) and unmap it
+ * alone; a bulk racer that won unmapped both.
+ * Runs under ThreadSanitizer too (the record's release/acquire pairs, the claim's CAS, the
+ * bounce area locks its claims are made under).
  */
 #include <dmaguard/dma.h>
 
@@ -87,22 +88,24 @@ static void *racer(void *arg)
 		r->res_a[a->id] = wrong_unmap(r->dd, dma, a->id + (unsigned int)r->round);
 		pthread_barrier_wait(&r->go); /* phase B starts together */
 		if (r->bulk && (a->id & 1)) {
-			const uint64_t two[2] = {r->own[a->id], dma};
+			/* the raced mapping second, or first (every other round pair) */
+			const bool first = r->round & 2;
+			const uint64_t two[2] = {first ? dma : r->own[a->id],
+						 first ? r->own[a->id] : dma};
 			int e;
 
 			if (batched)
 				dg_dma_batch_begin(r->dd, &b);
-			r->res_b[a->id] = dg_dma_unmap_bulk(r->dd, two, 2, BUF_LEN, DG_DMA_TO_DEVICE,
-							    0, batched ? &b : NULL);
+			r->res_b[a->id] = dg_dma_unmap_bulk(
+				r->dd, two, 2, BUF_LEN, DG_DMA_TO_DEVICE, 0, batched ? &b : NULL);
 			e = batched ? dg_dma_batch_end(&b) : 0;
 			if (e && !r->res_b[a->id])
 				r->res_b[a->id] = e;
 			/* lost: its own mapping must still be there */
-			r->res_c[a->id] = r->res_b[a->id] ? dg_dma_unmap_single(r->dd, two[0],
-										BUF_LEN,
-										DG_DMA_TO_DEVICE,
-										0, NULL) :
-							    0;
+			r->res_c[a->id] = r->res_b[a->id] ?
+						  dg_dma_unmap_single(r->dd, r->own[a->id], BUF_LEN,
+								      DG_DMA_TO_DEVICE, 0, NULL) :
+						  0;
 		} else if (batched) {
 			int e;
 

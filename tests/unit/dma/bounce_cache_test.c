@@ -640,7 +640,8 @@ static void bulk_vs_single(enum dg_pt_format fmt, bool from_readable)
 	static const unsigned int ns[] = {1, 2, 7, 48, 64, BULK_N};
 	static uint64_t da[BULK_N], db[BULK_N];
 	static uint8_t ga[16384], gb[16384];
-	uint8_t *ma = page_alloc((size_t)BULK_N * BULK_BUF), *mb = page_alloc((size_t)BULK_N * BULK_BUF);
+	uint8_t *ma = page_alloc((size_t)BULK_N * BULK_BUF),
+		*mb = page_alloc((size_t)BULK_N * BULK_BUF);
 	void *ba[BULK_N], *bb[BULK_N];
 	uint64_t seed = 0x2545f4914f6cdd1dull;
 	struct env a, b;
@@ -662,7 +663,8 @@ static void bulk_vs_single(enum dg_pt_format fmt, bool from_readable)
 		const enum dg_dma_dir dir = (enum dg_dma_dir)(rnd(&seed) % 3);
 		const unsigned int attrs = rnd(&seed) % 2 ? DG_DMA_ATTR_SKIP_CPU_SYNC : 0;
 		const bool batched = rnd(&seed) % 2;
-		const bool from = dir != DG_DMA_TO_DEVICE, copy_in = dir != DG_DMA_FROM_DEVICE && !attrs;
+		const bool from = dir != DG_DMA_TO_DEVICE,
+			   copy_in = dir != DG_DMA_FROM_DEVICE && !attrs;
 		const bool readable = dir != DG_DMA_FROM_DEVICE || from_readable;
 		struct dg_dma_batch xa, xb;
 
@@ -671,7 +673,8 @@ static void bulk_vs_single(enum dg_pt_format fmt, bool from_readable)
 				((uint8_t *)ba[i])[k] = ((uint8_t *)bb[i])[k] = pat(round + i, k);
 		assert_int_equal(dg_dma_map_bulk(a.dd, ba, n, len, dir, attrs, da), 0);
 		for (unsigned int i = 0; i < n; i++)
-			assert_int_equal(dg_dma_map_single(b.dd, bb[i], len, dir, attrs, &db[i]), 0);
+			assert_int_equal(dg_dma_map_single(b.dd, bb[i], len, dir, attrs, &db[i]),
+					 0);
 		{
 			struct dg_dma_stats sa = stats(a.dd), sbb = stats(b.dd);
 
@@ -699,8 +702,8 @@ static void bulk_vs_single(enum dg_pt_format fmt, bool from_readable)
 			dg_dma_batch_begin(a.dd, &xa);
 			dg_dma_batch_begin(b.dd, &xb);
 		}
-		assert_int_equal(dg_dma_unmap_bulk(a.dd, da, n, len, dir, attrs, batched ? &xa : NULL),
-				 0);
+		assert_int_equal(
+			dg_dma_unmap_bulk(a.dd, da, n, len, dir, attrs, batched ? &xa : NULL), 0);
 		for (unsigned int i = 0; i < n; i++)
 			assert_int_equal(dg_dma_unmap_single(b.dd, db[i], len, dir, attrs,
 							     batched ? &xb : NULL),
@@ -724,9 +727,9 @@ static void bulk_vs_single(enum dg_pt_format fmt, bool from_readable)
 		for (unsigned int i = 0; i < n; i++) {
 			assert_memory_equal(ba[i], bb[i], len);
 			for (size_t k = 0; k < len; k++)
-				assert_int_equal(((uint8_t *)ba[i])[k], from && !attrs ?
-										pat(round + i + 7, k) :
-										pat(round + i, k));
+				assert_int_equal(((uint8_t *)ba[i])[k],
+						 from && !attrs ? pat(round + i + 7, k) :
+								  pat(round + i, k));
 		}
 		{
 			struct dg_dma_stats sa = stats(a.dd), sbb = stats(b.dd);
@@ -846,8 +849,8 @@ static void test_bulk_all_or_nothing(void **state)
 			if (mode)
 				dg_dma_batch_begin(e.dd, &b);
 			/* attrs 0: a call that went through would copy back */
-			assert_int_equal(dg_dma_unmap_bulk(e.dd, list, AN, 64, DG_DMA_FROM_DEVICE, 0,
-							   mode ? &b : NULL),
+			assert_int_equal(dg_dma_unmap_bulk(e.dd, list, AN, 64, DG_DMA_FROM_DEVICE,
+							   0, mode ? &b : NULL),
 					 cases[c].want);
 			if (mode)
 				assert_int_equal(dg_dma_batch_end(&b), 0);
