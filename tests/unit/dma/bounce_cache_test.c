@@ -630,9 +630,8 @@ static void assert_same_counts(const struct dg_dma_stats *a, const struct dg_dma
  * dg_dma_map_bulk / dg_dma_unmap_bulk of n buffers against n single calls on a twin device
  * (same configuration, same history): random lengths (fast-path slots and larger ones),
  * directions, SKIP_CPU_SYNC or not, batch or not, n from 1 to DG_DMA_BULK_MAX. What the device
- * reads in every slot (buffer and padding - zeros past the buffer wherever it can read), what
- * the unmaps copy back, and every counter must be the same; where the device can read, past
- * the buffer it reads zeros.
+ * reads in every slot it can read (the buffer copied in, and zeros past it), what the unmaps
+ * copy back, and every counter must be the same.
  */
 static void bulk_vs_single(enum dg_pt_format fmt, bool from_readable)
 {
@@ -687,9 +686,12 @@ static void bulk_vs_single(enum dg_pt_format fmt, bool from_readable)
 			if (readable) {
 				assert_int_equal(dg_dev_read(a.dev, da[i], ga, sb), 0);
 				assert_int_equal(dg_dev_read(b.dev, db[i], gb, sb), 0);
-				assert_memory_equal(ga, gb, sb);
-				for (size_t k = copy_in ? 0 : len; k < sb; k++)
+				/* not below len without a copy-in: what the slot held before (the
+				 * twins' refills may take their slots from different CPUs' areas) */
+				for (size_t k = copy_in ? 0 : len; k < sb; k++) {
 					assert_int_equal(ga[k], k < len ? pat(round + i, k) : 0);
+					assert_int_equal(gb[k], ga[k]);
+				}
 			}
 			if (from) { /* the device writes the buffer's bytes */
 				for (size_t k = 0; k < len; k++)
