@@ -205,7 +205,7 @@ struct wl_port {
 	uint8_t *arena;				  /* other configurations: all buffers */
 	bool two_step;				  /* drivers link into ring slots */
 	bool bulk; /* streaming drivers map and unmap a refill and a reap with the bulk calls
-		      (policies that have them: identity, strict, lazy; not linux-ref) */
+		      (policies that have them: identity, strict, lazy, bounce; not linux-ref) */
 	size_t arena_size;
 	struct wl_class cls[WL_MAX_CLASSES];
 	unsigned int ncls;

@@ -420,16 +420,19 @@ DG_EXPORT int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg 
  * appended to a batch together. All or nothing: on success all @n are done; on failure the
  * error says why and no buffer of the call is mapped or unmapped (a failure found after some
  * work was done undoes that work, with an invalidation when page-table entries were written;
- * the statistics may count the undone work). Supported by identity, strict and lazy (the
- * Linux-like reference included); the other policies say -EOPNOTSUPP (use the single calls).
+ * the statistics may count the undone work). Supported by identity, strict, lazy (the
+ * Linux-like reference included) and bounce (the slots from this thread's stack in one go, the
+ * claims of one area under one lock, a batch's unmaps as one entry); window and pool say
+ * -EOPNOTSUPP (use the single calls).
  */
 #define DG_DMA_BULK_MAX DG_DMA_BATCH_MAX /* buffers of one bulk call at most */
 
 /*
  * dg_dma_map_single() of bufs[0..n) (@len bytes each, @dir, @attrs); dma[i] gets the address
  * of bufs[i]. Errors (nothing mapped): -EINVAL NULL argument or buffer, n 0 or above
- * DG_DMA_BULK_MAX, len 0, unknown dir or attrs; -ERANGE a buffer wraps or is beyond the mask
- * (identity); -ENOSPC no IOVA space for all of them; -ENOMEM; -EOPNOTSUPP see above.
+ * DG_DMA_BULK_MAX, len 0, unknown dir or attrs, len above 256 KiB (bounce); -ERANGE a buffer
+ * wraps or is beyond the mask (identity); -ENOSPC no IOVA space (no shadow slots, bounce) for
+ * all of them; -ENOMEM; -EOPNOTSUPP see above.
  */
 DG_EXPORT int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
 			      enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma);

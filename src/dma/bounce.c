@@ -29,20 +29,31 @@
  *
  * Locking: each area has a spinlock taken by alloc and free (map on its own CPU's area;
  * an unmap frees into the area the slot came from, uncontended unless threads migrate).
- * Unmap and sync find and claim a slot without the lock: st is published with a release store
- * once orig/len are written, and unmap claims it with one CAS (ALLOC -> CLAIMED), which also
- * makes a double unmap fail. A batch defers the frees to dg_dma_batch_end().
+ * Sync finds a slot without the lock: st is published with a release store once orig/len
+ * are written. The claim of an unmap (ALLOC -> CLAIMED) is the one transition two threads
+ * can race for (a double or racing unmap), and every claim is made under the slot's area
+ * lock (claim_locked: the word checked again and replaced there), so exactly one of two
+ * racing unmaps finds the live word; every other transition is made by the slot's owner
+ * alone (the stack that holds it, or whoever claimed it). A bulk unmap claims all its
+ * entries of one area under one lock - one locked instruction per call instead of one per
+ * slot, as a compare-and-swap per slot would cost (the workloads' strict unmaps stall right
+ * after theirs) - and a bad entry gives back the claims made, under that lock, before
+ * anyone could see them: all or nothing. A batch defers the frees to dg_dma_batch_end(); a
+ * bulk unmap's slots go into it as ONE entry, chained through their records (rec->u.fl.next,
+ * dead once claimed) from a head of kind KIND_CHAIN, which dma_bounce_free() walks.
  *
  * Small-slot fast path (orders below TC_ORDERS, 64 B .. 2 KiB: packet buffers): every thread
  * keeps, per bounce instance, direction and order, a free stack of slots ("thread cache",
  * like jemalloc's tcache or the per-CPU magazines in front of Linux's IOVA allocator). Map
  * pops a slot and unmap pushes it: no lock, no buddy list, no atomic read-modify-write on the
- * allocation side (the unmap's claim CAS stays: it is what refuses a double or racing unmap).
+ * allocation side (the unmap's locked claim stays: it is what refuses a double or racing
+ * unmap).
  * An empty stack is refilled with tc_batch slots under one area lock, a full one spills the
  * oldest tc_batch back the same way, so the lock is taken once per tc_batch I/Os.
  *
  *   map:   tc->slot[dir][order][--n]   st CACHED -> ALLOC (release, after orig/len/copy)
- *   unmap: claim CAS ALLOC -> CLAIMED, copy back, st = CACHED, tc->slot[dir][order][n++]
+ *   unmap: claim ALLOC -> CLAIMED (area lock), copy back, st = CACHED, tc->slot[dir][order][n++]
+ *   bulk:  the same in loops - n pops; n claims under one lock, n pushes (or one chain)
  *
  * Isolation is unchanged: a cached slot stays in its own area (this device, this direction,
  * this permission), so it never shares a page with another device's data or the other
@@ -73,7 +84,10 @@
  * inline (copy_small()); sync of a range starting in a slot's first unit reads that unit's
  * record (no search over the orders); an unmap without a copy-back is the claim and the push
  * (or the batch entry); counters are bumped through the thread's last counter block inline,
- * the lookup of another one is a tail call (count_slow()).
+ * the lookup of another one is a tail call (count_slow()). The bulk calls
+ * (dma_bounce_map_bulk, dma_bounce_unmap_bulk: a ring's refill and a poll's reap) do the
+ * per-call work once - one dispatch, one stack lookup, one counter update - and loop over
+ * the slots; a receive refill in a write-only area is a loop of pop, record, publish.
  */
 #include "dma/dma_internal.h"
 
@@ -98,6 +112,10 @@ enum { ST_FREE = 1, ST_ALLOC = 2, ST_CLAIMED = 3, ST_CACHED = 4 };
 #define ST_NENTS(w) ((w) >> 16)
 
 #define QC_MAX	    32 /* freed blocks kept per order without merging (the quick cache) */
+
+/* The kind of a CLAIMED head that leads a chain of a bulk unmap's slots (batch: one entry). */
+#define KIND_CHAIN 7u
+static_assert(KIND_CHAIN > KIND_COHERENT && KIND_CHAIN <= 7, "a kind no mapping has");
 
 struct bounce_rec {
 	union {
@@ -879,8 +897,8 @@ static dg_always_inline int bounce_map_list(struct dg_dma_dev *dd, const struct 
 		memset(slot + total, 0, slot_bytes - total);
 		ctr_add(dma_tstats(dd), CTR_BOUNCE_ZERO, slot_bytes - total);
 	}
-	/* Release pairs with the acquire load/CAS in find_slot() and claim(): orig, len and the
-	 * copied data are visible to whoever finds the slot live. */
+	/* Release pairs with the acquire loads in find_slot(), claim() and the bulk unmap: orig,
+	 * len and the copied data are visible to whoever finds the slot live. */
 	atomic_store_explicit(&rec->st, ST(ST_ALLOC, kind, dir, order, kind == KIND_SG ? nents : 0),
 			      memory_order_release);
 	*dma = slot_iova(bo, g);
@@ -954,8 +972,8 @@ static dg_always_inline int map_single(struct dg_dma_dev *dd, void *buf, size_t 
 		copy_small(slot, buf, len);
 	else if (copy)
 		memcpy(slot, buf, len);
-	/* Release pairs with the acquire load/CAS in find_slot(), claim() and bounce_sync():
-	 * orig, len and the copied data are visible to whoever finds the slot live. */
+	/* Release pairs with the acquire loads in find_slot(), claim(), sync_small() and the bulk
+	 * unmap: orig, len and the copied data are visible to whoever finds the slot live. */
 	atomic_store_explicit(&rec->st, ST(ST_ALLOC, kind, dir, order, 0), memory_order_release);
 	*dma = slot_iova(bo, g);
 	if (fill) {
@@ -999,6 +1017,22 @@ static int bounce_map(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_
 	return bounce_map_rx(dd, buf, len, dir, attrs, kind, dma);
 }
 
+/* Claim the slot @g if its word is still @st (-> @claimed), under its area's lock: every
+ * claim is made under it, so of two racing ones exactly one finds the live word. */
+static dg_always_inline bool claim_locked(struct dma_bounce *bo, uint32_t g, uint32_t st,
+					  uint32_t claimed)
+{
+	struct bounce_area *a = area_of_g(bo, g);
+	bool won;
+
+	dg_spin_lock(&a->lock);
+	won = atomic_load_explicit(&bo->rec[g].st, memory_order_relaxed) == st;
+	if (won)
+		atomic_store_explicit(&bo->rec[g].st, claimed, memory_order_relaxed);
+	dg_spin_unlock(&a->lock);
+	return won;
+}
+
 /* Validate and claim the live slot at @dma: its global unit into *gp. */
 static dg_always_inline int claim(struct dma_bounce *bo, uint64_t dma, uint64_t len,
 				  enum dg_dma_dir dir, enum dma_kind kind, uint32_t nents,
@@ -1017,21 +1051,59 @@ static dg_always_inline int claim(struct dma_bounce *bo, uint64_t dma, uint64_t 
 	if (dg_unlikely((st & ~ST(0, 0, 0, 31, 0)) != ST(ST_ALLOC, kind, dir, 0, nents)) ||
 	    dg_unlikely(rec->len != len))
 		return ST_STATE(st) != ST_ALLOC ? -ENOENT : -EINVAL;
-	/* One of two racing unmaps wins; acquire, like the load above, pairs with the release
-	 * store in bounce_map_list() (orig and len are read after it). */
-	if (!atomic_compare_exchange_strong_explicit(&rec->st, &st, (st & ~7u) | ST_CLAIMED,
-						     memory_order_acquire, memory_order_relaxed))
+	/* One of two racing unmaps wins: claims are made under the slot's area lock (see the
+	 * preamble), the word checked again there (the load above made orig and len visible). */
+	if (!claim_locked(bo, g, st, (st & ~7u) | ST_CLAIMED))
 		return -ENOENT;
 	*gp = g;
 	return 0;
 }
 
+/*
+ * Give back the claimed slots of a chain from its head @g (state word @st): slots of one
+ * direction and order (one bulk unmap's), linked through rec->u.fl.next up to BOUNCE_NONE.
+ * Small slots go on this thread's stack, looked up once; the rest one by one.
+ */
+static dg_noinline void chain_release(struct dma_bounce *bo, uint32_t g, uint32_t st)
+{
+	const unsigned int order = ST_ORDER(st), dir = ST_DIR(st);
+	struct bounce_tcache *tc = order < TC_ORDERS ? tcache(bo) : NULL;
+	const uint32_t max = tc ? bo->tc_max[order] : 0;
+	struct bounce_rec *const recs = bo->rec;
+	uint32_t *const stk = tc ? tc->slot[dir][order] : NULL;
+	uint32_t n = tc ? tc_n(tc, dir, order) : 0;
+
+	while (g != BOUNCE_NONE) {
+		const uint32_t next = recs[g].u.fl.next;
+
+		if (dg_likely(n < max)) {
+			atomic_store_explicit(&recs[g].st, ST(ST_CACHED, 0, 0, order, 0),
+					      memory_order_relaxed);
+			stk[n++] = g;
+		} else {
+			if (tc)
+				tc_set_n(tc, dir, order, n);
+			slot_release_slow(bo, g); /* spills, or the area for a large one */
+			n = tc ? tc_n(tc, dir, order) : 0;
+		}
+		g = next;
+	}
+	if (tc)
+		tc_set_n(tc, dir, order, n);
+}
+
 void dma_bounce_free(struct dg_dma_dev *dd, uint64_t dma)
 {
-	uint32_t g = unit_of(dd->bounce, dma);
+	struct dma_bounce *bo = dd->bounce;
+	uint32_t g = unit_of(bo, dma), st;
 
 	assert(g != BOUNCE_NONE); /* a claimed slot's address */
-	slot_release(dd->bounce, g);
+	st = atomic_load_explicit(&bo->rec[g].st, memory_order_relaxed);
+	if (ST_KIND(st) == KIND_CHAIN) {
+		chain_release(bo, g, st);
+		return;
+	}
+	slot_release(bo, g);
 }
 
 /* Unmap the slot at @dma: a single buffer (@sg NULL) or the list @sg. */
@@ -1094,6 +1166,272 @@ static int bounce_unmap(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg
 	else
 		slot_release(bo, g);
 	return 0;
+}
+
+/* ---- bulk map / unmap (dg_dma_map_bulk, dg_dma_unmap_bulk) ---------------------------------- */
+
+/*
+ * The bulk calls do what n single calls do, with the per-call work once: one dispatch, one
+ * lookup of this thread's stack and of its counter block, one counter update each; then a
+ * loop of pops (map) or claims (unmap). All or nothing, as dma.h documents for both.
+ */
+
+/* Map bufs[0..n) into slots popped off this thread's stack, which holds at least @n (the
+ * caller checked): what map_single() does for each, with @fill (copy in, zero the padding)
+ * a constant, so a receive ring's refill in a write-only area is a loop of pop, record,
+ * publish. Returns the padding bytes zeroed. */
+static dg_always_inline uint64_t map_bulk_pop(struct dma_bounce *bo, struct bounce_tcache *tc,
+					      void *const *bufs, unsigned int n, size_t len,
+					      enum dg_dma_dir dir, bool copy, bool fill,
+					      uint64_t *dma)
+{
+	const unsigned int order = order_of(len);
+	const uint64_t size = 1ull << (order + BOUNCE_UNIT_SHIFT);
+	const uint32_t word = ST(ST_ALLOC, KIND_SINGLE, dir, order, 0);
+	const uint32_t depth = tc_n(tc, dir, order);
+	const uint32_t *stk = tc->slot[dir][order] + depth;
+	struct bounce_rec *const recs = bo->rec;
+	uint8_t *const mem = bo->mem;
+	const uint64_t base = bo->iova;
+	uint64_t zeroed = 0;
+
+	tc_set_n(tc, dir, order, depth - n);
+	for (unsigned int i = 0; i < n; i++) {
+		const uint32_t g = *--stk; /* the order n single maps would pop them in */
+		struct bounce_rec *rec = &recs[g];
+		uint8_t *slot = mem + ((uint64_t)g << BOUNCE_UNIT_SHIFT);
+
+		if (fill && bo->readable[dir]) {
+			const uint64_t dirty =
+				dir == DG_DMA_TO_DEVICE && rec->len < size ? rec->len : size;
+
+			if (dirty > len) {
+				zeroed += dirty - len;
+				memset(slot + len, 0, dirty - len);
+			}
+		}
+		rec->u.orig = bufs[i];
+		rec->len = (uint32_t)len;
+		if (copy && len <= SMALL_COPY)
+			copy_small(slot, bufs[i], len);
+		else if (copy)
+			memcpy(slot, bufs[i], len);
+		/* Release pairs with the acquire loads in find_slot(), claim(), sync_small()
+		 * and dma_bounce_unmap_bulk(): orig, len and the data are visible first. */
+		atomic_store_explicit(&rec->st, word, memory_order_release);
+		dma[i] = base + ((uint64_t)g << BOUNCE_UNIT_SHIFT);
+	}
+	return zeroed;
+}
+
+/* dma_bounce_map_bulk() one buffer at a time (a larger slot, a stack holding fewer than @n,
+ * an installed failure hook); a failure unmaps the buffers mapped so far (nobody has their
+ * addresses yet) and returns the error uncounted. */
+static dg_noinline int map_bulk_each(struct dg_dma_dev *dd, void *const *bufs, unsigned int n,
+				     size_t len, enum dg_dma_dir dir, unsigned int attrs,
+				     uint64_t *dma)
+{
+	for (unsigned int i = 0; i < n; i++) {
+		int r = bounce_map(dd, bufs[i], len, dir, attrs, KIND_SINGLE, &dma[i]);
+
+		if (dg_unlikely(r)) {
+			while (i--) {
+				uint32_t g;
+
+				if (claim(dd->bounce, dma[i], len, dir, KIND_SINGLE, 0, &g) == 0)
+					slot_release(dd->bounce, g);
+			}
+			return r;
+		}
+	}
+	return 0;
+}
+
+int dma_bounce_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
+			enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
+{
+	struct dma_bounce *bo = dd->bounce;
+	const bool copy = dir != DG_DMA_FROM_DEVICE && !(attrs & DG_DMA_ATTR_SKIP_CPU_SYNC);
+	uint64_t zeroed = 0;
+	struct dma_tstats *t;
+	struct bounce_tcache *tc;
+	int r;
+
+	/* Relaxed: only whether a hook is installed; slot_alloc_slow() reads it with acquire. */
+	if (dg_likely(len <= TC_BYTES) &&
+	    dg_likely(!atomic_load_explicit(&dd->dma->fail, memory_order_relaxed)) &&
+	    dg_likely((tc = tcache_peek(bo)) != NULL) &&
+	    dg_likely(tc_n(tc, dir, order_of(len)) >= n)) {
+		if (copy || bo->readable[dir])
+			zeroed = map_bulk_pop(bo, tc, bufs, n, len, dir, copy, true, dma);
+		else /* a receive ring's refill in a write-only area */
+			map_bulk_pop(bo, tc, bufs, n, len, dir, false, false, dma);
+		t = dma_tstats(dd);
+		if (copy)
+			ctr_add(t, CTR_BOUNCE_IN, (uint64_t)n * len);
+		ctr_add(t, CTR_BOUNCE_ZERO, zeroed);
+	} else {
+		r = map_bulk_each(dd, bufs, n, len, dir, attrs, dma);
+		if (dg_unlikely(r))
+			return dma_err(dd, r);
+		t = dma_tstats(dd);
+	}
+	ctr_add(t, CTR_MAPS, n);
+	ctr_add(t, CTR_MAP_BYTES, (uint64_t)n * len);
+	return 0;
+}
+
+/*
+ * The error of a bulk unmap's first bad entry dma[i] (@st: its slot's word when it is in the
+ * areas and was not claimed by someone else, else 0): -ERANGE if this or a later address
+ * wraps, else as claim(): -EINVAL a live slot mapped with another length, direction or call,
+ * -ENOENT no live slot there (a claim lost, an address given twice).
+ */
+static dg_noinline int unmap_bulk_err(const uint64_t *dma, unsigned int i, unsigned int n,
+				      size_t len, uint32_t st)
+{
+	for (unsigned int j = i; j < n; j++)
+		if (dma[j] + (len - 1) < dma[j])
+			return -ERANGE;
+	return ST_STATE(st) == ST_ALLOC ? -EINVAL : -ENOENT;
+}
+
+/*
+ * Unmap dma[0..n) (@len, @dir, mapped by a single or bulk map), all or nothing: each slot is
+ * checked and claimed (ALLOC -> CLAIMED: a double or racing unmap, or an address given twice,
+ * finds it claimed) in one pass, those of the first entry's area under one hold of its lock,
+ * any others one by one under theirs; a bad entry gives back the claims this call made (the
+ * words they had, stored back: the mappings were live all along) and refuses the call. Then the copies back (without DG_DMA_ATTR_SKIP_CPU_SYNC), and the slots go on this
+ * thread's stack - or, with @b, into the batch as ONE entry: the claimed slots are chained
+ * through their records (rec->u.fl.next, dead once claimed) from a head of kind KIND_CHAIN,
+ * and dma_bounce_free() at the batch's end gives the chain back in one pass.
+ */
+int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
+			  enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
+{
+	struct dma_bounce *bo = dd->bounce;
+	/* every map gives its slot order_of(its len): the whole word of a live slot mapped
+	 * with @len is known (none for a length no slot can have) */
+	const unsigned int order = len <= BOUNCE_MAX ? order_of(len) : 0;
+	const uint32_t want = len <= BOUNCE_MAX ? ST(ST_ALLOC, KIND_SINGLE, dir, order, 0) :
+						  UINT32_MAX;
+	const uint32_t claimed = ST(ST_CLAIMED, KIND_SINGLE, dir, order, 0);
+	const bool back = dir != DG_DMA_TO_DEVICE && !(attrs & DG_DMA_ATTR_SKIP_CPU_SYNC);
+	struct bounce_rec *const recs = bo->rec;
+	const uint64_t base = bo->iova, size = bo->iova_size;
+	uint32_t gs[DG_DMA_BULK_MAX];
+	struct bounce_tcache *tc;
+	struct dma_tstats *t;
+	uint32_t st, depth;
+	unsigned int i;
+	int r;
+
+	static_assert(sizeof(struct bounce_rec) << BOUNCE_UNIT_SHIFT >> 4 ==
+			      1u << BOUNCE_UNIT_SHIFT,
+		      "a unit's record is at its offset / 4");
+	/* The claims: under the lock of the first entry's area, which all of a ring's reap
+	 * usually share (this CPU's area) - one lock instead of a locked instruction per slot
+	 * (claim_locked); an entry of another area ends this loop and the rest are claimed
+	 * one by one, each under its own area's lock. */
+	i = 0;
+	if (dg_likely(dma[0] - base < size)) {
+		const unsigned int ai = (unsigned int)((dma[0] - base) >> bo->area_shift);
+		const uint64_t abase = base + ((uint64_t)ai << bo->area_shift);
+		struct bounce_area *a = &bo->area[ai];
+
+		dg_spin_lock(&a->lock);
+		for (; i < n; i++) {
+			const uint64_t off = dma[i] - abase; /* in this area */
+			struct bounce_rec *rec;
+
+			if (dg_unlikely(off >= bo->area_size ||
+					(off & ((1u << BOUNCE_UNIT_SHIFT) - 1))))
+				break;
+			rec = (struct bounce_rec *)((char *)a->rec +
+						    (off >> (BOUNCE_UNIT_SHIFT - 4)));
+			/* Acquire pairs with the release store of the map (map_single(),
+			 * bounce_map_list(), map_bulk_pop()): orig and len are visible. */
+			st = atomic_load_explicit(&rec->st, memory_order_acquire);
+			if (dg_unlikely(st != want) || dg_unlikely(rec->len != len)) {
+				const unsigned int bad = i;
+
+				/* the claims given back at once, under the lock: nobody else
+				 * could claim anything in between */
+				while (i--)
+					atomic_store_explicit(&recs[gs[i]].st, want,
+							      memory_order_relaxed);
+				dg_spin_unlock(&a->lock);
+				return dma_err(dd, unmap_bulk_err(dma, bad, n, len, st));
+			}
+			atomic_store_explicit(&rec->st, claimed, memory_order_relaxed);
+			gs[i] = (uint32_t)((dma[i] - base) >> BOUNCE_UNIT_SHIFT);
+		}
+		dg_spin_unlock(&a->lock);
+	}
+	for (; i < n; i++) { /* the rest (another area, or an error to find) one by one */
+		const uint64_t off = dma[i] - base; /* wraps below the areas */
+		struct bounce_rec *rec;
+
+		if (dg_unlikely(off >= size || (off & ((1u << BOUNCE_UNIT_SHIFT) - 1)))) {
+			st = 0;
+			goto bad;
+		}
+		rec = (struct bounce_rec *)((char *)recs + (off >> (BOUNCE_UNIT_SHIFT - 4)));
+		/* Acquire: as above. */
+		st = atomic_load_explicit(&rec->st, memory_order_acquire);
+		if (dg_unlikely(st != want) || dg_unlikely(rec->len != len))
+			goto bad;
+		if (dg_unlikely(!claim_locked(bo, (uint32_t)(off >> BOUNCE_UNIT_SHIFT), want,
+					      claimed))) {
+			st = 0; /* lost: claimed by a racing unmap */
+			goto bad;
+		}
+		gs[i] = (uint32_t)(off >> BOUNCE_UNIT_SHIFT);
+	}
+	if (back)
+		for (i = 0; i < n; i++) {
+			if (len <= SMALL_COPY)
+				copy_small(bo->rec[gs[i]].u.orig, slot_mem(bo, gs[i]), len);
+			else
+				memcpy(bo->rec[gs[i]].u.orig, slot_mem(bo, gs[i]), len);
+		}
+	if (b) {
+		/* the chain: claimed records are ours alone until the batch's end frees them */
+		for (i = 0; i + 1 < n; i++)
+			recs[gs[i]].u.fl.next = gs[i + 1];
+		recs[gs[n - 1]].u.fl.next = BOUNCE_NONE;
+		atomic_store_explicit(&recs[gs[0]].st, ST(ST_CLAIMED, KIND_CHAIN, dir, order, 0),
+				      memory_order_relaxed);
+		dma_batch_add_bounce(b, dma[0]);
+	} else if (dg_likely(order < TC_ORDERS && (tc = tcache_peek(bo)) != NULL &&
+			     (depth = tc_n(tc, dir, order)) + n <= bo->tc_max[order])) {
+		uint32_t *stk = tc->slot[dir][order] + depth;
+
+		for (i = 0; i < n; i++) { /* the order n single unmaps would push them in */
+			atomic_store_explicit(&recs[gs[i]].st, ST(ST_CACHED, 0, 0, order, 0),
+					      memory_order_relaxed);
+			*stk++ = gs[i];
+		}
+		tc_set_n(tc, dir, order, depth + n);
+	} else {
+		for (i = 0; i < n; i++)
+			slot_release(bo, gs[i]);
+	}
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_UNMAPS, n);
+	if (back)
+		ctr_add(t, CTR_BOUNCE_OUT, (uint64_t)n * len);
+	return 0;
+bad:
+	r = unmap_bulk_err(dma, i, n, len, st);
+	while (i--) { /* the word each had (want), under its lock as a claim */
+		struct bounce_area *a = area_of_g(bo, gs[i]);
+
+		dg_spin_lock(&a->lock);
+		atomic_store_explicit(&recs[gs[i]].st, want, memory_order_relaxed);
+		dg_spin_unlock(&a->lock);
+	}
+	return dma_err(dd, r);
 }
 
 /* Split a slot of @total bytes at @dma into DMA segments (max_seg, boundary). */
@@ -1183,8 +1521,9 @@ static dg_always_inline int find_slot(struct dma_bounce *bo, uint64_t dma, uint3
 	return -ENOENT;
 }
 
-static dg_noinline int bounce_sync_slow(struct dg_dma_dev *dd, uint64_t dma, size_t len,
-					enum dg_dma_dir dir, bool for_cpu)
+/* Sync at any offset of a live slot (single or list); the error uncounted. */
+static int sync_slow(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
+		     bool for_cpu)
 {
 	struct dma_bounce *bo = dd->bounce;
 	struct bounce_rec *rec;
@@ -1214,6 +1553,15 @@ static dg_noinline int bounce_sync_slow(struct dg_dma_dev *dd, uint64_t dma, siz
 	return 0;
 }
 
+/* sync_slow() for bounce_sync(), which counts its own errors (a tail call of the entry point). */
+static dg_noinline int bounce_sync_slow(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+					enum dg_dma_dir dir, bool for_cpu)
+{
+	int r = sync_slow(dd, dma, len, dir, for_cpu);
+
+	return dg_unlikely(r) ? dma_err(dd, r) : 0;
+}
+
 /*
  * Sync a range of a single buffer that starts in the slot's first unit (a receive's header
  * or frame at the start of its buffer): the live head is @dma's own unit, no search. Up to
@@ -1239,7 +1587,7 @@ static dg_always_inline int sync_single(struct dg_dma_dev *dd, uint64_t dma, siz
 		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
 	/* in + len may wrap (len is any size_t): compare without the sum */
 	if (dg_unlikely(ST_DIR(st) != dir) || dg_unlikely(in > rec->len || len > rec->len - in))
-		return -EINVAL;
+		return dma_err(dd, -EINVAL);
 	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
 		return 0;
 	slot = bo->mem + off;
@@ -1263,12 +1611,60 @@ static dg_noinline int bounce_sync_big(struct dg_dma_dev *dd, uint64_t dma, size
 	return sync_single(dd, dma, len, dir, for_cpu, true);
 }
 
+/*
+ * Sync up to SMALL_COPY bytes starting in a single buffer's first unit (a receive's frame):
+ * sync_single() with fewer tests - live, this direction and not a list in two compares of
+ * the record's word, and the range in one (in + len <= 128 cannot wrap). Anything else,
+ * errors included, goes to bounce_sync_slow(), which says which.
+ */
+static dg_always_inline int sync_small(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+				       enum dg_dma_dir dir, bool for_cpu)
+{
+	struct dma_bounce *bo = dd->bounce;
+	const uint64_t off = dma - bo->iova;			   /* wraps below the areas */
+	const uint64_t in = off & ((1u << BOUNCE_UNIT_SHIFT) - 1); /* offset in the slot */
+	const uint32_t sg = ST(0, KIND_SG, 0, 0, 0);
+	struct bounce_rec *rec;
+	uint8_t *slot, *orig;
+	uint32_t st;
+
+	static_assert(KIND_SINGLE != KIND_SG && KIND_PAGE != KIND_SG &&
+			      (KIND_SINGLE & KIND_SG) != KIND_SG &&
+			      (KIND_PAGE & KIND_SG) != KIND_SG,
+		      "a list's kind has bits no other live kind has");
+	if (dg_unlikely(off >= bo->iova_size))
+		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
+	rec = &bo->rec[off >> BOUNCE_UNIT_SHIFT];
+	/* Acquire pairs with the release store of the map (map_single(), bounce_map_list(),
+	 * map_bulk_pop()): orig, len and the data are visible. */
+	st = atomic_load_explicit(&rec->st, memory_order_acquire);
+	if (dg_unlikely((st & ST(7, 0, 3, 0, 0)) != ST(ST_ALLOC, 0, dir, 0, 0)) ||
+	    dg_unlikely((st & sg) == sg) || dg_unlikely(in + len > rec->len))
+		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
+	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
+		return 0;
+	slot = bo->mem + off;
+	orig = (uint8_t *)rec->u.orig + in;
+	if (for_cpu)
+		copy_small(orig, slot, len);
+	else
+		copy_small(slot, orig, len);
+	/* dma_tstats() inline without its call: the counting goes out of line */
+	if (dg_unlikely(dma_tls_last.gen != dd->gen))
+		return for_cpu ? count_slow(dd, 0, 0, len) : count_slow(dd, len, 0, 0);
+	ctr_add(dma_tls_last.t, for_cpu ? CTR_BOUNCE_OUT : CTR_BOUNCE_IN, len);
+	return 0;
+}
+
+/* The policy's sync: counts its own errors, so the entry point (map.c) tail-calls it. */
 static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		       bool for_cpu)
 {
 	if (len > SMALL_COPY)
 		return bounce_sync_big(dd, dma, len, dir, for_cpu);
-	return sync_single(dd, dma, len, dir, for_cpu, false);
+	if (for_cpu) /* the branch once: each way a leaf with its constant */
+		return sync_small(dd, dma, len, dir, true);
+	return sync_small(dd, dma, len, dir, false);
 }
 
 static int bounce_sync_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
@@ -1283,7 +1679,7 @@ static int bounce_sync_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned 
 	if (ST_KIND(st) != KIND_SG || ST_NENTS(st) != nents || bo->rec[g].u.orig != sg ||
 	    slot_iova(bo, g) != sg[0].dma_addr)
 		return -EINVAL;
-	return bounce_sync_slow(dd, sg[0].dma_addr, bo->rec[g].len, dir, for_cpu);
+	return sync_slow(dd, sg[0].dma_addr, bo->rec[g].len, dir, for_cpu); /* counted by map.c */
 }
 
 const struct dma_policy_ops dma_bounce_ops = {

@@ -295,7 +295,8 @@ struct dma_policy_ops {
 		      enum dg_dma_dir dir, unsigned int attrs, unsigned int *nr_dma);
 	int (*unmap_sg)(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 			enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b);
-	/* Only bounce syncs; NULL elsewhere. */
+	/* Only bounce syncs; NULL elsewhere. sync counts its own errors (dma_err), so the
+	 * entry point tail-calls it; sync_sg's are counted by its entry point. */
 	int (*sync)(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		    bool for_cpu);
 	int (*sync_sg)(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
@@ -383,6 +384,12 @@ int dma_bounce_create(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_bo
 void dma_bounce_destroy(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_bounce *bo);
 /* Give back a claimed slot (batch end). */
 void dma_bounce_free(struct dg_dma_dev *dd, uint64_t dma);
+/* dg_dma_map_bulk() (arguments and buffers checked) and dg_dma_unmap_bulk() (arguments checked,
+ * the addresses not) under bounce; they count, errors through dma_err(). */
+int dma_bounce_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
+			enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma);
+int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
+			  enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b);
 void dma_bounce_stats(const struct dma_bounce *bo, struct dg_dma_stats *st);
 /* Validate the areas; *live gets the number of live (mapped) slots. */
 int dma_bounce_check(const struct dma_bounce *bo, FILE *why, uint64_t *live);

@@ -1798,16 +1798,14 @@ int dg_dma_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int ne
 static int sync_common(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		       bool for_cpu)
 {
-	int r;
-
 	if (!dd)
 		return -EINVAL;
 	if (dg_unlikely(!len || !dma_dir_ok(dir)))
 		return dma_err(dd, -EINVAL);
 	if (!dd->ops->sync)
 		return 0; /* coherent */
-	r = dd->ops->sync(dd, dma, len, dir, for_cpu);
-	return r ? dma_err(dd, r) : 0;
+	/* a tail call: the policy counts its own errors */
+	return dd->ops->sync(dd, dma, len, dir, for_cpu);
 }
 
 bool dg_dma_need_sync(const struct dg_dma_dev *dd)
@@ -2050,6 +2048,8 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 		r = bulk_args(bufs, n, len);
 		if (r)
 			return dma_err(dd, r);
+		if (dd->ops == &dma_bounce_ops)
+			return dma_bounce_map_bulk(dd, bufs, n, len, dir, attrs, dma);
 		if (dd->ops != &dma_strict_ops)
 			return dma_err(dd, -EOPNOTSUPP);
 	}
@@ -2214,6 +2214,8 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 		return dma_err(dd, -EINVAL);
 	if (dg_likely(dd->ops == &dma_strict_ops))
 		goto strict;
+	if (dd->ops == &dma_bounce_ops)
+		return dma_bounce_unmap_bulk(dd, dma, n, len, dir, attrs, b);
 	for (i = 0; i < n; i++)
 		if (dma[i] + (len - 1) < dma[i])
 			return dma_err(dd, -ERANGE);

@@ -19,6 +19,12 @@
  * (to-device: the device must read the pattern and zeros past it, whichever thread's stack the
  * slot came from and however long its previous buffer was). The device is one agent: its
  * accesses are serialized by a lock.
+ *
+ * Every other round also maps a group of up to BULK buffers of one length and mode with one
+ * dg_dma_map_bulk() (the device checks each as above) and unmaps them with one
+ * dg_dma_unmap_bulk(), half the time into a batch (whose end gives the chained slots back):
+ * the bulk paths' pops, claims and pushes interleave with the other threads' single calls on
+ * the same areas.
  */
 #include <dmaguard/dev.h>
 #include <dmaguard/dma.h>
@@ -36,6 +42,7 @@
 #define PER_ROUND   48 /* mappings per thread per round */
 #define BUF_BYTES   2048
 #define INBOX	    (2 * PER_ROUND)
+#define BULK	    24 /* buffers of a bulk group at most */
 
 enum { MODE_BIDI, MODE_RX, MODE_TX };
 
@@ -117,33 +124,104 @@ static void device_side(struct worker *me, const struct item *x)
 		}
 }
 
-static void check_and_unmap(struct worker *me, const struct item *it)
+/* A receive's sync before its unmap: the header (inline copy), then the rest. */
+static int sync_rx(struct worker *me, const struct item *it)
 {
 	const uint32_t head = it->len < 64 ? it->len : 64;
 	int r = 0;
 
-	if (it->mode == MODE_RX) { /* the header (inline copy), then the rest */
+	if (it->mode == MODE_RX) {
 		r = dg_dma_sync_for_cpu(dd, it->dma, head, DG_DMA_FROM_DEVICE);
 		if (!r && it->len > head)
 			r = dg_dma_sync_for_cpu(dd, it->dma + head, it->len - head,
 						DG_DMA_FROM_DEVICE);
-		if (r) {
+		if (r)
 			fail("sync", me->id, r);
-			return;
-		}
 	}
-	r = dg_dma_unmap_single(dd, it->dma, it->len, mode_dir[it->mode], mode_attrs[it->mode],
-				NULL);
-	if (r) {
-		fail("unmap", me->id, r);
-		return;
-	}
+	return r;
+}
+
+/* After the unmap: the buffer holds its own mapping's bytes; freed. */
+static void check_buf(struct worker *me, const struct item *it)
+{
 	for (uint32_t k = 0; k < it->len; k++)
 		if (it->buf[k] != (uint8_t)(it->tag + k)) {
 			fail("buffer came back with another mapping's data", me->id, (long)k);
 			return;
 		}
 	free(it->buf);
+}
+
+static void check_and_unmap(struct worker *me, const struct item *it)
+{
+	int r;
+
+	if (sync_rx(me, it))
+		return;
+	r = dg_dma_unmap_single(dd, it->dma, it->len, mode_dir[it->mode], mode_attrs[it->mode],
+				NULL);
+	if (r) {
+		fail("unmap", me->id, r);
+		return;
+	}
+	check_buf(me, it);
+}
+
+/* A bulk group: mapped with one call, checked by the device, unmapped with one call. */
+static void bulk_round(struct worker *me)
+{
+	const unsigned int n = 1 + (unsigned int)(rnd(&me->seed) % BULK);
+	const uint32_t len = 1 + (uint32_t)(rnd(&me->seed) % BUF_BYTES);
+	const unsigned int mode = (unsigned int)(rnd(&me->seed) % 3);
+	const bool batched = rnd(&me->seed) & 1;
+	struct item x[BULK];
+	void *bufs[BULK];
+	uint64_t dma[BULK];
+	struct dg_dma_batch b;
+	unsigned int i;
+	int r;
+
+	for (i = 0; i < n; i++) {
+		x[i].len = len;
+		x[i].mode = mode;
+		x[i].tag = (uint32_t)rnd(&me->seed);
+		x[i].buf = bufs[i] = malloc(len);
+		if (!x[i].buf) {
+			fail("malloc", me->id, 0);
+			goto out;
+		}
+		for (uint32_t k = 0; k < len; k++)
+			x[i].buf[k] = (uint8_t)(mode == MODE_RX ? ~(x[i].tag + k) : x[i].tag + k);
+	}
+	r = dg_dma_map_bulk(dd, bufs, n, len, mode_dir[mode], mode_attrs[mode], dma);
+	if (r) {
+		if (r != -ENOSPC) /* the areas are small on purpose: then nothing is mapped */
+			fail("map_bulk", me->id, r);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		x[i].dma = dma[i];
+		device_side(me, &x[i]);
+	}
+	for (i = 0; i < n; i++)
+		if (sync_rx(me, &x[i]))
+			return;
+	if (batched)
+		dg_dma_batch_begin(dd, &b);
+	r = dg_dma_unmap_bulk(dd, dma, n, len, mode_dir[mode], mode_attrs[mode],
+			      batched ? &b : NULL);
+	if (batched && dg_dma_batch_end(&b) && !r)
+		r = -EIO;
+	if (r) {
+		fail("unmap_bulk", me->id, r);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		check_buf(me, &x[i]);
+	return;
+out:
+	while (i--)
+		free(x[i].buf);
 }
 
 static void *run(void *p)
@@ -188,6 +266,8 @@ static void *run(void *p)
 			if (x.buf)
 				mine[nmine++] = x;
 		}
+		if (it & 1)
+			bulk_round(me);
 		for (unsigned int i = 0; i < nmine; i++)
 			check_and_unmap(me, &mine[i]);
 		pthread_mutex_lock(&me->lock);

@@ -14,7 +14,13 @@
  *    the record, so of racing unmaps one wins, and phase A left the record intact.
  * At the end the statistics must be exact: one map and one unmap per round, every refusal
  * counted by kind, the sub-page bytes of every map, nothing live, dg_dma_dev_check() clean.
- * Runs under ThreadSanitizer too (the record's release/acquire pairs and the claim's CAS).
+ * Then bounce (src/dma/bounce.c: the slot's claim CAS), where the odd racers unmap with
+ * dg_dma_unmap_bulk() of two entries, a mapping of their own and the raced one (in turn first
+ * and second): exactly one racer wins the raced slot, and a bulk racer that lost must find
+ * its own mapping still live (all or nothing: a claim it made is given back) and unmap it
+ * alone; a bulk racer that won unmapped both.
+ * Runs under ThreadSanitizer too (the record's release/acquire pairs, the claim's CAS, the
+ * bounce area locks its claims are made under).
  */
 #include <dmaguard/dma.h>
 
@@ -35,10 +41,13 @@ struct race {
 	pthread_barrier_t go, done;
 	/* per round, written by the main thread before the barrier */
 	uint64_t dma;
+	uint64_t own[MAX_RACERS]; /* bounce: each bulk racer's own mapping */
+	bool bulk;		  /* bounce: odd racers unmap in bulk */
 	unsigned long round;
 	/* results, written by the racers before the second barrier */
 	int res_a[MAX_RACERS];
 	int res_b[MAX_RACERS];
+	int res_c[MAX_RACERS]; /* bulk racers: the single unmap of their own after a loss */
 };
 
 /* A wrong unmap of the mapping at @dma: four kinds of mistakes, by @v. */
@@ -78,7 +87,26 @@ static void *racer(void *arg)
 		batched = r->round & 1;
 		r->res_a[a->id] = wrong_unmap(r->dd, dma, a->id + (unsigned int)r->round);
 		pthread_barrier_wait(&r->go); /* phase B starts together */
-		if (batched) {
+		if (r->bulk && (a->id & 1)) {
+			/* the raced mapping second, or first (every other round pair) */
+			const bool first = r->round & 2;
+			const uint64_t two[2] = {first ? dma : r->own[a->id],
+						 first ? r->own[a->id] : dma};
+			int e;
+
+			if (batched)
+				dg_dma_batch_begin(r->dd, &b);
+			r->res_b[a->id] = dg_dma_unmap_bulk(
+				r->dd, two, 2, BUF_LEN, DG_DMA_TO_DEVICE, 0, batched ? &b : NULL);
+			e = batched ? dg_dma_batch_end(&b) : 0;
+			if (e && !r->res_b[a->id])
+				r->res_b[a->id] = e;
+			/* lost: its own mapping must still be there */
+			r->res_c[a->id] = r->res_b[a->id] ?
+						  dg_dma_unmap_single(r->dd, r->own[a->id], BUF_LEN,
+								      DG_DMA_TO_DEVICE, 0, NULL) :
+						  0;
+		} else if (batched) {
 			int e;
 
 			dg_dma_batch_begin(r->dd, &b);
@@ -97,7 +125,7 @@ static void *racer(void *arg)
 
 static int run(enum dg_dma_policy p, unsigned int nracers, unsigned long rounds)
 {
-	uint64_t want_inval = 0, want_noent = 0;
+	uint64_t want_inval = 0, want_noent = 0, want_maps = 0;
 	struct racer_arg args[MAX_RACERS];
 	pthread_t thr[MAX_RACERS];
 	struct dg_iommu_config ic;
@@ -124,6 +152,7 @@ static int run(enum dg_dma_policy p, unsigned int nracers, unsigned long rounds)
 	}
 	r->nracers = nracers;
 	r->rounds = rounds;
+	r->bulk = p == DG_DMA_BOUNCE;
 	pthread_barrier_init(&r->go, NULL, nracers + 1);
 	pthread_barrier_init(&r->done, NULL, nracers + 1);
 	for (unsigned int i = 0; i < nracers; i++) {
@@ -135,11 +164,15 @@ static int run(enum dg_dma_policy p, unsigned int nracers, unsigned long rounds)
 		int e = dg_dma_map_single(r->dd, buf + 64 * (r->round % 64), BUF_LEN,
 					  DG_DMA_TO_DEVICE, 0, &r->dma);
 
+		for (unsigned int i = 1; !e && r->bulk && i < nracers; i += 2)
+			e = dg_dma_map_single(r->dd, buf + 2048 + 64 * i, BUF_LEN, DG_DMA_TO_DEVICE,
+					      0, &r->own[i]);
 		if (e) {
 			fprintf(stderr, "round %lu: map: %d\n", r->round, e);
 			bad++;
 			break;
 		}
+		want_maps += 1 + (r->bulk ? nracers / 2 : 0);
 		pthread_barrier_wait(&r->go); /* phase A */
 		pthread_barrier_wait(&r->go); /* phase B */
 		pthread_barrier_wait(&r->done);
@@ -153,6 +186,13 @@ static int run(enum dg_dma_policy p, unsigned int nracers, unsigned long rounds)
 			}
 			want_inval += want == -EINVAL;
 			want_noent += want == -ENOENT;
+			if (r->bulk && (i & 1) && r->res_c[i]) {
+				fprintf(stderr,
+					"round %lu racer %u: lost the bulk unmap, then its own "
+					"mapping's unmap gave %d\n",
+					r->round, i, r->res_c[i]);
+				bad++;
+			}
 			if (r->res_b[i] == 0) {
 				won++;
 			} else if (r->res_b[i] == -ENOENT) {
@@ -174,9 +214,10 @@ static int run(enum dg_dma_policy p, unsigned int nracers, unsigned long rounds)
 		pthread_join(thr[i], NULL);
 
 	dg_dma_dev_stats(r->dd, &st);
-	if (st.maps != rounds || st.unmaps != rounds || st.live || st.err_invalid != want_inval ||
-	    st.err_not_mapped != want_noent ||
-	    st.subpage_bytes != rounds * (uint64_t)(4096 - BUF_LEN)) {
+	if (st.maps != want_maps || st.unmaps != want_maps || st.live ||
+	    st.err_invalid != want_inval || st.err_not_mapped != want_noent ||
+	    st.subpage_bytes != (p == DG_DMA_BOUNCE ? 0 : rounds * (uint64_t)(4096 - BUF_LEN)) ||
+	    st.bounce_in_use) {
 		fprintf(stderr,
 			"%s: stats maps %llu unmaps %llu live %llu invalid %llu (want %llu) "
 			"not mapped %llu (want %llu) subpage %llu\n",
@@ -216,5 +257,6 @@ int main(int argc, char **argv)
 	}
 	bad += run(DG_DMA_STRICT, nracers, rounds);
 	bad += run(DG_DMA_LAZY, nracers, rounds);
+	bad += run(DG_DMA_BOUNCE, nracers, rounds);
 	return bad ? 1 : 0;
 }

@@ -525,7 +525,9 @@ static void fast_round(struct env *e, uint8_t *area, size_t len, enum dg_dma_dir
 			assert_int_equal(got[i],
 					 i >= off && i < off + n ? pat(p + 2, i) : pat(p, i));
 	}
-	/* misuse of the live mapping: refused, nothing changed (a length that wraps included) */
+	/* misuse of the live mapping: refused, counted, nothing changed (a length that wraps
+	 * included) */
+	s0 = stats(e->dd);
 	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma + off, len - off + 1, dir), -EINVAL);
 	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma + 1, SIZE_MAX, dir), -EINVAL);
 	assert_int_equal(dg_dma_sync_for_device(e->dd, dma + 1, SIZE_MAX - 1, dir), -EINVAL);
@@ -543,6 +545,9 @@ static void fast_round(struct env *e, uint8_t *area, size_t len, enum dg_dma_dir
 		assert_int_equal(dg_dma_unmap_single(e->dd, dma + 64, len - 64 ? len - 64 : 1, dir,
 						     0, NULL),
 				 -ENOENT);
+	s1 = stats(e->dd);
+	assert_int_equal(s1.err_invalid - s0.err_invalid, 6);
+	assert_int_equal(s1.err_not_mapped - s0.err_not_mapped, sb > 64);
 	check_guards(area, len);
 	s0 = stats(e->dd);
 	assert_int_equal(dg_dma_unmap_single(e->dd, dma, len, dir, 0, NULL), 0);
@@ -553,9 +558,11 @@ static void fast_round(struct env *e, uint8_t *area, size_t len, enum dg_dma_dir
 					 i >= off && i < off + n ? pat(p + 2, i) :
 								   pat(p, i));
 	check_guards(area, len);
-	/* gone: a second unmap and a sync find nothing */
+	/* gone: a second unmap and a sync find nothing (counted) */
+	s0 = stats(e->dd);
 	assert_int_equal(dg_dma_unmap_single(e->dd, dma, len, dir, 0, NULL), -ENOENT);
 	assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma, 1, dir), -ENOENT);
+	assert_int_equal(stats(e->dd).err_not_mapped - s0.err_not_mapped, 2);
 }
 
 static void fast_paths(enum dg_pt_format fmt, bool from_readable)
@@ -597,6 +604,408 @@ static void test_fast_paths_lpae_s1(void **state)
 	fast_paths(DG_PT_FMT_ARM_LPAE_S1, true); /* no write-only: readable, padding zeroed */
 }
 
+/* ---- bulk calls ------------------------------------------------------------------------------- */
+
+#define BULK_N	 DG_DMA_BULK_MAX
+#define BULK_BUF 9216 /* bytes per buffer (the largest length below, plus room) */
+
+/* The counters a bulk call must move exactly as its single calls do. */
+static void assert_same_counts(const struct dg_dma_stats *a, const struct dg_dma_stats *b)
+{
+	assert_int_equal(a->maps, b->maps);
+	assert_int_equal(a->unmaps, b->unmaps);
+	assert_int_equal(a->map_bytes, b->map_bytes);
+	assert_int_equal(a->live, b->live);
+	assert_int_equal(a->bounce_copy_in, b->bounce_copy_in);
+	assert_int_equal(a->bounce_copy_out, b->bounce_copy_out);
+	assert_int_equal(a->bounce_zeroed, b->bounce_zeroed);
+	assert_int_equal(a->bounce_in_use, b->bounce_in_use);
+	assert_int_equal(a->err_invalid, b->err_invalid);
+	assert_int_equal(a->err_not_mapped, b->err_not_mapped);
+	assert_int_equal(a->err_shadow_space, b->err_shadow_space);
+	assert_int_equal(a->batches, b->batches);
+}
+
+/*
+ * dg_dma_map_bulk / dg_dma_unmap_bulk of n buffers against n single calls on a twin device
+ * (same configuration, same history): random lengths (fast-path slots and larger ones),
+ * directions, SKIP_CPU_SYNC or not, batch or not, n from 1 to DG_DMA_BULK_MAX. What the device
+ * reads in every slot it can read (the buffer copied in, and zeros past it), what the unmaps
+ * copy back, and every counter must be the same.
+ */
+static void bulk_vs_single(enum dg_pt_format fmt, bool from_readable)
+{
+	static const size_t lens[] = {1, 37, 64, 100, 128, 2048, 1500, 1100, 64, 4096, 9000, 700};
+	static const unsigned int ns[] = {1, 2, 7, 48, 64, BULK_N};
+	static uint64_t da[BULK_N], db[BULK_N];
+	static uint8_t ga[16384], gb[16384];
+	uint8_t *ma = page_alloc((size_t)BULK_N * BULK_BUF),
+		*mb = page_alloc((size_t)BULK_N * BULK_BUF);
+	void *ba[BULK_N], *bb[BULK_N];
+	uint64_t seed = 0x2545f4914f6cdd1dull;
+	struct env a, b;
+
+	assert_non_null(ma);
+	assert_non_null(mb);
+	env_init_fmt(&a, 0, fmt);
+	env_init_fmt(&b, 0, fmt);
+	for (unsigned int i = 0; i < BULK_N; i++) {
+		ba[i] = ma + (size_t)i * BULK_BUF;
+		bb[i] = mb + (size_t)i * BULK_BUF;
+	}
+	for (unsigned int round = 0; round < 160; round++) {
+		const size_t len = lens[rnd(&seed) % (sizeof(lens) / sizeof(lens[0]))];
+		const uint64_t sb = slot_bytes(len);
+		const unsigned int n0 = ns[rnd(&seed) % (sizeof(ns) / sizeof(ns[0]))];
+		/* at most one area's worth: the areas never run dry here */
+		const unsigned int n = n0 * sb > AREA ? (unsigned int)(AREA / sb) : n0;
+		const enum dg_dma_dir dir = (enum dg_dma_dir)(rnd(&seed) % 3);
+		const unsigned int attrs = rnd(&seed) % 2 ? DG_DMA_ATTR_SKIP_CPU_SYNC : 0;
+		const bool batched = rnd(&seed) % 2;
+		const bool from = dir != DG_DMA_TO_DEVICE,
+			   copy_in = dir != DG_DMA_FROM_DEVICE && !attrs;
+		const bool readable = dir != DG_DMA_FROM_DEVICE || from_readable;
+		struct dg_dma_batch xa, xb;
+
+		for (unsigned int i = 0; i < n; i++)
+			for (size_t k = 0; k < len; k++)
+				((uint8_t *)ba[i])[k] = ((uint8_t *)bb[i])[k] = pat(round + i, k);
+		assert_int_equal(dg_dma_map_bulk(a.dd, ba, n, len, dir, attrs, da), 0);
+		for (unsigned int i = 0; i < n; i++)
+			assert_int_equal(dg_dma_map_single(b.dd, bb[i], len, dir, attrs, &db[i]),
+					 0);
+		{
+			struct dg_dma_stats sa = stats(a.dd), sbb = stats(b.dd);
+
+			assert_same_counts(&sa, &sbb);
+		}
+		for (unsigned int i = 0; i < n; i++) {
+			assert_int_equal(da[i] % 64, 0);
+			for (unsigned int j = 0; j < i && n <= 64; j++) /* never one slot twice */
+				assert_true(da[i] + sb <= da[j] || da[j] + sb <= da[i]);
+			if (readable) {
+				assert_int_equal(dg_dev_read(a.dev, da[i], ga, sb), 0);
+				assert_int_equal(dg_dev_read(b.dev, db[i], gb, sb), 0);
+				/* not below len without a copy-in: what the slot held before (the
+				 * twins' refills may take their slots from different CPUs' areas) */
+				for (size_t k = copy_in ? 0 : len; k < sb; k++) {
+					assert_int_equal(ga[k], k < len ? pat(round + i, k) : 0);
+					assert_int_equal(gb[k], ga[k]);
+				}
+			}
+			if (from) { /* the device writes the buffer's bytes */
+				for (size_t k = 0; k < len; k++)
+					ga[k] = pat(round + i + 7, k);
+				assert_int_equal(dg_dev_write(a.dev, da[i], ga, len), 0);
+				assert_int_equal(dg_dev_write(b.dev, db[i], ga, len), 0);
+			}
+		}
+		if (batched) {
+			dg_dma_batch_begin(a.dd, &xa);
+			dg_dma_batch_begin(b.dd, &xb);
+		}
+		assert_int_equal(
+			dg_dma_unmap_bulk(a.dd, da, n, len, dir, attrs, batched ? &xa : NULL), 0);
+		for (unsigned int i = 0; i < n; i++)
+			assert_int_equal(dg_dma_unmap_single(b.dd, db[i], len, dir, attrs,
+							     batched ? &xb : NULL),
+					 0);
+		if (batched) {
+			/* not given back before the batch's end, but unmapped */
+			assert_int_equal(stats(a.dd).bounce_in_use, stats(b.dd).bounce_in_use);
+			assert_int_equal(dg_dma_unmap_bulk(a.dd, da, n, len, dir, attrs, &xa),
+					 -ENOENT);
+			assert_int_equal(dg_dma_dev_check(a.dd, stderr), 0);
+			assert_int_equal(dg_dma_batch_end(&xa), 0);
+			assert_int_equal(dg_dma_unmap_single(b.dd, db[0], len, dir, attrs, &xb),
+					 -ENOENT);
+			assert_int_equal(dg_dma_batch_end(&xb), 0);
+		} else {
+			assert_int_equal(dg_dma_unmap_bulk(a.dd, da, n, len, dir, attrs, NULL),
+					 -ENOENT);
+			assert_int_equal(dg_dma_unmap_single(b.dd, db[0], len, dir, attrs, NULL),
+					 -ENOENT);
+		}
+		for (unsigned int i = 0; i < n; i++) {
+			assert_memory_equal(ba[i], bb[i], len);
+			for (size_t k = 0; k < len; k++)
+				assert_int_equal(((uint8_t *)ba[i])[k],
+						 from && !attrs ? pat(round + i + 7, k) :
+								  pat(round + i, k));
+		}
+		{
+			struct dg_dma_stats sa = stats(a.dd), sbb = stats(b.dd);
+
+			assert_same_counts(&sa, &sbb);
+			assert_int_equal(sa.bounce_in_use, 0);
+			assert_int_equal(sa.live, 0);
+		}
+		if (round % 8 == 0) {
+			assert_int_equal(dg_dma_dev_check(a.dd, stderr), 0);
+			assert_int_equal(dg_dma_dev_check(b.dd, stderr), 0);
+		}
+	}
+	env_fini(&a);
+	env_fini(&b);
+	free(ma);
+	free(mb);
+}
+
+static void test_bulk_vs_single_vtd(void **state)
+{
+	(void)state;
+	bulk_vs_single(DG_PT_FMT_VTD_SS, false);
+}
+
+static void test_bulk_vs_single_lpae_s1(void **state)
+{
+	(void)state;
+	bulk_vs_single(DG_PT_FMT_ARM_LPAE_S1, true);
+}
+
+/* Fails the @cookie-th shadow slot allocation (counting from 1). */
+static int fail_shadow_nth(void *cookie, enum dg_dma_fail_point point, uint32_t rid)
+{
+	unsigned int *left = cookie;
+
+	(void)rid;
+	if (point != DG_DMA_FAIL_SHADOW || !*left)
+		return 0;
+	return --*left ? 0 : -ENOSPC;
+}
+
+#define AN 8
+
+/* Every mapping of @dma[0..AN) is live and usable: a sync copies what the device wrote. */
+static void all_usable(struct env *e, const uint64_t *dma, uint8_t *mem)
+{
+	for (unsigned int i = 0; i < AN; i++) {
+		memset(mem + i * 64, 0xee, 64);
+		assert_int_equal(dg_dma_sync_for_cpu(e->dd, dma[i], 64, DG_DMA_FROM_DEVICE), 0);
+		for (unsigned int k = 0; k < 64; k++)
+			assert_int_equal(mem[i * 64 + k], pat(i, k));
+	}
+}
+
+/*
+ * All or nothing: a bad entry anywhere in a bulk unmap (inside a slot, another direction or
+ * length, an address twice, outside the areas, a wrapping one - which wins over the others)
+ * refuses the call with its error counted, nothing unmapped, nothing copied back, nothing in
+ * the batch, and every mapping still usable; a bulk map with a NULL buffer or a slot
+ * allocation failing in the middle maps nothing.
+ */
+static void test_bulk_all_or_nothing(void **state)
+{
+	struct {
+		unsigned int at;
+		uint64_t v; /* 1: dma[at] + 1; 2: the to-device mapping; 3: the 128-byte one;
+			       4: dma[1]; 5: outside; 6: wraps */
+		unsigned int at2, v2;
+		int want;
+	} cases[] = {
+		{4, 1, 0, 0, -ENOENT}, {4, 2, 0, 0, -EINVAL}, {4, 3, 0, 0, -EINVAL},
+		{4, 4, 0, 0, -ENOENT}, {4, 5, 0, 0, -ENOENT}, {4, 6, 0, 0, -ERANGE},
+		{7, 4, 0, 0, -ENOENT}, {0, 2, 0, 0, -EINVAL}, {4, 4, 6, 6, -ERANGE},
+		{2, 2, 5, 5, -EINVAL},
+	};
+	uint8_t *mem = page_alloc(4096), dev[64];
+	uint64_t dma[AN], list[AN], tdma, bdma, in_use;
+	void *bufs[AN];
+	struct dg_dma_stats s0, s1;
+	struct env e;
+
+	(void)state;
+	assert_non_null(mem);
+	env_init(&e, 0);
+	for (unsigned int i = 0; i < AN; i++)
+		bufs[i] = mem + i * 64;
+	assert_int_equal(dg_dma_map_bulk(e.dd, bufs, AN, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
+	assert_int_equal(dg_dma_map_single(e.dd, mem + 1024, 64, DG_DMA_TO_DEVICE, 0, &tdma), 0);
+	assert_int_equal(dg_dma_map_single(e.dd, mem + 2048, 128, DG_DMA_FROM_DEVICE, 0, &bdma), 0);
+	for (unsigned int i = 0; i < AN; i++) {
+		for (unsigned int k = 0; k < 64; k++)
+			dev[k] = pat(i, k);
+		assert_int_equal(dg_dev_write(e.dev, dma[i], dev, 64), 0);
+	}
+	in_use = stats(e.dd).bounce_in_use;
+	for (unsigned int c = 0; c < sizeof(cases) / sizeof(cases[0]); c++)
+		for (unsigned int mode = 0; mode < 2; mode++) {
+			struct dg_dma_batch b;
+
+			memcpy(list, dma, sizeof(list));
+			for (unsigned int k = 0; k < 2; k++) {
+				unsigned int at = k ? cases[c].at2 : cases[c].at;
+				uint64_t v = k ? cases[c].v2 : cases[c].v;
+
+				if (!v)
+					continue;
+				list[at] = v == 1 ? dma[at] + 1 :
+					   v == 2 ? tdma :
+					   v == 3 ? bdma :
+					   v == 4 ? dma[1] :
+					   v == 5 ? 0x1000 :
+						    UINT64_MAX - 8;
+			}
+			memset(mem, 0xee, AN * 64);
+			s0 = stats(e.dd);
+			if (mode)
+				dg_dma_batch_begin(e.dd, &b);
+			/* attrs 0: a call that went through would copy back */
+			assert_int_equal(dg_dma_unmap_bulk(e.dd, list, AN, 64, DG_DMA_FROM_DEVICE,
+							   0, mode ? &b : NULL),
+					 cases[c].want);
+			if (mode)
+				assert_int_equal(dg_dma_batch_end(&b), 0);
+			s1 = stats(e.dd);
+			assert_int_equal(s1.unmaps, s0.unmaps);
+			assert_int_equal(s1.live, s0.live);
+			assert_int_equal(s1.bounce_in_use, in_use);
+			assert_int_equal(s1.bounce_copy_out, s0.bounce_copy_out);
+			assert_int_equal(s1.err_invalid - s0.err_invalid, cases[c].want == -EINVAL);
+			assert_int_equal(s1.err_not_mapped - s0.err_not_mapped,
+					 cases[c].want == -ENOENT);
+			assert_int_equal(s1.err_range - s0.err_range, cases[c].want == -ERANGE);
+			for (unsigned int i = 0; i < AN * 64; i++)
+				assert_int_equal(mem[i], 0xee);
+			assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+			all_usable(&e, dma, mem);
+		}
+	/* maps: a NULL buffer, then a slot allocation failing at the 1st, 5th and 8th */
+	s0 = stats(e.dd);
+	bufs[3] = NULL;
+	assert_int_equal(dg_dma_map_bulk(e.dd, bufs, AN, 64, DG_DMA_FROM_DEVICE, 0, list), -EINVAL);
+	bufs[3] = mem + 3 * 64;
+	for (unsigned int k = 1; k <= AN; k += 3) {
+		unsigned int left = k;
+		struct dg_dma_fail_hook h = {fail_shadow_nth, &left};
+
+		dg_dma_set_fail_hook(e.f.dma, &h);
+		assert_int_equal(dg_dma_map_bulk(e.dd, bufs, AN, 64, DG_DMA_FROM_DEVICE, 0, list),
+				 -ENOSPC);
+		dg_dma_set_fail_hook(e.f.dma, NULL);
+		assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	}
+	s1 = stats(e.dd);
+	assert_int_equal(s1.maps, s0.maps);
+	assert_int_equal(s1.live, s0.live);
+	assert_int_equal(s1.bounce_in_use, in_use);
+	assert_int_equal(s1.err_invalid - s0.err_invalid, 1);
+	assert_int_equal(s1.err_shadow_space - s0.err_shadow_space, 3);
+	all_usable(&e, dma, mem);
+	/* then all of it goes */
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, dma, AN, 64, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_unmap_single(e.dd, tdma, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_unmap_single(e.dd, bdma, 128, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+	assert_int_equal(stats(e.dd).bounce_in_use, 0);
+	env_fini(&e);
+	free(mem);
+}
+
+/*
+ * Double unmaps: an address twice in one call, a bulk unmap again, a single unmap or a sync
+ * of a slot a bulk call unmapped (before and after its batch's end); two chains of 256 slots
+ * in one batch (the second overflows this thread's stack at the end: spills); the areas
+ * running dry in the middle of a bulk map leave nothing mapped.
+ */
+static void test_bulk_double_unmap(void **state)
+{
+	static uint64_t dma[BULK_N], more[BULK_N];
+	static void *bufs[BULK_N];
+	uint8_t *mem = page_alloc((size_t)BULK_N * 2048);
+	struct dg_dma_batch b;
+	uint64_t list[3], (*dry)[BULK_N];
+	struct env e;
+	unsigned int nmaps = 0;
+
+	(void)state;
+	assert_non_null(mem);
+	env_init(&e, AREA);
+	for (unsigned int i = 0; i < BULK_N; i++)
+		bufs[i] = mem + (size_t)i * 2048;
+	assert_int_equal(dg_dma_map_bulk(e.dd, bufs, 16, 100, DG_DMA_BIDIRECTIONAL, 0, dma), 0);
+	list[0] = dma[0];
+	list[1] = dma[1];
+	list[2] = dma[0];
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, list, 3, 100, DG_DMA_BIDIRECTIONAL, 0, NULL),
+			 -ENOENT);
+	assert_int_equal(stats(e.dd).live, 16);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, dma, 16, 100, DG_DMA_BIDIRECTIONAL, 0, NULL), 0);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, dma, 16, 100, DG_DMA_BIDIRECTIONAL, 0, NULL),
+			 -ENOENT);
+	assert_int_equal(dg_dma_unmap_single(e.dd, dma[3], 100, DG_DMA_BIDIRECTIONAL, 0, NULL),
+			 -ENOENT);
+	assert_int_equal(dg_dma_sync_for_cpu(e.dd, dma[3], 1, DG_DMA_BIDIRECTIONAL), -ENOENT);
+	assert_int_equal(stats(e.dd).bounce_in_use, 0);
+
+	/* in a batch: unmapped at once, the slots back at its end */
+	assert_int_equal(dg_dma_map_bulk(e.dd, bufs, 16, 100, DG_DMA_BIDIRECTIONAL, 0, dma), 0);
+	dg_dma_batch_begin(e.dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, dma, 16, 100, DG_DMA_BIDIRECTIONAL, 0, &b), 0);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, dma + 8, 8, 100, DG_DMA_BIDIRECTIONAL, 0, &b),
+			 -ENOENT);
+	assert_int_equal(dg_dma_unmap_single(e.dd, dma[5], 100, DG_DMA_BIDIRECTIONAL, 0, &b),
+			 -ENOENT);
+	assert_int_equal(dg_dma_sync_for_cpu(e.dd, dma[5], 1, DG_DMA_BIDIRECTIONAL), -ENOENT);
+	assert_int_equal(stats(e.dd).live, 0);
+	assert_int_equal(stats(e.dd).bounce_in_use, 16 * 128); /* held until the end */
+	assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	assert_int_equal(stats(e.dd).bounce_in_use, 0);
+	assert_int_equal(dg_dma_unmap_single(e.dd, dma[5], 100, DG_DMA_BIDIRECTIONAL, 0, NULL),
+			 -ENOENT);
+
+	/* two chains of 256 64-byte slots and singles in one batch */
+	assert_int_equal(dg_dma_map_bulk(e.dd, bufs, BULK_N, 64, DG_DMA_FROM_DEVICE,
+					 DG_DMA_ATTR_SKIP_CPU_SYNC, dma),
+			 0);
+	assert_int_equal(dg_dma_map_bulk(e.dd, bufs, BULK_N, 64, DG_DMA_FROM_DEVICE,
+					 DG_DMA_ATTR_SKIP_CPU_SYNC, more),
+			 0);
+	dg_dma_batch_begin(e.dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, dma, BULK_N - 1, 64, DG_DMA_FROM_DEVICE,
+					   DG_DMA_ATTR_SKIP_CPU_SYNC, &b),
+			 0);
+	assert_int_equal(dg_dma_unmap_single(e.dd, dma[BULK_N - 1], 64, DG_DMA_FROM_DEVICE,
+					     DG_DMA_ATTR_SKIP_CPU_SYNC, &b),
+			 0);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, more, BULK_N, 64, DG_DMA_FROM_DEVICE,
+					   DG_DMA_ATTR_SKIP_CPU_SYNC, &b),
+			 0);
+	assert_int_equal(stats(e.dd).bounce_in_use, 2 * BULK_N * 64);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	assert_int_equal(stats(e.dd).bounce_in_use, 0);
+	assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+
+	/* dry: bulk maps of 256 2 KiB slots (two areas' worth) until the areas refuse one,
+	 * which maps nothing; then the others go */
+	dry = calloc(1100, sizeof(*dry));
+	assert_non_null(dry);
+	for (;;) {
+		struct dg_dma_stats s0 = stats(e.dd);
+		int r;
+
+		assert_true(nmaps < 1100);
+		r = dg_dma_map_bulk(e.dd, bufs, BULK_N, 2048, DG_DMA_TO_DEVICE, 0, dry[nmaps]);
+		if (r) {
+			assert_int_equal(r, -ENOSPC);
+			assert_int_equal(stats(e.dd).bounce_in_use, s0.bounce_in_use);
+			assert_int_equal(stats(e.dd).live, s0.live);
+			assert_int_equal(stats(e.dd).err_shadow_space, s0.err_shadow_space + 1);
+			break;
+		}
+		nmaps++;
+	}
+	assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	while (nmaps--)
+		assert_int_equal(dg_dma_unmap_bulk(e.dd, dry[nmaps], BULK_N, 2048, DG_DMA_TO_DEVICE,
+						   0, NULL),
+				 0);
+	free(dry);
+	assert_int_equal(stats(e.dd).bounce_in_use, 0);
+	env_fini(&e);
+	free(mem);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -608,6 +1017,10 @@ int main(void)
 		cmocka_unit_test(test_dirty_from_buddy),
 		cmocka_unit_test(test_fast_paths_vtd),
 		cmocka_unit_test(test_fast_paths_lpae_s1),
+		cmocka_unit_test(test_bulk_vs_single_vtd),
+		cmocka_unit_test(test_bulk_vs_single_lpae_s1),
+		cmocka_unit_test(test_bulk_all_or_nothing),
+		cmocka_unit_test(test_bulk_double_unmap),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
