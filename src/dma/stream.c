@@ -99,9 +99,11 @@ struct dma_chunk {
 	_Alignas(64) uint64_t iova;	       /* first IOVA */
 	_Atomic uint64_t *pte0;		       /* entry of granule 0 in the kept table */
 	struct dma_rec *rec0;		       /* record of granule 0 */
-	struct pt_slots *slots;		       /* the kept table (the proof: pt_slots_check) */
-	struct dma_chunk *next;		       /* spare list */
-	struct dma_chunk *all;		       /* sp->chunks */
+	_Atomic uint64_t *live0; /* live-bitmap word of granule 0 (its record leaf's) */
+	uint32_t lbit0;		 /* granule 0's bit in it (0 unless cspan < 64) */
+	struct pt_slots *slots;	 /* the kept table (the proof: pt_slots_check) */
+	struct dma_chunk *next;	 /* spare list */
+	struct dma_chunk *all;	 /* sp->chunks */
 };
 
 static _Atomic uint64_t stream_gen;
@@ -190,6 +192,8 @@ static struct dma_chunk *chunk_new(struct dma_space *sp)
 	c->rec0 = dma_rec_in(&sp->rec, iova, (iova - sp->first) >> sp->gshift, true);
 	if (!c->rec0)
 		goto fail_slots;
+	c->live0 = dma_rec_live(c->rec0, (iova - sp->first) >> sp->gshift);
+	c->lbit0 = (uint32_t)(((iova - sp->first) >> sp->gshift) & 63);
 	return c;
 fail_slots:
 	pt_slots_destroy(c->slots);
@@ -350,6 +354,24 @@ static dg_always_inline void pte_prefetchw(const _Atomic uint64_t *pte, unsigned
 	}
 }
 
+/* Make the @n mapped granules from @cur of @c claimable: set their live bits, one atomic OR
+ * per bitmap word (a ring's refill: one or two). */
+static dg_always_inline void live_set(const struct dma_chunk *c, uint64_t cur, uint64_t n)
+{
+	uint64_t b = c->lbit0 + cur;
+
+	while (n) {
+		const uint64_t s = b & 63, k = n < 64 - s ? n : 64 - s;
+		const uint64_t m = (k == 64 ? ~0ull : (1ull << k) - 1) << s;
+
+		/* Release pairs with the acquire AND of a claim (map.c: xl_claim, claim_bulk):
+		 * the entries and records written before are visible to whoever claims. */
+		atomic_fetch_or_explicit(c->live0 + (b >> 6), m, memory_order_release);
+		b += k;
+		n -= k;
+	}
+}
+
 int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
 		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
 		   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
@@ -366,7 +388,8 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 		return 1; /* the allocator path says -ERANGE */
 	const uint64_t g = sp->granule, gm = sp->gmask, cur = s->cur;
 	const uint64_t tmpl = sl->tmpl[dma_dir_prot(dir)], oam = sl->oa_mask, ohm = sl->oa_hi_mask;
-	const uint64_t tok = (uintptr_t)c | DMA_TOKEN_STREAM, w0 = rec_w0(kind, dir, 0, 0);
+	const uint64_t tok = (uintptr_t)c | DMA_TOKEN_STREAM;
+	const uint64_t w0 = rec_w0(kind, dir, 0, 0) | REC_STREAM;
 	_Atomic uint64_t *pte = c->pte0 + cur;
 	struct dma_rec *rec = c->rec0 + cur;
 	const uint64_t iova = c->iova + (cur << sp->gshift);
@@ -378,6 +401,7 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 			    dma);
 	else
 		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, oam, ohm, tok, w0, dma);
+	live_set(c, cur, n);
 	s->cur = (uint32_t)(cur + n);
 	return 0;
 }
@@ -405,7 +429,8 @@ int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf
 				      sl->tmpl[dma_dir_prot(dir)],
 			      memory_order_release);
 	dma_rec_write(&c->rec0[cur], len, sp->granule, (uintptr_t)c | DMA_TOKEN_STREAM,
-		      rec_w0(kind, dir, 0, off));
+		      rec_w0(kind, dir, 0, off) | REC_STREAM);
+	live_set(c, cur, 1);
 	*dma = c->iova + ((uint64_t)cur << sp->gshift) + off;
 	s->cur = cur + 1;
 	return 0;
@@ -446,6 +471,27 @@ int dma_stream_check(struct dma_space *sp, FILE *why)
 	for (struct dma_chunk *c = sp->chunks; c && !r; c = c->all) {
 		n++;
 		r = pt_slots_check(c->slots, why); /* the kept table is still linked */
+		/* a granule's live bit is set exactly while its record is a stream mapping's (the
+		 * device quiet: no claim between the two); spare chunks: every bit clear */
+		for (uint32_t i = 0; i < sp->cspan && !r; i++) {
+			const uint64_t b = c->lbit0 + i;
+			/* Relaxed: the device is quiet (the caller's contract). */
+			const bool live =
+				atomic_load_explicit(c->live0 + (b >> 6), memory_order_relaxed) >>
+					(b & 63) &
+				1;
+			const uint64_t w0 =
+				atomic_load_explicit(&c->rec0[i].w0, memory_order_relaxed);
+
+			if (live != ((w0 & (REC_VALID | REC_STREAM)) == (REC_VALID | REC_STREAM))) {
+				if (why)
+					fprintf(why,
+						"stream granule %#" PRIx64
+						": live bit %d, record %#" PRIx64 "\n",
+						c->iova + ((uint64_t)i << sp->gshift), live, w0);
+				r = -EUCLEAN;
+			}
+		}
 	}
 	for (struct dma_chunk *c = sp->spare; c && !r; c = c->next) {
 		ns++;
