@@ -11,8 +11,9 @@
  * One contiguous IOVA range per request, also for a scatter-gather list, so an unmap is one
  * page-table walk and one range invalidation. A strict unmap:
  *
- *   claim the record (one CAS: refuses never-mapped, wrong size/dir/kind, double unmap with
- *   nothing changed) -> page-table unmap into a gather -> RANGE invalidation (leaf-only
+ *   claim the record (one CAS, or for a stream granule's mapping its live bit - stream.c -
+ *   one atomic AND per 64 granules of a bulk call: refuses never-mapped, wrong
+ *   size/dir/kind, double unmap with nothing changed) -> page-table unmap into a gather -> RANGE invalidation (leaf-only
  *   unless a table page was freed: page-walk caches stay warm) -> wait -> free table pages
  *   -> IOVA free
  *
@@ -1909,12 +1910,14 @@ int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsig
  * addresses yet) undoes everything (bulk_map_undo). Every other case
  * maps buffer by buffer through the single call and undoes the maps done when one fails.
  *
- * Unmap: every record is checked on its face first (nothing changes on a bad entry), then
- * claimed one by one (strict: a stream run's PTEs are cleared when the batch is submitted,
- * after all its claims - see unmap_bulk_strict); a claim lost to a racing unmap (or to an
- * address given twice) gives back the claims this call made - stored back with the word they
- * had: the mappings were live all along - and refuses the call. The claimed unmaps then join the batch together (room made
- * for all of them first) or are retired one by one (lazy, the reference).
+ * Unmap: one claim pass for every policy that translates (claim_bulk: a stream run's granules
+ * of one bitmap word with one atomic AND, then their faces; anything else entry by entry);
+ * a bad entry, or a claim lost to a racing unmap (or to an address given twice), gives back
+ * the claims this call made - the mappings were live all along - and refuses the call. The
+ * claimed unmaps then join the batch together (strict: room made for all of them first; a
+ * stream run's PTEs are cleared when the batch is submitted, after all its claims - see
+ * unmap_bulk_strict), go on lazy's flush queue at once, or are retired one by one (the
+ * reference).
  */
 
 /* Undo a bulk map's IOVAs iova[0..n) of @total bytes each, of which runs [0, mapped) have
@@ -2122,17 +2125,21 @@ static dg_noinline struct dma_rec *claim_rec(struct dma_space *sp, uint64_t a, u
 
 /* Where claim_bulk() puts its claimed entry @i: IOVA @a (granule aligned), its IOVA bytes and
  * the allocator's (or stream's) token. */
-typedef void claim_put_fn(void *ctx, unsigned int i, uint64_t a, uint64_t size, uint64_t token);
+typedef void claim_put_fn(void *ctx, size_t i, uint64_t a, uint64_t size, uint64_t token);
 
-/* A strict bulk unmap's entries go straight into the batch (@ctx), at b->n + i: room made. */
-static dg_always_inline void put_batch(void *ctx, unsigned int i, uint64_t a, uint64_t size,
+/* A batch entry (its type is unnamed in dma.h). */
+typedef __typeof__(((struct dg_dma_batch *)NULL)->ent[0]) batch_ent;
+
+/* A strict bulk unmap's entries go straight into the batch: @ctx is &b->ent[b->n] (room
+ * made). */
+static dg_always_inline void put_batch(void *ctx, size_t i, uint64_t a, uint64_t size,
 				       uint64_t token)
 {
-	struct dg_dma_batch *b = ctx;
+	batch_ent *e = (batch_ent *)ctx + i;
 
-	b->ent[b->n + i].addr = a;
-	b->ent[b->n + i].size = size | BATCH_IOVA;
-	b->ent[b->n + i].token = token;
+	e->addr = a;
+	e->size = size | BATCH_IOVA;
+	e->token = token;
 }
 
 /* Lazy's and the reference's: sizes and tokens in two arrays (the addresses are dma[]). */
@@ -2141,7 +2148,7 @@ struct claim_arrays {
 	uint64_t *token;
 };
 
-static dg_always_inline void put_arrays(void *ctx, unsigned int i, uint64_t a, uint64_t size,
+static dg_always_inline void put_arrays(void *ctx, size_t i, uint64_t a, uint64_t size,
 					uint64_t token)
 {
 	struct claim_arrays *o = ctx;
@@ -2203,7 +2210,7 @@ static dg_always_inline int claim_bulk(struct dma_space *sp, const uint64_t *dma
 	uint64_t stream[DG_DMA_BULK_MAX / 64]; /* the slow way's stream entries (bit i) */
 	uint64_t next = 1;		       /* never aligned */
 	bool adj = true;
-	unsigned int i = 0, j, k;
+	size_t i = 0, j, k, lim;     /* size_t: no extension of an index in the loops */
 	_Atomic uint64_t *lw = NULL; /* the fast way's word ... */
 	uint64_t m = 0;		     /* ... and the bits of its group */
 	struct dma_rec *rec;
@@ -2224,7 +2231,8 @@ static dg_always_inline int claim_bulk(struct dma_space *sp, const uint64_t *dma
 			    !(atomic_load_explicit(&rec->w0, memory_order_relaxed) & REC_STREAM)))
 			goto undo;
 		b = (unsigned int)(gi & 63);
-		for (k = 1; k < 64 - b && i + k < n && (dma[i + k] & ~gm) == na; k++)
+		lim = n - i < 64 - b ? n - i : 64 - b; /* entries that could share the word */
+		for (k = 1; k < lim && (dma[i + k] & ~gm) == na; k++)
 			na += g;
 		m = (k == 64 ? ~0ull : (1ull << k) - 1) << b;
 		lw = dma_rec_live(rec, gi);
@@ -2264,7 +2272,7 @@ undo_group: /* entries [i, i + j) cleared, the group's bits all ours */
 	atomic_fetch_or_explicit(lw, m, memory_order_release);
 undo:
 	if (i)
-		claim_undo(sp, dma, i, dir, NULL);
+		claim_undo(sp, dma, (unsigned int)i, dir, NULL);
 slow:
 	memset(stream, 0, sizeof(stream));
 	adj = true;
@@ -2318,7 +2326,7 @@ bad:
 		if (dma[j] + (len - 1) < dma[j])
 			r = -ERANGE;
 	if (i)
-		claim_undo(sp, dma, i, dir, stream);
+		claim_undo(sp, dma, (unsigned int)i, dir, stream);
 	return r;
 }
 
@@ -2341,7 +2349,7 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 
 	dma_batch_room(b, n);
 	bn = b->n;
-	r = claim_bulk(sp, dma, n, len, dir, put_batch, b, &run);
+	r = claim_bulk(sp, dma, n, len, dir, put_batch, &b->ent[bn], &run);
 	if (dg_unlikely(r))
 		return r;
 	b->n = bn + n;

@@ -19,13 +19,43 @@
  * buffer behind the record stores); a bulk unmap of a run does so at the end of its claims
  * (dma_stream_prefetch), and the run's entries are cleared when the batch is submitted
  * (dma_stream_clear from batch_issue, after every claim of the batch: a claim's locked
- * compare-and-swap drains the store buffer, and then has no PTE clear to wait for).
+ * read-modify-write drains the store buffer, and then has no PTE clear to wait for).
+ *
+ * The claim of a stream mapping (session 11): its bit in the live bitmap of its record leaf
+ * (map_record.c, dma_internal.h), not a compare-and-swap of its record. A map sets the bits of
+ * the granules it mapped with one atomic OR per bitmap word (release), after their entries and
+ * records; an unmap claims a granule by clearing its bit (acquire), a bulk unmap the granules
+ * of a run inside one word with one atomic AND (map.c: claim_bulk; the call gets them all or
+ * gives back exactly the bits it cleared and fails), and checks the record's face only then,
+ * on a record nobody else can change any more; w0 is cleared after (a plain store: dumps,
+ * checks, error codes). Why every mapping is claimed exactly once, whichever calls race:
+ *  - The bit of granule G is set only by the stream map that hands G out (or by a claimer
+ *    giving back a bit it cleared itself, while the mapping it took is still live: nobody
+ *    else can take it meanwhile, and G cannot be handed out again before it is retired). So a
+ *    set bit always belongs to G's current stream mapping, and each mapping's bit is set once.
+ *  - Every path that claims a stream mapping clears the bit: the single calls (xl_claim ->
+ *    claim_live), strict's, lazy's and the reference's bulk calls (claim_bulk, fast and slow
+ *    way), lazy's single unmap (xl_claim), coherent memory and lists never map stream granules.
+ *    The record compare-and-swap, the other claim, only ever expects a word without
+ *    REC_STREAM, so it never matches a stream record: a stream mapping has one claim, its bit.
+ *  - Clearing a bit is an atomic read-modify-write that reports whether it was set: of racing
+ *    claimers (single vs bulk, bulk vs bulk, lazy vs strict paths) exactly one sees it set.
+ *  - Retirement follows a kept claim only (the batch end, strict retire, quarantine, lazy's
+ *    reclaim retire claimed granules; an abandoned rest never had its bits set), so a chunk
+ *    goes spare with every bit of it clear, and a chunk given back to the allocator leaves
+ *    clear bits to whatever maps there next (an allocator mapping never sets one).
+ *  - The bitmap lives in the record leaf, which is never freed before the table: a stale
+ *    claimer (a double unmap) finds the word from the address alone and never touches a
+ *    chunk that went back to the allocator meanwhile.
+ * A face read before the claim may be an earlier mapping's; the claim checks it again once
+ * the bit is its own. dma_stream_check() checks that a bit is set exactly for the granules
+ * whose record is a live stream mapping's.
  *
  * No magazine, no descent, no per-buffer allocator state. Lazy maps the same way (session 10);
  * its unmaps clear the PTE at once and queue the granule with its token on the flush queue
  * (lazy.c), which retires it here when it observes that the flush covering the unmap
- * completed. Strict's unmaps: the record claim refuses never-mapped, wrong size / direction
- * and double unmaps with nothing changed, the batch's submit (or end) clears the PTEs by
+ * completed. Strict's unmaps: the claim (the live bit) refuses never-mapped, wrong size /
+ * direction and double unmaps with nothing changed, the batch's submit (or end) clears the PTEs by
  * runs, invalidates, the end waits; then, instead of giving each IOVA to the allocator, it
  * adds the granules of each run of one chunk to the chunk's `retired` count (one atomic add
  * per run, not per buffer: the batch end groups consecutive entries of one chunk). The token
