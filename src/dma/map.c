@@ -2254,8 +2254,8 @@ static dg_always_inline int claim_bulk(struct dma_space *sp, const uint64_t *dma
 				goto undo_group;
 			/* Relaxed: the claim is the bit's (see claim_live()). */
 			atomic_store_explicit(&rec[j].w0, 0, memory_order_relaxed);
-			put(ctx, i + j, a + (uint64_t)j * g,
-			    atomic_load_explicit(&rec[j].w2, memory_order_relaxed),
+			/* a stream mapping's IOVA bytes are one granule (w2, stream.c) */
+			put(ctx, i + j, a + (uint64_t)j * g, g,
 			    atomic_load_explicit(&rec[j].w3, memory_order_relaxed));
 		}
 		adj &= !i || a == next;

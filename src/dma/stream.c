@@ -224,6 +224,15 @@ static struct dma_chunk *chunk_new(struct dma_space *sp)
 		goto fail_slots;
 	c->live0 = dma_rec_live(c->rec0, (iova - sp->first) >> sp->gshift);
 	c->lbit0 = (uint32_t)(((iova - sp->first) >> sp->gshift) & 63);
+	/* Every record's IOVA bytes and token, once for the chunk's life (a map writes w1 and
+	 * w0 only: stream_rec_write). Relaxed: the range is ours alone; a map's release OR of
+	 * the bit publishes them to claimers (the chunk reaches other threads' streams through
+	 * chunk_lock). */
+	for (uint32_t i = 0; i < sp->cspan; i++) {
+		atomic_store_explicit(&c->rec0[i].w2, sp->granule, memory_order_relaxed);
+		atomic_store_explicit(&c->rec0[i].w3, (uintptr_t)c | DMA_TOKEN_STREAM,
+				      memory_order_relaxed);
+	}
 	return c;
 fail_slots:
 	pt_slots_destroy(c->slots);
@@ -344,14 +353,23 @@ static dg_noinline int stream_refill(struct dma_space *sp, struct dma_stream *s,
 	return 0;
 }
 
+/* A stream mapping's record: its length, then w0. Its IOVA bytes (a granule) and token (its
+ * chunk's) were written when the chunk was made (chunk_new) and stay: nothing else writes a
+ * record inside a held chunk. */
+static dg_always_inline void stream_rec_write(struct dma_rec *rec, uint64_t len, uint64_t w0)
+{
+	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
+	/* Release pairs with the acquire load in xl_check() (map.c): w1..w3 are visible. */
+	atomic_store_explicit(&rec->w0, w0, memory_order_release);
+}
+
 /* The stores of dma_stream_map(): the entry (output address, the high part of a 52-bit one
  * moved, the template), the record and the address, per buffer. Inline twice: with the
  * output-address masks the caller proved to change nothing, and with the format's. */
 static dg_always_inline void stream_fill(_Atomic uint64_t *pte, struct dma_rec *rec,
 					 void *const *bufs, const uint64_t *phys, unsigned int n,
 					 uint64_t len, uint64_t g, uint64_t iova, uint64_t tmpl,
-					 uint64_t oam, uint64_t ohm, uint64_t tok, uint64_t w0,
-					 uint64_t *dma)
+					 uint64_t oam, uint64_t ohm, uint64_t w0, uint64_t *dma)
 {
 	const uint64_t gm = g - 1;
 
@@ -362,7 +380,7 @@ static dg_always_inline void stream_fill(_Atomic uint64_t *pte, struct dma_rec *
 		 * is clear: see the preamble. */
 		atomic_store_explicit(&pte[i], (p & oam) | ((p >> 36) & ohm) | tmpl,
 				      memory_order_release);
-		dma_rec_write(&rec[i], len, g, tok, w0 | off);
+		stream_rec_write(&rec[i], len, w0 | off);
 		dma[i] = iova + off;
 	}
 }
@@ -418,7 +436,6 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 		return 1; /* the allocator path says -ERANGE */
 	const uint64_t g = sp->granule, gm = sp->gmask, cur = s->cur;
 	const uint64_t tmpl = sl->tmpl[dma_dir_prot(dir)], oam = sl->oa_mask, ohm = sl->oa_hi_mask;
-	const uint64_t tok = (uintptr_t)c | DMA_TOKEN_STREAM;
 	const uint64_t w0 = rec_w0(kind, dir, 0, 0) | REC_STREAM;
 	_Atomic uint64_t *pte = c->pte0 + cur;
 	struct dma_rec *rec = c->rec0 + cur;
@@ -427,10 +444,9 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 	pte_prefetchw(pte, n);
 	if (dg_likely(!ohm && oam == ((sl->oa_limit - 1) & ~gm)))
 		/* every aligned address below oa_limit is its own output-address bits */
-		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, UINT64_MAX, 0, tok, w0,
-			    dma);
+		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, UINT64_MAX, 0, w0, dma);
 	else
-		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, oam, ohm, tok, w0, dma);
+		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, oam, ohm, w0, dma);
 	live_set(c, cur, n);
 	s->cur = (uint32_t)(cur + n);
 	return 0;
@@ -458,8 +474,7 @@ int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf
 			      (pa & sl->oa_mask) | ((pa >> 36) & sl->oa_hi_mask) |
 				      sl->tmpl[dma_dir_prot(dir)],
 			      memory_order_release);
-	dma_rec_write(&c->rec0[cur], len, sp->granule, (uintptr_t)c | DMA_TOKEN_STREAM,
-		      rec_w0(kind, dir, 0, off) | REC_STREAM);
+	stream_rec_write(&c->rec0[cur], len, rec_w0(kind, dir, 0, off) | REC_STREAM);
 	live_set(c, cur, 1);
 	*dma = c->iova + ((uint64_t)cur << sp->gshift) + off;
 	s->cur = cur + 1;
@@ -513,7 +528,17 @@ int dma_stream_check(struct dma_space *sp, FILE *why)
 			const uint64_t w0 =
 				atomic_load_explicit(&c->rec0[i].w0, memory_order_relaxed);
 
-			if (live != ((w0 & (REC_VALID | REC_STREAM)) == (REC_VALID | REC_STREAM))) {
+			if (atomic_load_explicit(&c->rec0[i].w2, memory_order_relaxed) !=
+				    sp->granule ||
+			    atomic_load_explicit(&c->rec0[i].w3, memory_order_relaxed) !=
+				    ((uintptr_t)c | DMA_TOKEN_STREAM)) {
+				if (why)
+					fprintf(why,
+						"stream granule %#" PRIx64 ": record size/token\n",
+						c->iova + ((uint64_t)i << sp->gshift));
+				r = -EUCLEAN;
+			} else if (live !=
+				   ((w0 & (REC_VALID | REC_STREAM)) == (REC_VALID | REC_STREAM))) {
 				if (why)
 					fprintf(why,
 						"stream granule %#" PRIx64
