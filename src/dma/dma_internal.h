@@ -143,9 +143,9 @@ void dma_tstats_free(struct dg_dma_dev *dd);
  *      back without the allocator's own free check: the claim proves ownership
  *
  * The claim of an unmap - the one step of which two racing unmaps of a mapping can win only
- * one - is a compare-and-swap of w0 to 0, except for a stream granule's mapping (w0's stream
- * bit, REC_STREAM: made by dma_stream_map*(), stream.c). Those are claimed by clearing their
- * bit in the leaf's live bitmap: one bit per granule after the leaf's records, set (release)
+ * one - is a compare-and-swap of w0 to 0, except for a stream granule's mapping made by a bulk
+ * call (w0's stream bit, REC_STREAM: made by dma_stream_map(), stream.c). Those are claimed by
+ * clearing their bit in the leaf's live bitmap: one bit per granule after the leaf's records, set (release)
  * by the map once the entry and the record are written, cleared by the claim, so a bulk unmap
  * of a ring's reap claims 64 granules with one atomic AND (map.c: claim_bulk). stream.c's
  * preamble has the argument; in short: a bit is set only by a stream map of that granule,

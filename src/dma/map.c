@@ -1235,7 +1235,7 @@ static inline int xl_claim_err(uint64_t w0, uint64_t off)
 /*
  * Claim the record of the mapping at @dma: check it was mapped at this offset with this
  * length, direction, kind and list length (@nents, SG only), then take it - with one CAS of
- * w0, or for a stream granule's mapping (REC_STREAM) one atomic AND of its live bit - so of
+ * w0, or for a bulk call's stream mapping (REC_STREAM) one atomic AND of its live bit - so of
  * two racing unmaps exactly one wins; nothing changes on a failure. The fast way is one
  * compare of w0 against the word the map wrote (rec_w0() of the arguments, the stream bit
  * aside) and one of w1; xl_claim_err() sorts out a failure.
@@ -2191,7 +2191,8 @@ static dg_noinline void claim_undo(struct dma_space *sp, const uint64_t *dma, un
  * live all along) - a racing unmap of one of them meanwhile fails with -ENOENT, as it would
  * had it come a little earlier or later.
  *
- * The fast way, stream mappings (a ring's reap of a stream): the entries at adjacent granules
+ * The fast way, bit mappings (a ring's reap of a stream a bulk call refilled; stream.c): the
+ * entries at adjacent granules
  * inside one word of the live bitmap are claimed with one atomic AND of their bits (a reap of
  * 32 buffers: one, or two where it crosses a word), and only then - the mappings ours and
  * their records stable - each record's face is checked (the word the map wrote and the

@@ -21,25 +21,34 @@
  * (dma_stream_clear from batch_issue, after every claim of the batch: a claim's locked
  * read-modify-write drains the store buffer, and then has no PTE clear to wait for).
  *
- * The claim of a stream mapping (session 11): its bit in the live bitmap of its record leaf
- * (map_record.c, dma_internal.h), not a compare-and-swap of its record. A map sets the bits of
- * the granules it mapped with one atomic OR per bitmap word (release), after their entries and
+ * The claim of a stream mapping made by a bulk call (session 11; dma_stream_map, REC_STREAM
+ * in its record): its bit in the live bitmap of its record leaf (map_record.c,
+ * dma_internal.h), not a compare-and-swap of its record. The map sets the bits of the
+ * granules it mapped with one atomic OR per bitmap word (release), after their entries and
  * records; an unmap claims a granule by clearing its bit (acquire), a bulk unmap the granules
  * of a run inside one word with one atomic AND (map.c: claim_bulk; the call gets them all or
  * gives back exactly the bits it cleared and fails), and checks the record's face only then,
  * on a record nobody else can change any more; w0 is cleared after (a plain store: dumps,
- * checks, error codes). Why every mapping is claimed exactly once, whichever calls race:
- *  - The bit of granule G is set only by the stream map that hands G out (or by a claimer
+ * checks, error codes). A single call's map (dma_stream_map_one) sets no bit and writes no
+ * REC_STREAM: it would pay a locked OR per buffer, and its unmap is usually a single call too,
+ * which pays one locked operation either way - so its mapping keeps the record's CAS. Which
+ * of the two claims a mapping has is fixed by its map, in w0. Why every mapping is claimed
+ * exactly once, whichever calls race:
+ *  - The bit of granule G is set only by the bulk stream map that hands G out (or by a claimer
  *    giving back a bit it cleared itself, while the mapping it took is still live: nobody
  *    else can take it meanwhile, and G cannot be handed out again before it is retired). So a
- *    set bit always belongs to G's current stream mapping, and each mapping's bit is set once.
- *  - Every path that claims a stream mapping clears the bit: the single calls (xl_claim ->
- *    claim_live), strict's, lazy's and the reference's bulk calls (claim_bulk, fast and slow
- *    way), lazy's single unmap (xl_claim), coherent memory and lists never map stream granules.
- *    The record compare-and-swap, the other claim, only ever expects a word without
- *    REC_STREAM, so it never matches a stream record: a stream mapping has one claim, its bit.
+ *    set bit always belongs to G's current mapping, which is a bit mapping (REC_STREAM), and
+ *    each such mapping's bit is set once.
+ *  - Every path that claims a mapping reads w0 first and takes the bit exactly when w0 has
+ *    REC_STREAM: the single calls (xl_claim -> claim_live, strict and lazy), strict's, lazy's
+ *    and the reference's bulk calls (claim_bulk: the fast way takes bits only, the slow way
+ *    the bit or the CAS by w0). The record compare-and-swap only ever expects a word without
+ *    REC_STREAM, so it never takes a bit mapping; a bit claimer only gets a bit a bit
+ *    mapping set, so it never takes a CAS mapping (a single call's, or the allocator's). Each
+ *    mapping has exactly one claim.
  *  - Clearing a bit is an atomic read-modify-write that reports whether it was set: of racing
- *    claimers (single vs bulk, bulk vs bulk, lazy vs strict paths) exactly one sees it set.
+ *    claimers (single vs bulk, bulk vs bulk, lazy vs strict paths) exactly one sees it set;
+ *    of racing compare-and-swaps, one succeeds.
  *  - Retirement follows a kept claim only (the batch end, strict retire, quarantine, lazy's
  *    reclaim retire claimed granules; an abandoned rest never had its bits set), so a chunk
  *    goes spare with every bit of it clear, and a chunk given back to the allocator leaves
@@ -49,7 +58,7 @@
  *    chunk that went back to the allocator meanwhile.
  * A face read before the claim may be an earlier mapping's; the claim checks it again once
  * the bit is its own. dma_stream_check() checks that a bit is set exactly for the granules
- * whose record is a live stream mapping's.
+ * whose record is a live bit mapping's.
  *
  * No magazine, no descent, no per-buffer allocator state. Lazy maps the same way (session 10);
  * its unmaps clear the PTE at once and queue the granule with its token on the flush queue
@@ -474,8 +483,8 @@ int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf
 			      (pa & sl->oa_mask) | ((pa >> 36) & sl->oa_hi_mask) |
 				      sl->tmpl[dma_dir_prot(dir)],
 			      memory_order_release);
-	stream_rec_write(&c->rec0[cur], len, rec_w0(kind, dir, 0, off) | REC_STREAM);
-	live_set(c, cur, 1);
+	/* no REC_STREAM, no live bit: claimed by the record's CAS (see the preamble) */
+	stream_rec_write(&c->rec0[cur], len, rec_w0(kind, dir, 0, off));
 	*dma = c->iova + ((uint64_t)cur << sp->gshift) + off;
 	s->cur = cur + 1;
 	return 0;

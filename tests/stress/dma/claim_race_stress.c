@@ -6,7 +6,8 @@
  *   stress_dma_claim_race RACERS ROUNDS
  *
  * Every round the main thread maps a ring of RING one-granule buffers with bulk calls (a
- * stream's adjacent granules, over more than one bitmap word), the device reads each (its
+ * stream's adjacent granules, over more than one bitmap word: bit mappings) or, every third
+ * round, single calls (the record's compare-and-swap), the device reads each (its
  * IOTLB caches them), and the racers, released together by a barrier, each unmap a window of
  * the ring that overlaps the others' - by single calls (in a batch or not), or one bulk call
  * (its own batch, or the caller's), ascending (the fast way: one atomic AND per word) or
@@ -126,7 +127,7 @@ static void *racer(void *arg)
 
 /*
  * The duel: the tightest race, with no barrier in between. Thread 0 maps DUEL adjacent
- * granules (one bulk call), publishes them and at once unmaps them; thread 1, spinning on
+ * granules (one bulk call, or single calls), publishes them and at once unmaps them; thread 1, spinning on
  * the publication, unmaps them too - each by single calls or one bulk call, by the
  * iteration. Per granule exactly one of the two must succeed (the other: -ENOENT).
  */
@@ -198,7 +199,15 @@ static int duel_run(struct dg_dma_dev *dd, uint8_t *mem, unsigned long iters, ui
 		bufs[j] = mem + (size_t)j * PG;
 	pthread_create(&th, NULL, duel_second, d);
 	for (unsigned long it = 0; it < iters && !d->bad; it++) {
-		if (dg_dma_map_bulk(dd, bufs, DUEL, BUF_LEN, DG_DMA_FROM_DEVICE, 0, d->dma)) {
+		int e = 0;
+
+		if (it & 4) /* single maps: the record's CAS against bulk and single unmaps */
+			for (unsigned int j = 0; j < DUEL && !e; j++)
+				e = dg_dma_map_single(dd, bufs[j], BUF_LEN, DG_DMA_FROM_DEVICE, 0,
+						      &d->dma[j]);
+		else /* a bulk map: bit mappings */
+			e = dg_dma_map_bulk(dd, bufs, DUEL, BUF_LEN, DG_DMA_FROM_DEVICE, 0, d->dma);
+		if (e) {
 			d->bad++;
 			break;
 		}
@@ -281,11 +290,19 @@ static int run(enum dg_dma_policy pol, unsigned int nracers, unsigned long round
 
 		for (unsigned int i = 0; i < RING; i++)
 			bufs[i] = mem + (size_t)i * PG;
-		/* the ring in two bulk maps (a refill of 60, then 40) */
-		e = dg_dma_map_bulk(r->dd, bufs, 60, BUF_LEN, DG_DMA_FROM_DEVICE, 0, r->dma);
-		if (!e)
-			e = dg_dma_map_bulk(r->dd, bufs + 60, RING - 60, BUF_LEN,
-					    DG_DMA_FROM_DEVICE, 0, r->dma + 60);
+		/* the ring in two bulk maps (a refill of 60, then 40: bit mappings) or, every
+		 * third round, by single calls (the record's CAS: the bulk unmaps' slow way) */
+		if (r->round % 3 == 2) {
+			for (unsigned int i = 0; i < RING && !e; i++)
+				e = dg_dma_map_single(r->dd, bufs[i], BUF_LEN, DG_DMA_FROM_DEVICE,
+						      0, &r->dma[i]);
+		} else {
+			e = dg_dma_map_bulk(r->dd, bufs, 60, BUF_LEN, DG_DMA_FROM_DEVICE, 0,
+					    r->dma);
+			if (!e)
+				e = dg_dma_map_bulk(r->dd, bufs + 60, RING - 60, BUF_LEN,
+						    DG_DMA_FROM_DEVICE, 0, r->dma + 60);
+		}
 		if (e) {
 			fprintf(stderr, "round %lu: map: %d\n", r->round, e);
 			bad++;

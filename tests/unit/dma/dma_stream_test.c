@@ -138,6 +138,18 @@ static void live_stream(struct dg_dma_dev *dd, uint64_t dma)
 	assert_true(live_bit(dd, dma));
 }
 
+/* @dma is a live mapping of a single call's stream map: claimed by the record's CAS, so no
+ * REC_STREAM and no live bit. */
+static void live_single(struct dg_dma_dev *dd, uint64_t dma)
+{
+	struct dma_rec *rec = dma_rec_get(&dd->sp->rec, dma & ~dd->sp->gmask, false);
+
+	assert_non_null(rec);
+	assert_true(atomic_load(&rec->w0) & REC_VALID);
+	assert_false(atomic_load(&rec->w0) & REC_STREAM);
+	assert_false(live_bit(dd, dma));
+}
+
 /*
  * test_bad_entry: a bulk unmap (strict's batch, strict without one, lazy) of a ring's reap
  * with one bad entry - already unmapped, mapped with the other direction, an address given
@@ -170,9 +182,9 @@ static void test_bad_entry(void **state)
 					   &gone),
 			 0);
 	assert_int_equal(dg_dma_unmap_single(dd, gone, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
-	assert_int_equal(dg_dma_map_single(dd, mem + (size_t)(N + 1) * PG + 64, 64,
-					   DG_DMA_FROM_DEVICE, 0, &other),
-			 0);
+	bufs[0] = mem + (size_t)(N + 1) * PG + 64; /* a bulk map of one: a bit mapping */
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, 1, 64, DG_DMA_FROM_DEVICE, 0, &other), 0);
+	bufs[0] = mem + 64;
 	assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
 	for (unsigned int i = 0; i < N; i++) {
 		assert_int_equal(dma[i], dma[0] + (uint64_t)i * PG); /* a run of the stream */
@@ -241,12 +253,12 @@ static void test_bad_entry(void **state)
 		enum { M = 12 };
 		uint64_t w[M];
 
-		for (unsigned int i = 0; i < M; i++)
-			assert_int_equal(dg_dma_map_single(dd, bufs[i], 64,
-							   i == 9 ? DG_DMA_FROM_DEVICE :
-								    DG_DMA_TO_DEVICE,
-							   0, &w[i]),
-					 0);
+		/* bulk maps (bit mappings): 9 to the device, 1 from it, 2 to it */
+		assert_int_equal(dg_dma_map_bulk(dd, bufs, 9, 64, DG_DMA_TO_DEVICE, 0, w), 0);
+		assert_int_equal(dg_dma_map_bulk(dd, bufs + 9, 1, 64, DG_DMA_FROM_DEVICE, 0, w + 9),
+				 0);
+		assert_int_equal(dg_dma_map_bulk(dd, bufs + 10, 2, 64, DG_DMA_TO_DEVICE, 0, w + 10),
+				 0);
 		for (unsigned int i = 1; i < M; i++)
 			assert_int_equal(w[i], w[i - 1] + PG);
 		assert_int_equal(dg_dma_unmap_single(dd, w[5], 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
@@ -305,6 +317,7 @@ struct model {
 	uint64_t dma[MB];
 	enum dg_dma_dir dir[MB];
 	bool pin[MB];
+	bool bulk[MB]; /* mapped by a bulk call: a bit mapping (else the record's CAS) */
 	/* IOVAs unmapped in the open batch (its end not reached): must not come back yet */
 	uint64_t pend[DG_DMA_BATCH_MAX];
 	unsigned int npend;
@@ -405,7 +418,9 @@ static void model_map(struct model *m, uint64_t *seed)
 		assert_int_equal(dg_dma_map_bulk(m->dd, bufs, n, 64, dir, 0, dma), -EINVAL);
 		bufs[n / 2] = keep;
 	}
-	if (rnd(seed) % 4 == 0) /* single calls: the stream too */
+	const bool bulk = rnd(seed) % 4 != 0;
+
+	if (!bulk) /* single calls: the stream too */
 		for (unsigned int j = 0; j < n; j++)
 			assert_int_equal(dg_dma_map_single(m->dd, bufs[j], 64, dir, 0, &dma[j]), 0);
 	else
@@ -417,6 +432,7 @@ static void model_map(struct model *m, uint64_t *seed)
 		m->on[i] = true;
 		m->dma[i] = dma[j];
 		m->dir[i] = dir;
+		m->bulk[i] = bulk;
 		m->pin[i] = rnd(seed) % 24 == 0; /* long-lived */
 		reach(m->dev, dma[j], dir, val_of(i));
 	}
@@ -475,9 +491,12 @@ static void model_unmap(struct model *m, uint64_t *seed)
 			assert_int_equal(dg_dma_unmap_bulk(m->dd, bad, n + 1, 64, dir, 0, NULL),
 					 -ENOENT);
 		}
-		for (unsigned int j = 0; j < n; j++) {
-			reach(m->dev, dma[j], dir, val_of(idx[j])); /* still mapped */
-			live_stream(m->dd, dma[j]);		    /* and claimable */
+		for (unsigned int j = 0; j < n; j++) { /* still mapped, and claimable */
+			reach(m->dev, dma[j], dir, val_of(idx[j]));
+			if (m->bulk[idx[j]])
+				live_stream(m->dd, dma[j]);
+			else
+				live_single(m->dd, dma[j]);
 		}
 	}
 	if (how != 0 && how != 2 && m->open && m->b.n + n > DG_DMA_BATCH_MAX)
@@ -544,8 +563,10 @@ static void test_model(void **state)
 			assert_int_equal(dg_dma_dev_check(m->dd, stderr), 0);
 		}
 		for (unsigned int i = 0; i < MB; i++) /* the live bits are the model's */
-			if (m->on[i])
+			if (m->on[i] && m->bulk[i])
 				live_stream(m->dd, m->dma[i]);
+			else if (m->on[i])
+				live_single(m->dd, m->dma[i]);
 		for (unsigned int j = 0; j < m->npend; j++)
 			assert_false(live_bit(m->dd, m->pend[j]));
 	}
