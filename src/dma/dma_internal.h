@@ -135,12 +135,22 @@ void dma_tstats_free(struct dg_dma_dev *dd);
  * Nodes are published with a release CAS and never freed before the table. A record's words
  * are written by the owner of the IOVA range (the allocator makes it exclusive).
  *
- *  w0: bit 63 valid | bits 60..62 kind | bits 58..59 dir | bits 32..47 nents |
+ *  w0: bit 63 valid | bits 60..62 kind | bits 58..59 dir | bit 57 stream | bits 32..47 nents |
  *      bits 0..31 offset of the data in its first granule
  *  w1: bytes mapped (the caller's length; sg: the sum of the entries)
  *  w2: IOVA bytes of the range (what unmap removes and the allocator gets back)
  *  w3: the allocator's token of the range (iova/iova_owned.h; 0: none), so the range goes
- *      back without the allocator's own free check: the claim of w0 proves ownership
+ *      back without the allocator's own free check: the claim proves ownership
+ *
+ * The claim of an unmap - the one step of which two racing unmaps of a mapping can win only
+ * one - is a compare-and-swap of w0 to 0, except for a stream granule's mapping made by a bulk
+ * call (w0's stream bit, REC_STREAM: made by dma_stream_map(), stream.c). Those are claimed by
+ * clearing their bit in the leaf's live bitmap: one bit per granule after the leaf's records, set (release)
+ * by the map once the entry and the record are written, cleared by the claim, so a bulk unmap
+ * of a ring's reap claims 64 granules with one atomic AND (map.c: claim_bulk). stream.c's
+ * preamble has the argument; in short: a bit is set only by a stream map of that granule,
+ * the compare-and-swap never matches a stream record's w0 (the stream bit differs) and the
+ * bitmap only ever holds stream mappings, so every mapping has exactly one way to be claimed.
  */
 #define REC_LEVEL_BITS	 12
 #define REC_NODE	 (1u << REC_LEVEL_BITS)
@@ -149,6 +159,7 @@ void dma_tstats_free(struct dg_dma_dev *dd);
 #define REC_VALID	 (1ull << 63)
 #define REC_KIND_SHIFT	 60
 #define REC_DIR_SHIFT	 58
+#define REC_STREAM	 (1ull << 57)
 #define REC_NENTS_SHIFT	 32
 
 enum dma_kind {
@@ -164,6 +175,19 @@ struct dma_rec {
 	_Atomic uint64_t w2;
 	_Atomic uint64_t w3;
 };
+
+/* A leaf: REC_NODE records, then their live bitmap (REC_NODE / 64 words: a 512-granule
+ * chunk's 8 words are one cache line of their own, as the leaf is cache-line aligned). */
+#define REC_LIVE_WORDS (REC_NODE / 64)
+#define REC_LEAF_BYTES (REC_NODE * sizeof(struct dma_rec) + REC_LIVE_WORDS * sizeof(uint64_t))
+
+/* The live-bitmap word of the record @rec of granule @g (its bit: g & 63). */
+static inline _Atomic uint64_t *dma_rec_live(struct dma_rec *rec, uint64_t g)
+{
+	struct dma_rec *leaf = rec - (g & (REC_NODE - 1));
+
+	return (_Atomic uint64_t *)(void *)(leaf + REC_NODE) + ((g & (REC_NODE - 1)) >> 6);
+}
 
 struct dma_rec_table {
 	_Atomic(void *) *top; /* REC_NODE pointers to middle nodes */
@@ -363,11 +387,6 @@ int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_
  * full-queue wait: quarantined, as dma_lazy_retire()). */
 int dma_lazy_retire_bulk(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
 			 const uint64_t *token, unsigned int n);
-/* dg_dma_unmap_bulk() of @n buffers of @len, @dir under lazy, the short way: every record
- * claimed in one pass, then dma_lazy_retire_bulk()'s result; 1 with nothing changed when an
- * entry is not right (the general way finds the error). */
-int dma_lazy_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
-			enum dg_dma_dir dir);
 /* Timeout flushes and reclaim (housekeeping). */
 void dma_lazy_tick(struct dg_dma_dev *dd, uint64_t now);
 void dma_lazy_stats(const struct dma_lazy *lz, struct dg_dma_stats *st);

@@ -45,7 +45,8 @@
  * mapped it and whichever queue its unmap went to. The window is the same: an entry per unmap
  * in the ring, measured as before.
  *
- * Bulk (dma_lazy_retire_bulk(), what dg_dma_unmap_bulk() calls): one lock and one reclaim for
+ * Bulk (dma_lazy_retire_bulk(), what dg_dma_unmap_bulk() calls after the claim pass it shares
+ * with strict, claim_bulk() in map.c): one lock and one reclaim for
  * the whole call, the page-table entries removed by runs of neighbouring IOVAs (a ring's reap
  * is one run: pt_unmap_granules()), the entries copied into the ring in stretches cut where
  * the single call would start a flush (the open generation reaching half the queue) or wait
@@ -396,70 +397,6 @@ strict: /* the devices do not answer: the rest retire the strict, quarantined wa
 			r = e;
 	}
 	return r;
-}
-
-/*
- * dg_dma_unmap_bulk() under lazy, the short way: each record checked on its face and claimed
- * in one pass - the record of the next granule is the previous one's next while the addresses
- * ascend by a granule inside one record leaf (a ring's reap of a stream), as in
- * unmap_bulk_strict() (map.c) - then dma_lazy_retire_bulk(). No wrap test: a record that
- * matches proves [dma[i], dma[i] + len) lies inside a live mapping. An entry that is not right
- * (outside the space, no record, another face or length, a claim lost to a racing unmap or to
- * an address given twice) gives back this call's claims - stored back with the word they had:
- * the mappings were live all along - and returns 1: nothing changed, the general way finds
- * the error.
- */
-int dma_lazy_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
-			enum dg_dma_dir dir)
-{
-	struct dma_space *sp = dd->sp;
-	const uint64_t gm = sp->gmask, g = sp->granule, wdir = rec_w0(KIND_SINGLE, dir, 0, 0);
-	uint64_t size[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX];
-	uint64_t lend = 0, next = 1; /* next: never aligned */
-	struct dma_rec *rec = NULL;
-	unsigned int i;
-
-	for (i = 0; i < n; i++) {
-		const uint64_t d = dma[i], a = d & ~gm;
-		uint64_t w;
-
-		if (dg_likely(a == next && a < lend)) {
-			rec++; /* the next granule's record, in the same leaf */
-		} else {
-			const uint64_t off = a - sp->first, gi = off >> sp->gshift;
-			const uint64_t left = REC_NODE - (gi & (REC_NODE - 1));
-
-			if (dg_unlikely(off > sp->last - sp->first))
-				goto bad;
-			rec = dma_rec_in(&sp->rec, a, gi, false);
-			if (dg_unlikely(!rec))
-				goto bad;
-			lend = left <= (UINT64_MAX - a) >> sp->gshift ? a + (left << sp->gshift) :
-									UINT64_MAX;
-		}
-		next = a + g;
-		/* Acquire pairs with the release store of w0 in dma_rec_write(): w1..w3 are
-		 * visible (as in xl_check()). */
-		w = atomic_load_explicit(&rec->w0, memory_order_acquire);
-		if (dg_unlikely(w != (wdir | (d & gm)) ||
-				atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
-			goto bad;
-		/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
-		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
-			    &rec->w0, &w, 0, memory_order_acquire, memory_order_relaxed)))
-			goto bad;
-		size[i] = atomic_load_explicit(&rec->w2, memory_order_relaxed);
-		token[i] = atomic_load_explicit(&rec->w3, memory_order_relaxed);
-	}
-	return dma_lazy_retire_bulk(dd, dma, size, token, n);
-bad:
-	while (i--) {
-		struct dma_rec *x = dma_rec_get(&sp->rec, dma[i] & ~gm, false);
-
-		/* Release pairs with the acquire load in xl_check(), as the map's. */
-		atomic_store_explicit(&x->w0, wdir | (dma[i] & gm), memory_order_release);
-	}
-	return 1;
 }
 
 /* One entry: dma_lazy_retire_bulk() of one, written out (a full queue takes the bulk call,

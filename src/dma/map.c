@@ -11,8 +11,9 @@
  * One contiguous IOVA range per request, also for a scatter-gather list, so an unmap is one
  * page-table walk and one range invalidation. A strict unmap:
  *
- *   claim the record (one CAS: refuses never-mapped, wrong size/dir/kind, double unmap with
- *   nothing changed) -> page-table unmap into a gather -> RANGE invalidation (leaf-only
+ *   claim the record (one CAS, or for a stream granule's mapping its live bit - stream.c -
+ *   one atomic AND per 64 granules of a bulk call: refuses never-mapped, wrong
+ *   size/dir/kind, double unmap with nothing changed) -> page-table unmap into a gather -> RANGE invalidation (leaf-only
  *   unless a table page was freed: page-walk caches stay warm) -> wait -> free table pages
  *   -> IOVA free
  *
@@ -1233,15 +1234,18 @@ static inline int xl_claim_err(uint64_t w0, uint64_t off)
 
 /*
  * Claim the record of the mapping at @dma: check it was mapped at this offset with this
- * length, direction, kind and list length (@nents, SG only), then take it with one CAS of w0,
- * so of two racing unmaps exactly one wins; nothing changes on a failure. The fast way is one
- * compare of w0 against the word the map wrote (rec_w0() of the arguments) and one of w1;
- * xl_claim_err() sorts out a failure.
+ * length, direction, kind and list length (@nents, SG only), then take it - with one CAS of
+ * w0, or for a bulk call's stream mapping (REC_STREAM) one atomic AND of its live bit - so of
+ * two racing unmaps exactly one wins; nothing changes on a failure. The fast way is one
+ * compare of w0 against the word the map wrote (rec_w0() of the arguments, the stream bit
+ * aside) and one of w1; xl_claim_err() sorts out a failure.
  */
-/* The record of the live mapping at @dma whose word is @want and length @len: 0 with *recp
- * and *w0p (the word to claim it with), else why not (nothing changed). */
+/* The record of the live mapping at @dma whose word is @want (with or without REC_STREAM)
+ * and length @len: 0 with *recp, *gp (its granule) and *w0p (the word as read), else why not
+ * (nothing changed). */
 static dg_always_inline int xl_check(struct dma_space *sp, uint64_t dma, uint64_t len,
-				     uint64_t want, struct dma_rec **recp, uint64_t *w0p)
+				     uint64_t want, struct dma_rec **recp, uint64_t *gp,
+				     uint64_t *w0p)
 {
 	const uint64_t d = dma - sp->first;
 	struct dma_rec *rec;
@@ -1254,10 +1258,40 @@ static dg_always_inline int xl_check(struct dma_space *sp, uint64_t dma, uint64_
 		return -ENOENT;
 	/* Acquire pairs with the release store of w0 in dma_rec_write(): w1..w3 are visible. */
 	w0 = atomic_load_explicit(&rec->w0, memory_order_acquire);
-	if (dg_unlikely(w0 != want || atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
+	if (dg_unlikely((w0 & ~REC_STREAM) != want ||
+			atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
 		return xl_claim_err(w0, dma & sp->gmask);
 	*recp = rec;
+	*gp = d >> sp->gshift;
 	*w0p = w0;
+	return 0;
+}
+
+/*
+ * Take the stream mapping whose record @rec (granule @g) read @w0 with length @len: clear its
+ * live bit; then, the mapping ours (nobody else can claim it, and its granule is not reissued
+ * before we retire it), check its face again - the first read may have been of an earlier
+ * mapping of the granule - and clear w0. 0, or -ENOENT (lost) / the face's error with the bit
+ * given back.
+ */
+static dg_always_inline int claim_live(struct dma_rec *rec, uint64_t g, uint64_t w0, uint64_t len)
+{
+	_Atomic uint64_t *lw = dma_rec_live(rec, g);
+	const uint64_t bit = 1ull << (g & 63);
+	uint64_t now;
+
+	/* Acquire pairs with the release OR of live_set() (stream.c) or of a give-back: the
+	 * mapping's entry and record are visible. */
+	if (dg_unlikely(!(atomic_fetch_and_explicit(lw, ~bit, memory_order_acquire) & bit)))
+		return -ENOENT; /* lost to a racing unmap, or not live */
+	now = atomic_load_explicit(&rec->w0, memory_order_relaxed);
+	if (dg_unlikely(now != w0 || atomic_load_explicit(&rec->w1, memory_order_relaxed) != len)) {
+		/* Release: as live_set()'s (the record was not touched). */
+		atomic_fetch_or_explicit(lw, bit, memory_order_release);
+		return now != w0 ? xl_claim_err(now, w0 & 0xffffffffu) : -EINVAL;
+	}
+	/* Relaxed: the claim is the bit's; w0 cleared only for dumps, checks and error codes. */
+	atomic_store_explicit(&rec->w0, 0, memory_order_relaxed);
 	return 0;
 }
 
@@ -1268,16 +1302,22 @@ static dg_always_inline int xl_claim(struct dma_space *sp, uint64_t dma, uint64_
 	const uint64_t off = dma & sp->gmask;
 	const uint64_t want = rec_w0(kind, dir, kind == KIND_SG ? nents : 0, off);
 	struct dma_rec *rec;
-	uint64_t w0;
-	int r = xl_check(sp, dma, len, want, &rec, &w0);
+	uint64_t w0, g;
+	int r = xl_check(sp, dma, len, want, &rec, &g, &w0);
 
 	if (dg_unlikely(r))
 		return r;
-	/* Of two racing unmaps one wins. Acquire: the reads of w2 and w3 below stay after it
-	 * (they are the claimed mapping's: nobody writes them again before its IOVA is freed). */
-	if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
-		    &rec->w0, &w0, 0, memory_order_acquire, memory_order_relaxed)))
+	if (w0 & REC_STREAM) {
+		r = claim_live(rec, g, w0, len);
+		if (dg_unlikely(r))
+			return r;
+	} else if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
+			   &rec->w0, &w0, 0, memory_order_acquire, memory_order_relaxed))) {
+		/* Of two racing unmaps one wins. Acquire: the reads of w2 and w3 below stay
+		 * after it (they are the claimed mapping's: nobody writes them again before its
+		 * IOVA is freed). */
 		return -ENOENT;
+	}
 	*iova = dma - off;
 	*iova_size = atomic_load_explicit(&rec->w2, memory_order_relaxed);
 	*token = atomic_load_explicit(&rec->w3, memory_order_relaxed);
@@ -1868,12 +1908,14 @@ int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsig
  * addresses yet) undoes everything (bulk_map_undo). Every other case
  * maps buffer by buffer through the single call and undoes the maps done when one fails.
  *
- * Unmap: every record is checked on its face first (nothing changes on a bad entry), then
- * claimed one by one (strict: a stream run's PTEs are cleared when the batch is submitted,
- * after all its claims - see unmap_bulk_strict); a claim lost to a racing unmap (or to an
- * address given twice) gives back the claims this call made - stored back with the word they
- * had: the mappings were live all along - and refuses the call. The claimed unmaps then join the batch together (room made
- * for all of them first) or are retired one by one (lazy, the reference).
+ * Unmap: one claim pass for every policy that translates (claim_bulk: a stream run's granules
+ * of one bitmap word with one atomic AND, then their faces; anything else entry by entry);
+ * a bad entry, or a claim lost to a racing unmap (or to an address given twice), gives back
+ * the claims this call made - the mappings were live all along - and refuses the call. The
+ * claimed unmaps then join the batch together (strict: room made for all of them first; a
+ * stream run's PTEs are cleared when the batch is submitted, after all its claims - see
+ * unmap_bulk_strict), go on lazy's flush queue at once, or are retired one by one (the
+ * reference).
  */
 
 /* Undo a bulk map's IOVAs iova[0..n) of @total bytes each, of which runs [0, mapped) have
@@ -2069,89 +2111,250 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 	return 0;
 }
 
-/* The record of the granule at @a (granule aligned) for a claim, and where its record leaf's
- * granules end (*lend, an IOVA; saturated): NULL outside the space or with no record there. */
-static dg_noinline struct dma_rec *claim_rec(struct dma_space *sp, uint64_t a, uint64_t *lend)
+/* The record of the granule at @a (granule aligned) for a claim, and its granule number
+ * (*gp): NULL outside the space or with no record there. */
+static dg_noinline struct dma_rec *claim_rec(struct dma_space *sp, uint64_t a, uint64_t *gp)
 {
-	const uint64_t d = a - sp->first, gi = d >> sp->gshift;
-	const uint64_t left = REC_NODE - (gi & (REC_NODE - 1)); /* granules to the leaf's end */
-	struct dma_rec *rec;
+	const uint64_t d = a - sp->first;
 
 	if (dg_unlikely(d > sp->last - sp->first))
 		return NULL;
-	rec = dma_rec_in(&sp->rec, a, gi, false);
-	*lend = left <= (UINT64_MAX - a) >> sp->gshift ? a + (left << sp->gshift) : UINT64_MAX;
-	return rec;
+	*gp = d >> sp->gshift;
+	return dma_rec_in(&sp->rec, a, *gp, false);
+}
+
+/* Where claim_bulk() puts its claimed entry @i: IOVA @a (granule aligned), its IOVA bytes and
+ * the allocator's (or stream's) token. */
+typedef void claim_put_fn(void *ctx, size_t i, uint64_t a, uint64_t size, uint64_t token);
+
+/* A batch entry (its type is unnamed in dma.h). */
+typedef __typeof__(((struct dg_dma_batch *)NULL)->ent[0]) batch_ent;
+
+/* A strict bulk unmap's entries go straight into the batch: @ctx is &b->ent[b->n] (room
+ * made). */
+static dg_always_inline void put_batch(void *ctx, size_t i, uint64_t a, uint64_t size,
+				       uint64_t token)
+{
+	batch_ent *e = (batch_ent *)ctx + i;
+
+	e->addr = a;
+	e->size = size | BATCH_IOVA;
+	e->token = token;
+}
+
+/* Lazy's and the reference's: sizes and tokens in two arrays (the addresses are dma[]). */
+struct claim_arrays {
+	uint64_t *size;
+	uint64_t *token;
+};
+
+static dg_always_inline void put_arrays(void *ctx, size_t i, uint64_t a, uint64_t size,
+					uint64_t token)
+{
+	struct claim_arrays *o = ctx;
+
+	(void)a;
+	o->size[i] = size;
+	o->token[i] = token;
+}
+
+/* Give back claim_bulk()'s claims of dma[0..n) (mappings of @len, @dir, all live all along,
+ * their claims made on the slow way when @slow: stream entries have their bit in @stream):
+ * records stored back with the word they had, then the bits of stream mappings set again. */
+static dg_noinline void claim_undo(struct dma_space *sp, const uint64_t *dma, unsigned int n,
+				   enum dg_dma_dir dir, const uint64_t *stream)
+{
+	const uint64_t wdir = rec_w0(KIND_SINGLE, dir, 0, 0);
+
+	for (unsigned int i = 0; i < n; i++) {
+		const bool st = !stream || (stream[i >> 6] >> (i & 63) & 1);
+		uint64_t g;
+		struct dma_rec *x = claim_rec(sp, dma[i] & ~sp->gmask, &g);
+
+		/* Release pairs with the acquire load in xl_check(), as the map's. */
+		atomic_store_explicit(&x->w0, wdir | (st ? REC_STREAM : 0) | (dma[i] & sp->gmask),
+				      memory_order_release);
+		if (st)
+			/* Release: as live_set()'s (stream.c), after the record's word. */
+			atomic_fetch_or_explicit(dma_rec_live(x, g), 1ull << (g & 63),
+						 memory_order_release);
+	}
 }
 
 /*
- * The strict way of dg_dma_unmap_bulk() (not lazy, not the reference): each record checked
- * on its face and claimed in one pass, its entry written straight into the batch (room made
- * for all first, counted in b->n once all are claimed). The records of neighbouring granules
- * are neighbours in their leaf (a ring's reap of a stream: every buffer after the first),
- * so the record is the previous one's next without a lookup while the addresses ascend by a
- * granule inside one leaf. A failure - a bad address or record, a claim lost to a racing
- * unmap or to an address given twice - gives back this call's claims (stored back with the
- * word they had: the mappings were live all along) and refuses the call with the first bad
- * entry's error (-ERANGE first if any address wraps), nothing having entered the batch.
- * @b is the caller's batch or its own (begun before, ended after). A run of one stream chunk
- * is marked (b->run_clear) and its PTE lines asked for (prefetchw); batch_issue clears it
- * through the kept table before the batch's commands, so no claim of this call or of a later
- * one in the batch (a poll's rx then tx reap) waits in its locked compare-and-swap for the
- * clears' stores to lines the device's core holds.
+ * The claim pass of dg_dma_unmap_bulk() (every policy that translates: strict's batch, lazy's
+ * flush queue, the reference): @n buffers of @len, @dir (KIND_SINGLE) claimed, each put
+ * (@put) with its IOVA range and token; *run: the entries are adjacent ascending granules (a
+ * ring's reap). 0, or the first bad entry's error (-ERANGE first if any address wraps) with
+ * nothing changed: a bad address or record (-ENOENT, -EINVAL), a claim lost to a racing unmap
+ * or to an address given twice (-ENOENT) gives back this call's claims (the mappings were
+ * live all along) - a racing unmap of one of them meanwhile fails with -ENOENT, as it would
+ * had it come a little earlier or later.
+ *
+ * The fast way, bit mappings (a ring's reap of a stream a bulk call refilled; stream.c): the
+ * entries at adjacent granules
+ * inside one word of the live bitmap are claimed with one atomic AND of their bits (a reap of
+ * 32 buffers: one, or two where it crosses a word), and only then - the mappings ours and
+ * their records stable - each record's face is checked (the word the map wrote and the
+ * length) and its w0 cleared. A record found at the next granule of the one before is the
+ * previous one's next in its leaf (a word's 64 granules are inside one leaf). No wrap test: a
+ * record that matches proves [dma[i], dma[i] + len) is inside a live mapping. Anything else
+ * (a bit not set, a face not right, a record not a stream's) gives this way's claims back
+ * and takes the slow way, entry by entry (xl_claim's steps, CAS or bit), which finds the error.
+ */
+static dg_always_inline int claim_bulk(struct dma_space *sp, const uint64_t *dma, unsigned int n,
+				       size_t len, enum dg_dma_dir dir, claim_put_fn *put,
+				       void *ctx, bool *run)
+{
+	const uint64_t gm = sp->gmask, g = sp->granule, wdir = rec_w0(KIND_SINGLE, dir, 0, 0);
+	const uint64_t want = wdir | REC_STREAM;
+	uint64_t stream[DG_DMA_BULK_MAX / 64]; /* the slow way's stream entries (bit i) */
+	uint64_t next = 1;		       /* never aligned */
+	bool adj = true;
+	size_t i = 0, j, k, lim;     /* size_t: no extension of an index in the loops */
+	_Atomic uint64_t *lw = NULL; /* the fast way's word ... */
+	uint64_t m = 0;		     /* ... and the bits of its group */
+	struct dma_rec *rec;
+	uint64_t gi, w0;
+	int r;
+
+	if (dg_unlikely(!sp->cspan))
+		goto slow; /* no streams: no stream record */
+	while (i < n) {
+		const uint64_t a = dma[i] & ~gm;
+		uint64_t old, na = a + g;
+		unsigned int b;
+
+		rec = claim_rec(sp, a, &gi);
+		/* Relaxed: a hint (a stream's record?); the face is checked once the bit is ours. */
+		if (dg_unlikely(!rec) ||
+		    dg_unlikely(
+			    !(atomic_load_explicit(&rec->w0, memory_order_relaxed) & REC_STREAM)))
+			goto undo;
+		b = (unsigned int)(gi & 63);
+		lim = n - i < 64 - b ? n - i : 64 - b; /* entries that could share the word */
+		for (k = 1; k < lim && (dma[i + k] & ~gm) == na; k++)
+			na += g;
+		m = (k == 64 ? ~0ull : (1ull << k) - 1) << b;
+		lw = dma_rec_live(rec, gi);
+		/* Acquire pairs with the release OR of live_set() (stream.c) or of a give-back:
+		 * the entries and records of the mappings claimed are visible. */
+		old = atomic_fetch_and_explicit(lw, ~m, memory_order_acquire);
+		if (dg_unlikely((old & m) != m)) {
+			/* Release: as live_set()'s. Exactly the bits this call cleared. */
+			atomic_fetch_or_explicit(lw, old & m, memory_order_release);
+			goto undo;
+		}
+		for (j = 0; j < k; j++) {
+			const uint64_t w = want | (dma[i + j] & gm);
+
+			/* Relaxed: the acquire AND above made the record visible. */
+			if (dg_unlikely(
+				    atomic_load_explicit(&rec[j].w0, memory_order_relaxed) != w ||
+				    atomic_load_explicit(&rec[j].w1, memory_order_relaxed) != len))
+				goto undo_group;
+			/* Relaxed: the claim is the bit's (see claim_live()). */
+			atomic_store_explicit(&rec[j].w0, 0, memory_order_relaxed);
+			/* a stream mapping's IOVA bytes are one granule (w2, stream.c) */
+			put(ctx, i + j, a + (uint64_t)j * g, g,
+			    atomic_load_explicit(&rec[j].w3, memory_order_relaxed));
+		}
+		adj &= !i || a == next;
+		next = na;
+		i += k;
+	}
+	*run = adj;
+	return 0;
+undo_group: /* entries [i, i + j) cleared, the group's bits all ours */
+	while (j--)
+		/* Release pairs with the acquire load in xl_check(), as the map's. */
+		atomic_store_explicit(&rec[j].w0, want | (dma[i + j] & gm), memory_order_release);
+	/* Release: as live_set()'s, after the records' words. */
+	atomic_fetch_or_explicit(lw, m, memory_order_release);
+undo:
+	if (i)
+		claim_undo(sp, dma, (unsigned int)i, dir, NULL);
+slow:
+	memset(stream, 0, sizeof(stream));
+	adj = true;
+	next = 1;
+	for (i = 0; i < n; i++) {
+		const uint64_t d = dma[i], a = d & ~gm, off = d & gm;
+
+		if (dg_unlikely(d + (len - 1) < d))
+			goto bad;
+		rec = claim_rec(sp, a, &gi);
+		if (dg_unlikely(!rec))
+			goto bad;
+		/* Acquire pairs with the release store of w0 in dma_rec_write() (as xl_check). */
+		w0 = atomic_load_explicit(&rec->w0, memory_order_acquire);
+		if (dg_unlikely((w0 & ~REC_STREAM) != (wdir | off) ||
+				atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
+			goto bad;
+		if (w0 & REC_STREAM) {
+			if (dg_unlikely(claim_live(rec, gi, w0, len)))
+				goto bad;
+			stream[i >> 6] |= 1ull << (i & 63);
+		} else if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
+				   &rec->w0, &w0, 0, memory_order_acquire, memory_order_relaxed))) {
+			/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
+			goto bad;
+		}
+		put(ctx, i, a, atomic_load_explicit(&rec->w2, memory_order_relaxed),
+		    atomic_load_explicit(&rec->w3, memory_order_relaxed));
+		adj &= !i || a == next;
+		next = a + g;
+	}
+	*run = adj;
+	return 0;
+bad:
+	/* the first bad entry's error, read before anything is given back: a record this call
+	 * claimed reads as unmapped (an address given twice is -ENOENT, as a lost claim is) */
+	if (dma[i] + (len - 1) < dma[i]) {
+		r = -ERANGE;
+	} else {
+		const uint64_t off = dma[i] & gm;
+		struct dma_rec *x = claim_rec(sp, dma[i] & ~gm, &gi);
+
+		w0 = x ? atomic_load_explicit(&x->w0, memory_order_relaxed) & ~REC_STREAM : 0;
+		if (w0 != (wdir | off))
+			r = xl_claim_err(w0, off);
+		else /* the face was right: the length, or a claim lost */
+			r = atomic_load_explicit(&x->w1, memory_order_relaxed) != len ? -EINVAL :
+											-ENOENT;
+	}
+	for (j = i + 1; j < n && r != -ERANGE; j++)
+		if (dma[j] + (len - 1) < dma[j])
+			r = -ERANGE;
+	if (i)
+		claim_undo(sp, dma, (unsigned int)i, dir, stream);
+	return r;
+}
+
+/*
+ * The strict way of dg_dma_unmap_bulk() (not lazy, not the reference): the claim pass
+ * (claim_bulk) writes each entry straight into the batch (room made for all first, counted
+ * in b->n once all are claimed); a failure refuses the call, nothing having entered the
+ * batch. @b is the caller's batch or its own (begun before, ended after). A run of one stream
+ * chunk is marked (b->run_clear) and its PTE lines asked for (prefetchw); batch_issue clears
+ * it through the kept table before the batch's commands, so no claim of this call or of a
+ * later one in the batch (a poll's rx then tx reap) waits in its locked read-modify-write for
+ * the clears' stores to lines the device's core holds.
  */
 static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *dma, unsigned int n,
 					 size_t len, enum dg_dma_dir dir, struct dg_dma_batch *b)
 {
-	const uint64_t gm = sp->gmask, g = sp->granule, wdir = rec_w0(KIND_SINGLE, dir, 0, 0);
-	/* off_run: an entry after the first is not the next granule of the one before (a
-	 * record found at the next granule of a live one-granule mapping is the only way on
-	 * the short way: entries all taking it are a run of adjacent granules) */
-	uint64_t off_run = 0, lend = 0, next = 1; /* next: never aligned */
-	struct dma_rec *rec = NULL;
-	__typeof__(&b->ent[0]) e;
 	uint32_t bn;
-	unsigned int i;
+	bool run;
 	int r;
 
 	dma_batch_room(b, n);
 	bn = b->n;
-	e = &b->ent[bn];
-	for (i = 0; i < n; i++, e++) {
-		const uint64_t d = dma[i], a = d & ~gm, want = wdir | (d & gm);
-		uint64_t w, sz;
-
-		/* no wrap test: a record that matches proves [d, d + len) is inside a live
-		 * mapping of the space; a bad entry's error looks for a wrapping one */
-		if (dg_likely(a == next && a < lend)) {
-			rec++; /* the next granule's record, in the same leaf */
-		} else {
-			uint64_t le;
-
-			rec = claim_rec(sp, a, &le);
-			if (dg_unlikely(!rec))
-				goto bad;
-			lend = le;
-			off_run |= i; /* not the next granule of the one before */
-		}
-		next = a + g;
-		/* Acquire pairs with the release store of w0 in dma_rec_write(): w1..w3 are
-		 * visible (as in xl_check()). */
-		w = atomic_load_explicit(&rec->w0, memory_order_acquire);
-		if (dg_unlikely(w != want ||
-				atomic_load_explicit(&rec->w1, memory_order_relaxed) != len))
-			goto bad;
-		/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
-		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
-			    &rec->w0, &w, 0, memory_order_acquire, memory_order_relaxed)))
-			goto bad;
-		sz = atomic_load_explicit(&rec->w2, memory_order_relaxed);
-		e->addr = a;
-		e->size = sz | BATCH_IOVA;
-		e->token = atomic_load_explicit(&rec->w3, memory_order_relaxed);
-	}
+	r = claim_bulk(sp, dma, n, len, dir, put_batch, &b->ent[bn], &run);
+	if (dg_unlikely(r))
+		return r;
 	b->n = bn + n;
-	if (!off_run && n > 1 && b->nruns < BATCH_PIECES) { /* one range for the batch end */
+	if (run && n > 1 && b->nruns < BATCH_PIECES) { /* one range for the batch end */
 		const uint64_t tok = b->ent[bn].token;
 
 		/* a stream's run in one chunk (both ends of it there): its entries are cleared
@@ -2167,44 +2370,18 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 		b->run_len[b->nruns++] = n;
 	}
 	return 0;
-bad:
-	/* the first bad entry's error, read before anything is given back: a record this call
-	 * claimed reads as unmapped (an address given twice is -ENOENT, as a lost claim is) */
-	if (dma[i] + (len - 1) < dma[i]) {
-		r = -ERANGE;
-	} else {
-		const uint64_t off = dma[i] & gm;
-		uint64_t lw;
-		struct dma_rec *x = claim_rec(sp, dma[i] & ~gm, &lw);
-
-		lw = x ? atomic_load_explicit(&x->w0, memory_order_relaxed) : 0;
-		if (lw != (wdir | off))
-			r = xl_claim_err(lw, off);
-		else /* the face was right: the length, or a claim lost */
-			r = atomic_load_explicit(&x->w1, memory_order_relaxed) != len ? -EINVAL :
-											-ENOENT;
-	}
-	for (unsigned int j = i + 1; j < n && r != -ERANGE; j++)
-		if (dma[j] + (len - 1) < dma[j])
-			r = -ERANGE;
-	while (i--) {
-		struct dma_rec *x = dma_rec_get(&sp->rec, dma[i] & ~gm, false);
-
-		/* Release pairs with the acquire load in xl_check(), as the map's. */
-		atomic_store_explicit(&x->w0, wdir | (dma[i] & gm), memory_order_release);
-	}
-	return r;
 }
 
 int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
 		      enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
 {
-	struct dma_rec *rec[DG_DMA_BULK_MAX];
-	uint64_t w0[DG_DMA_BULK_MAX], size[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX];
+	uint64_t size[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX];
+	struct claim_arrays out = {size, token};
 	struct dg_dma_batch local;
 	struct dma_space *sp;
 	struct dma_tstats *t;
 	unsigned int i;
+	bool run;
 	int r = 0;
 
 	if (!dd)
@@ -2247,41 +2424,11 @@ strict:
 			r = dg_dma_batch_end(&local);
 		goto counted;
 	}
-	if (dd->lazy) { /* one claim pass, then the flush queue (lazy.c); 1: a bad entry */
-		r = dma_lazy_unmap_bulk(dd, dma, n, len, dir);
-		if (dg_likely(r <= 0))
-			goto counted;
-		r = 0;
-	}
-	/* 1. every address and record on its face: no wrap, the word the map wrote and the
-	 * length, in one pass; a wrapping address anywhere is -ERANGE before any record's error,
-	 * so the first failure looks for one among the rest */
-	for (i = 0; i < n; i++) {
-		r = dg_unlikely(dma[i] + (len - 1) < dma[i]) ?
-			    -ERANGE :
-			    xl_check(sp, dma[i], len,
-				     rec_w0(KIND_SINGLE, dir, 0, dma[i] & sp->gmask), &rec[i],
-				     &w0[i]);
-		if (dg_unlikely(r)) {
-			while (++i < n && r != -ERANGE)
-				if (dma[i] + (len - 1) < dma[i])
-					r = -ERANGE;
-			return dma_err(dd, r);
-		}
-	}
-	/* 2. claim them (lazy, the reference); a lost claim gives back this call's claims (the
-	 * mappings were live throughout) */
-	for (i = 0; i < n; i++) {
-		uint64_t w = w0[i];
-
-		/* Acquire: as in xl_claim() (the reads of w2 and w3 below stay after it). */
-		if (dg_unlikely(!atomic_compare_exchange_strong_explicit(
-			    &rec[i]->w0, &w, 0, memory_order_acquire, memory_order_relaxed)))
-			goto lost;
-		size[i] = atomic_load_explicit(&rec[i]->w2, memory_order_relaxed);
-		token[i] = atomic_load_explicit(&rec[i]->w3, memory_order_relaxed);
-	}
-	/* 3. retire: lazy all at once, the reference one by one */
+	/* lazy, the reference: the same claim pass, then retired - lazy all at once on its flush
+	 * queue (lazy.c), the reference one by one */
+	r = claim_bulk(sp, dma, n, len, dir, put_arrays, &out, &run);
+	if (dg_unlikely(r))
+		return dma_err(dd, r);
 	if (dd->lazy) {
 		r = dma_lazy_retire_bulk(dd, dma, size, token, n);
 	} else {
@@ -2297,9 +2444,4 @@ counted:
 	t = dma_tstats(dd);
 	ctr_add(t, CTR_UNMAPS, n);
 	return r ? dma_err(dd, r) : 0;
-lost: /* a claim lost: give back this call's claims */
-	while (i--)
-		/* Release pairs with the acquire load in xl_check(), as the map's. */
-		atomic_store_explicit(&rec[i]->w0, w0[i], memory_order_release);
-	return dma_err(dd, -ENOENT);
 }

@@ -12,7 +12,15 @@
  *
  * A lookup is three dependent loads; map writes its record with plain relaxed stores and
  * publishes it with a release store of w0; unmap claims it with one compare-and-swap of w0 (so
- * of two racing unmaps exactly one wins). Nodes are allocated on first use and published with
+ * of two racing unmaps exactly one wins) - a stream granule's mapping by clearing its bit in
+ * the leaf's live bitmap instead, which follows the leaf's records (dma_internal.h, stream.c):
+ *
+ *   leaf = rec[0..4096) | live[0..64)  (bit g & 63 of live[(g & 4095) >> 6]: granule g)
+ *
+ * The bitmap lives in the leaf, not in the stream's chunk, because a leaf is never freed
+ * before its table: a racing (or stale) unmap finds the word from the address alone and can
+ * never touch freed memory, while a chunk can go back to the allocator (stream.c) between a
+ * thread's read of a record and its claim. Nodes are allocated on first use and published with
  * a release CAS (the loser frees its own copy), and are never freed before the table: IOVAs
  * are allocated top-down and recycled through magazines, so the populated part stays small.
  *
@@ -23,6 +31,11 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
+
+static_assert(sizeof(struct dma_rec) == 32 && REC_LEAF_BYTES % 64 == 0 &&
+		      (REC_NODE * sizeof(struct dma_rec)) % 64 == 0,
+	      "a leaf's live bitmap starts on a cache line");
 
 _Thread_local struct dma_rec_hint dma_rec_tls __attribute__((tls_model("initial-exec")));
 
@@ -59,7 +72,7 @@ void dma_rec_fini(struct dma_rec_table *t)
 	t->top = NULL;
 }
 
-/* The child at @slot, allocating it (zeroed, @size bytes) when @create. */
+/* The child at @slot, allocating it (zeroed, @size bytes, a multiple of 64) when @create. */
 static void *child(_Atomic(void *) *slot, size_t size, bool create)
 {
 	/* Acquire pairs with the release CAS below: the node's zeroes are visible. */
@@ -68,9 +81,10 @@ static void *child(_Atomic(void *) *slot, size_t size, bool create)
 
 	if (dg_likely(p) || !create)
 		return p;
-	fresh = calloc(1, size);
+	fresh = aligned_alloc(64, size); /* a leaf's live bitmap: cache lines of its own */
 	if (!fresh)
 		return NULL;
+	memset(fresh, 0, size);
 	/* Release pairs with the acquire load above in other threads. */
 	if (atomic_compare_exchange_strong_explicit(slot, &expected, fresh, memory_order_acq_rel,
 						    memory_order_acquire))
@@ -90,8 +104,7 @@ struct dma_rec *dma_rec_get_slow(struct dma_rec_table *t, uint64_t iova, bool cr
 	mid = child(&t->top[g >> (2 * REC_LEVEL_BITS)], REC_NODE * sizeof(_Atomic(void *)), create);
 	if (!mid)
 		return NULL;
-	leaf = child(&mid[(g >> REC_LEVEL_BITS) & (REC_NODE - 1)],
-		     REC_NODE * sizeof(struct dma_rec), create);
+	leaf = child(&mid[(g >> REC_LEVEL_BITS) & (REC_NODE - 1)], REC_LEAF_BYTES, create);
 	if (!leaf)
 		return NULL;
 	return &leaf[g & (REC_NODE - 1)];

@@ -19,13 +19,52 @@
  * buffer behind the record stores); a bulk unmap of a run does so at the end of its claims
  * (dma_stream_prefetch), and the run's entries are cleared when the batch is submitted
  * (dma_stream_clear from batch_issue, after every claim of the batch: a claim's locked
- * compare-and-swap drains the store buffer, and then has no PTE clear to wait for).
+ * read-modify-write drains the store buffer, and then has no PTE clear to wait for).
+ *
+ * The claim of a stream mapping made by a bulk call (session 11; dma_stream_map, REC_STREAM
+ * in its record): its bit in the live bitmap of its record leaf (map_record.c,
+ * dma_internal.h), not a compare-and-swap of its record. The map sets the bits of the
+ * granules it mapped with one atomic OR per bitmap word (release), after their entries and
+ * records; an unmap claims a granule by clearing its bit (acquire), a bulk unmap the granules
+ * of a run inside one word with one atomic AND (map.c: claim_bulk; the call gets them all or
+ * gives back exactly the bits it cleared and fails), and checks the record's face only then,
+ * on a record nobody else can change any more; w0 is cleared after (a plain store: dumps,
+ * checks, error codes). A single call's map (dma_stream_map_one) sets no bit and writes no
+ * REC_STREAM: it would pay a locked OR per buffer, and its unmap is usually a single call too,
+ * which pays one locked operation either way - so its mapping keeps the record's CAS. Which
+ * of the two claims a mapping has is fixed by its map, in w0. Why every mapping is claimed
+ * exactly once, whichever calls race:
+ *  - The bit of granule G is set only by the bulk stream map that hands G out (or by a claimer
+ *    giving back a bit it cleared itself, while the mapping it took is still live: nobody
+ *    else can take it meanwhile, and G cannot be handed out again before it is retired). So a
+ *    set bit always belongs to G's current mapping, which is a bit mapping (REC_STREAM), and
+ *    each such mapping's bit is set once.
+ *  - Every path that claims a mapping reads w0 first and takes the bit exactly when w0 has
+ *    REC_STREAM: the single calls (xl_claim -> claim_live, strict and lazy), strict's, lazy's
+ *    and the reference's bulk calls (claim_bulk: the fast way takes bits only, the slow way
+ *    the bit or the CAS by w0). The record compare-and-swap only ever expects a word without
+ *    REC_STREAM, so it never takes a bit mapping; a bit claimer only gets a bit a bit
+ *    mapping set, so it never takes a CAS mapping (a single call's, or the allocator's). Each
+ *    mapping has exactly one claim.
+ *  - Clearing a bit is an atomic read-modify-write that reports whether it was set: of racing
+ *    claimers (single vs bulk, bulk vs bulk, lazy vs strict paths) exactly one sees it set;
+ *    of racing compare-and-swaps, one succeeds.
+ *  - Retirement follows a kept claim only (the batch end, strict retire, quarantine, lazy's
+ *    reclaim retire claimed granules; an abandoned rest never had its bits set), so a chunk
+ *    goes spare with every bit of it clear, and a chunk given back to the allocator leaves
+ *    clear bits to whatever maps there next (an allocator mapping never sets one).
+ *  - The bitmap lives in the record leaf, which is never freed before the table: a stale
+ *    claimer (a double unmap) finds the word from the address alone and never touches a
+ *    chunk that went back to the allocator meanwhile.
+ * A face read before the claim may be an earlier mapping's; the claim checks it again once
+ * the bit is its own. dma_stream_check() checks that a bit is set exactly for the granules
+ * whose record is a live bit mapping's.
  *
  * No magazine, no descent, no per-buffer allocator state. Lazy maps the same way (session 10);
  * its unmaps clear the PTE at once and queue the granule with its token on the flush queue
  * (lazy.c), which retires it here when it observes that the flush covering the unmap
- * completed. Strict's unmaps: the record claim refuses never-mapped, wrong size / direction
- * and double unmaps with nothing changed, the batch's submit (or end) clears the PTEs by
+ * completed. Strict's unmaps: the claim (the live bit) refuses never-mapped, wrong size /
+ * direction and double unmaps with nothing changed, the batch's submit (or end) clears the PTEs by
  * runs, invalidates, the end waits; then, instead of giving each IOVA to the allocator, it
  * adds the granules of each run of one chunk to the chunk's `retired` count (one atomic add
  * per run, not per buffer: the batch end groups consecutive entries of one chunk). The token
@@ -99,9 +138,11 @@ struct dma_chunk {
 	_Alignas(64) uint64_t iova;	       /* first IOVA */
 	_Atomic uint64_t *pte0;		       /* entry of granule 0 in the kept table */
 	struct dma_rec *rec0;		       /* record of granule 0 */
-	struct pt_slots *slots;		       /* the kept table (the proof: pt_slots_check) */
-	struct dma_chunk *next;		       /* spare list */
-	struct dma_chunk *all;		       /* sp->chunks */
+	_Atomic uint64_t *live0; /* live-bitmap word of granule 0 (its record leaf's) */
+	uint32_t lbit0;		 /* granule 0's bit in it (0 unless cspan < 64) */
+	struct pt_slots *slots;	 /* the kept table (the proof: pt_slots_check) */
+	struct dma_chunk *next;	 /* spare list */
+	struct dma_chunk *all;	 /* sp->chunks */
 };
 
 static _Atomic uint64_t stream_gen;
@@ -190,6 +231,17 @@ static struct dma_chunk *chunk_new(struct dma_space *sp)
 	c->rec0 = dma_rec_in(&sp->rec, iova, (iova - sp->first) >> sp->gshift, true);
 	if (!c->rec0)
 		goto fail_slots;
+	c->live0 = dma_rec_live(c->rec0, (iova - sp->first) >> sp->gshift);
+	c->lbit0 = (uint32_t)(((iova - sp->first) >> sp->gshift) & 63);
+	/* Every record's IOVA bytes and token, once for the chunk's life (a map writes w1 and
+	 * w0 only: stream_rec_write). Relaxed: the range is ours alone; a map's release OR of
+	 * the bit publishes them to claimers (the chunk reaches other threads' streams through
+	 * chunk_lock). */
+	for (uint32_t i = 0; i < sp->cspan; i++) {
+		atomic_store_explicit(&c->rec0[i].w2, sp->granule, memory_order_relaxed);
+		atomic_store_explicit(&c->rec0[i].w3, (uintptr_t)c | DMA_TOKEN_STREAM,
+				      memory_order_relaxed);
+	}
 	return c;
 fail_slots:
 	pt_slots_destroy(c->slots);
@@ -310,14 +362,23 @@ static dg_noinline int stream_refill(struct dma_space *sp, struct dma_stream *s,
 	return 0;
 }
 
+/* A stream mapping's record: its length, then w0. Its IOVA bytes (a granule) and token (its
+ * chunk's) were written when the chunk was made (chunk_new) and stay: nothing else writes a
+ * record inside a held chunk. */
+static dg_always_inline void stream_rec_write(struct dma_rec *rec, uint64_t len, uint64_t w0)
+{
+	atomic_store_explicit(&rec->w1, len, memory_order_relaxed);
+	/* Release pairs with the acquire load in xl_check() (map.c): w1..w3 are visible. */
+	atomic_store_explicit(&rec->w0, w0, memory_order_release);
+}
+
 /* The stores of dma_stream_map(): the entry (output address, the high part of a 52-bit one
  * moved, the template), the record and the address, per buffer. Inline twice: with the
  * output-address masks the caller proved to change nothing, and with the format's. */
 static dg_always_inline void stream_fill(_Atomic uint64_t *pte, struct dma_rec *rec,
 					 void *const *bufs, const uint64_t *phys, unsigned int n,
 					 uint64_t len, uint64_t g, uint64_t iova, uint64_t tmpl,
-					 uint64_t oam, uint64_t ohm, uint64_t tok, uint64_t w0,
-					 uint64_t *dma)
+					 uint64_t oam, uint64_t ohm, uint64_t w0, uint64_t *dma)
 {
 	const uint64_t gm = g - 1;
 
@@ -328,7 +389,7 @@ static dg_always_inline void stream_fill(_Atomic uint64_t *pte, struct dma_rec *
 		 * is clear: see the preamble. */
 		atomic_store_explicit(&pte[i], (p & oam) | ((p >> 36) & ohm) | tmpl,
 				      memory_order_release);
-		dma_rec_write(&rec[i], len, g, tok, w0 | off);
+		stream_rec_write(&rec[i], len, w0 | off);
 		dma[i] = iova + off;
 	}
 }
@@ -350,6 +411,24 @@ static dg_always_inline void pte_prefetchw(const _Atomic uint64_t *pte, unsigned
 	}
 }
 
+/* Make the @n mapped granules from @cur of @c claimable: set their live bits, one atomic OR
+ * per bitmap word (a ring's refill: one or two). */
+static dg_always_inline void live_set(const struct dma_chunk *c, uint64_t cur, uint64_t n)
+{
+	uint64_t b = c->lbit0 + cur;
+
+	while (n) {
+		const uint64_t s = b & 63, k = n < 64 - s ? n : 64 - s;
+		const uint64_t m = (k == 64 ? ~0ull : (1ull << k) - 1) << s;
+
+		/* Release pairs with the acquire AND of a claim (map.c: xl_claim, claim_bulk):
+		 * the entries and records written before are visible to whoever claims. */
+		atomic_fetch_or_explicit(c->live0 + (b >> 6), m, memory_order_release);
+		b += k;
+		n -= k;
+	}
+}
+
 int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
 		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
 		   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
@@ -366,7 +445,7 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 		return 1; /* the allocator path says -ERANGE */
 	const uint64_t g = sp->granule, gm = sp->gmask, cur = s->cur;
 	const uint64_t tmpl = sl->tmpl[dma_dir_prot(dir)], oam = sl->oa_mask, ohm = sl->oa_hi_mask;
-	const uint64_t tok = (uintptr_t)c | DMA_TOKEN_STREAM, w0 = rec_w0(kind, dir, 0, 0);
+	const uint64_t w0 = rec_w0(kind, dir, 0, 0) | REC_STREAM;
 	_Atomic uint64_t *pte = c->pte0 + cur;
 	struct dma_rec *rec = c->rec0 + cur;
 	const uint64_t iova = c->iova + (cur << sp->gshift);
@@ -374,10 +453,10 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 	pte_prefetchw(pte, n);
 	if (dg_likely(!ohm && oam == ((sl->oa_limit - 1) & ~gm)))
 		/* every aligned address below oa_limit is its own output-address bits */
-		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, UINT64_MAX, 0, tok, w0,
-			    dma);
+		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, UINT64_MAX, 0, w0, dma);
 	else
-		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, oam, ohm, tok, w0, dma);
+		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, oam, ohm, w0, dma);
+	live_set(c, cur, n);
 	s->cur = (uint32_t)(cur + n);
 	return 0;
 }
@@ -404,8 +483,8 @@ int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf
 			      (pa & sl->oa_mask) | ((pa >> 36) & sl->oa_hi_mask) |
 				      sl->tmpl[dma_dir_prot(dir)],
 			      memory_order_release);
-	dma_rec_write(&c->rec0[cur], len, sp->granule, (uintptr_t)c | DMA_TOKEN_STREAM,
-		      rec_w0(kind, dir, 0, off));
+	/* no REC_STREAM, no live bit: claimed by the record's CAS (see the preamble) */
+	stream_rec_write(&c->rec0[cur], len, rec_w0(kind, dir, 0, off));
 	*dma = c->iova + ((uint64_t)cur << sp->gshift) + off;
 	s->cur = cur + 1;
 	return 0;
@@ -446,6 +525,37 @@ int dma_stream_check(struct dma_space *sp, FILE *why)
 	for (struct dma_chunk *c = sp->chunks; c && !r; c = c->all) {
 		n++;
 		r = pt_slots_check(c->slots, why); /* the kept table is still linked */
+		/* a granule's live bit is set exactly while its record is a stream mapping's (the
+		 * device quiet: no claim between the two); spare chunks: every bit clear */
+		for (uint32_t i = 0; i < sp->cspan && !r; i++) {
+			const uint64_t b = c->lbit0 + i;
+			/* Relaxed: the device is quiet (the caller's contract). */
+			const bool live =
+				atomic_load_explicit(c->live0 + (b >> 6), memory_order_relaxed) >>
+					(b & 63) &
+				1;
+			const uint64_t w0 =
+				atomic_load_explicit(&c->rec0[i].w0, memory_order_relaxed);
+
+			if (atomic_load_explicit(&c->rec0[i].w2, memory_order_relaxed) !=
+				    sp->granule ||
+			    atomic_load_explicit(&c->rec0[i].w3, memory_order_relaxed) !=
+				    ((uintptr_t)c | DMA_TOKEN_STREAM)) {
+				if (why)
+					fprintf(why,
+						"stream granule %#" PRIx64 ": record size/token\n",
+						c->iova + ((uint64_t)i << sp->gshift));
+				r = -EUCLEAN;
+			} else if (live !=
+				   ((w0 & (REC_VALID | REC_STREAM)) == (REC_VALID | REC_STREAM))) {
+				if (why)
+					fprintf(why,
+						"stream granule %#" PRIx64
+						": live bit %d, record %#" PRIx64 "\n",
+						c->iova + ((uint64_t)i << sp->gshift), live, w0);
+				r = -EUCLEAN;
+			}
+		}
 	}
 	for (struct dma_chunk *c = sp->spare; c && !r; c = c->next) {
 		ns++;

@@ -13,6 +13,8 @@
  *    no IOVA is handed out while it is mapped or while its unmap's invalidation is not
  *    complete (the batch not ended), and the device faults on each unmapped address once the
  *    batch ended.
+ *  - test_bad_entry: a bulk unmap with one bad entry is refused with its exact error and
+ *    leaves every other mapping live (record, live bit, reachable), under strict and lazy.
  *  - test_exhaust: a small space: chunks pinned by one mapping each until the streams' share
  *    is held, then the allocator path maps on - every granule the streams do not hold - and
  *    once the pins go, spare chunks go back on -ENOSPC so single maps fill the whole space.
@@ -114,6 +116,194 @@ static void test_order(void **state)
 	free(mem);
 }
 
+/* The live bit of the granule of @dma (map.c's claim of a stream mapping clears it). */
+static bool live_bit(struct dg_dma_dev *dd, uint64_t dma)
+{
+	struct dma_space *sp = dd->sp;
+	const uint64_t g = (dma - sp->first) >> sp->gshift;
+	struct dma_rec *rec = dma_rec_get(&sp->rec, dma & ~sp->gmask, false);
+
+	assert_non_null(rec);
+	return atomic_load(dma_rec_live(rec, g)) >> (g & 63) & 1;
+}
+
+/* @dma is a live stream mapping: its record says so and its bit is set. */
+static void live_stream(struct dg_dma_dev *dd, uint64_t dma)
+{
+	struct dma_rec *rec = dma_rec_get(&dd->sp->rec, dma & ~dd->sp->gmask, false);
+
+	assert_non_null(rec);
+	assert_true(atomic_load(&rec->w0) & REC_VALID);
+	assert_true(atomic_load(&rec->w0) & REC_STREAM);
+	assert_true(live_bit(dd, dma));
+}
+
+/* @dma is a live mapping of a single call's stream map: claimed by the record's CAS, so no
+ * REC_STREAM and no live bit. */
+static void live_single(struct dg_dma_dev *dd, uint64_t dma)
+{
+	struct dma_rec *rec = dma_rec_get(&dd->sp->rec, dma & ~dd->sp->gmask, false);
+
+	assert_non_null(rec);
+	assert_true(atomic_load(&rec->w0) & REC_VALID);
+	assert_false(atomic_load(&rec->w0) & REC_STREAM);
+	assert_false(live_bit(dd, dma));
+}
+
+/*
+ * test_bad_entry: a bulk unmap (strict's batch, strict without one, lazy) of a ring's reap
+ * with one bad entry - already unmapped, mapped with the other direction, an address given
+ * twice, outside the space, a wrapping one (-ERANGE over any other error), or the wrong
+ * length for all - at the start, in the middle (across a bitmap word) or at the end, is
+ * refused with its exact error, nothing enters the batch, and every other mapping stays
+ * live: record, live bit, the device reaches it. Then the reap without the bad entry goes
+ * through and (strict) the device faults on each after the batch end.
+ */
+static void test_bad_entry(void **state)
+{
+	const enum dg_dma_policy pol = *(const enum dg_dma_policy *)*state;
+	enum { N = 80 };
+	uint8_t *mem = page_alloc((size_t)(N + 2) * PG);
+	uint64_t dma[N], v[N + 1], gone, other;
+	void *bufs[N];
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dma_fixture f;
+
+	assert_non_null(mem);
+	for (unsigned int i = 0; i < N + 2; i++)
+		mem[(size_t)i * PG + 64] = (uint8_t)(i + 1);
+	for (unsigned int i = 0; i < N; i++)
+		bufs[i] = mem + (size_t)i * PG + 64;
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, pol, false, &dev);
+	assert_non_null(dd);
+	assert_int_equal(dg_dma_map_single(dd, mem + (size_t)N * PG + 64, 64, DG_DMA_TO_DEVICE, 0,
+					   &gone),
+			 0);
+	assert_int_equal(dg_dma_unmap_single(dd, gone, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	bufs[0] = mem + (size_t)(N + 1) * PG + 64; /* a bulk map of one: a bit mapping */
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, 1, 64, DG_DMA_FROM_DEVICE, 0, &other), 0);
+	bufs[0] = mem + 64;
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+	for (unsigned int i = 0; i < N; i++) {
+		assert_int_equal(dma[i], dma[0] + (uint64_t)i * PG); /* a run of the stream */
+		live_stream(dd, dma[i]);
+	}
+	for (unsigned int kind = 0; kind < 6; kind++) {
+		static const unsigned int at[] = {0, 1, N / 2, 63, N - 1, N};
+
+		for (unsigned int p = 0; p < sizeof(at) / sizeof(at[0]); p++) {
+			const unsigned int pos = at[p];
+			unsigned int n = N, len = 64;
+			int want = -ENOENT;
+			struct dg_dma_batch b;
+
+			for (unsigned int j = 0, k = 0; j <= N; j++) /* bad entry inserted at pos */
+				v[j] = j == pos ? 0 : dma[k++];
+			n = N + 1;
+			switch (kind) {
+			case 0: /* already unmapped */
+				v[pos] = gone;
+				break;
+			case 1: /* the other direction */
+				v[pos] = other;
+				want = -EINVAL;
+				break;
+			case 2: /* given twice */
+				v[pos] = dma[pos ? pos - 1 : 0];
+				break;
+			case 3: /* outside the space */
+				v[pos] = 0x1000;
+				break;
+			case 4: /* a wrapping one, after an entry of the other direction */
+				v[pos] = UINT64_MAX - 8;
+				if (pos)
+					v[0] = other;
+				want = -ERANGE;
+				break;
+			default: /* the wrong length for all (no bad entry) */
+				for (unsigned int j = 0; j < N; j++)
+					v[j] = dma[j];
+				n = N;
+				len = 65;
+				want = -EINVAL;
+				break;
+			}
+			dg_dma_batch_begin(dd, &b);
+			assert_int_equal(dg_dma_unmap_bulk(dd, v, n, len, DG_DMA_TO_DEVICE, 0,
+							   pol == DG_DMA_STRICT && p % 2 ? NULL :
+											   &b),
+					 want);
+			assert_int_equal(b.n, 0);
+			assert_int_equal(dg_dma_batch_end(&b), 0);
+			for (unsigned int i = 0; i < N; i++) {
+				live_stream(dd, dma[i]);
+				reach(dev, dma[i], DG_DMA_TO_DEVICE, (uint8_t)(i + 1));
+			}
+			live_stream(dd, other);
+			assert_false(live_bit(dd, gone));
+			assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+		}
+	}
+	{
+		/* inside a run of adjacent granules: one already unmapped (its bit clear: the
+		 * word's AND gets fewer bits than it asked for), then one of the other direction
+		 * (the face checked after the claim) - the bits and records given back */
+		enum { M = 12 };
+		uint64_t w[M];
+
+		/* bulk maps (bit mappings): 9 to the device, 1 from it, 2 to it */
+		assert_int_equal(dg_dma_map_bulk(dd, bufs, 9, 64, DG_DMA_TO_DEVICE, 0, w), 0);
+		assert_int_equal(dg_dma_map_bulk(dd, bufs + 9, 1, 64, DG_DMA_FROM_DEVICE, 0, w + 9),
+				 0);
+		assert_int_equal(dg_dma_map_bulk(dd, bufs + 10, 2, 64, DG_DMA_TO_DEVICE, 0, w + 10),
+				 0);
+		for (unsigned int i = 1; i < M; i++)
+			assert_int_equal(w[i], w[i - 1] + PG);
+		assert_int_equal(dg_dma_unmap_single(dd, w[5], 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+		assert_int_equal(dg_dma_unmap_bulk(dd, w, M, 64, DG_DMA_TO_DEVICE, 0, NULL),
+				 -ENOENT);
+		for (unsigned int i = 0; i < M; i++)
+			if (i != 5)
+				live_stream(dd, w[i]);
+		assert_int_equal(dg_dma_unmap_bulk(dd, w + 6, M - 6, 64, DG_DMA_TO_DEVICE, 0, NULL),
+				 -EINVAL);
+		for (unsigned int i = 0; i < M; i++)
+			if (i != 5)
+				live_stream(dd, w[i]);
+		assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+		assert_int_equal(dg_dma_unmap_bulk(dd, w, 5, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+		assert_int_equal(dg_dma_unmap_bulk(dd, w + 6, 3, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+		assert_int_equal(dg_dma_unmap_single(dd, w[9], 64, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+		assert_int_equal(dg_dma_unmap_bulk(dd, w + 10, 2, 64, DG_DMA_TO_DEVICE, 0, NULL),
+				 0);
+	}
+	if (pol == DG_DMA_STRICT) {
+		struct dg_dma_batch b;
+
+		dg_dma_batch_begin(dd, &b);
+		assert_int_equal(dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+		assert_int_equal(dg_dma_batch_end(&b), 0);
+		for (unsigned int i = 0; i < N; i++)
+			faults(dev, dma[i]);
+	} else {
+		assert_int_equal(dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	}
+	for (unsigned int i = 0; i < N; i++) {
+		assert_false(live_bit(dd, dma[i]));
+		/* a second unmap, by either call: refused */
+		assert_int_equal(dg_dma_unmap_single(dd, dma[i], 64, DG_DMA_TO_DEVICE, 0, NULL),
+				 -ENOENT);
+	}
+	assert_int_equal(dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_TO_DEVICE, 0, NULL), -ENOENT);
+	assert_int_equal(dg_dma_unmap_single(dd, other, 64, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+	fixture_dev_destroy(dd);
+	fixture_fini(&f);
+	free(mem);
+}
+
 /* ---- the model ---------------------------------------------------------------------------- */
 
 #define MB    192 /* buffers */
@@ -127,6 +317,7 @@ struct model {
 	uint64_t dma[MB];
 	enum dg_dma_dir dir[MB];
 	bool pin[MB];
+	bool bulk[MB]; /* mapped by a bulk call: a bit mapping (else the record's CAS) */
 	/* IOVAs unmapped in the open batch (its end not reached): must not come back yet */
 	uint64_t pend[DG_DMA_BATCH_MAX];
 	unsigned int npend;
@@ -227,7 +418,9 @@ static void model_map(struct model *m, uint64_t *seed)
 		assert_int_equal(dg_dma_map_bulk(m->dd, bufs, n, 64, dir, 0, dma), -EINVAL);
 		bufs[n / 2] = keep;
 	}
-	if (rnd(seed) % 4 == 0) /* single calls: the stream too */
+	const bool bulk = rnd(seed) % 4 != 0;
+
+	if (!bulk) /* single calls: the stream too */
 		for (unsigned int j = 0; j < n; j++)
 			assert_int_equal(dg_dma_map_single(m->dd, bufs[j], 64, dir, 0, &dma[j]), 0);
 	else
@@ -239,6 +432,7 @@ static void model_map(struct model *m, uint64_t *seed)
 		m->on[i] = true;
 		m->dma[i] = dma[j];
 		m->dir[i] = dir;
+		m->bulk[i] = bulk;
 		m->pin[i] = rnd(seed) % 24 == 0; /* long-lived */
 		reach(m->dev, dma[j], dir, val_of(i));
 	}
@@ -290,8 +484,20 @@ static void model_unmap(struct model *m, uint64_t *seed)
 			bad[j] = j == at ? (m->npend ? m->pend[0] + 64 : 0x7000000040ull) :
 					   dma[k++];
 		assert_int_equal(dg_dma_unmap_bulk(m->dd, bad, n + 1, 64, dir, 0, NULL), -ENOENT);
-		for (unsigned int j = 0; j < n; j++)
-			reach(m->dev, dma[j], dir, val_of(idx[j])); /* still mapped */
+		if (n > 1) { /* an address given twice */
+			for (unsigned int j = 0; j < n; j++)
+				bad[j] = dma[j];
+			bad[n] = dma[at % n];
+			assert_int_equal(dg_dma_unmap_bulk(m->dd, bad, n + 1, 64, dir, 0, NULL),
+					 -ENOENT);
+		}
+		for (unsigned int j = 0; j < n; j++) { /* still mapped, and claimable */
+			reach(m->dev, dma[j], dir, val_of(idx[j]));
+			if (m->bulk[idx[j]])
+				live_stream(m->dd, dma[j]);
+			else
+				live_single(m->dd, dma[j]);
+		}
 	}
 	if (how != 0 && how != 2 && m->open && m->b.n + n > DG_DMA_BATCH_MAX)
 		batch_end(m); /* a full batch would end early inside the call: end it here */
@@ -356,6 +562,13 @@ static void test_model(void **state)
 			batch_end(m);
 			assert_int_equal(dg_dma_dev_check(m->dd, stderr), 0);
 		}
+		for (unsigned int i = 0; i < MB; i++) /* the live bits are the model's */
+			if (m->on[i] && m->bulk[i])
+				live_stream(m->dd, m->dma[i]);
+			else if (m->on[i])
+				live_single(m->dd, m->dma[i]);
+		for (unsigned int j = 0; j < m->npend; j++)
+			assert_false(live_bit(m->dd, m->pend[j]));
 	}
 	batch_end(m);
 	for (unsigned int i = 0; i < MB; i++) /* the rest, pins included */
@@ -460,6 +673,8 @@ int main(void)
 		cmocka_unit_test(test_model),
 		cmocka_unit_test_prestate(test_exhaust, &strict),
 		cmocka_unit_test_prestate(test_exhaust, &lazy),
+		cmocka_unit_test_prestate(test_bad_entry, &strict),
+		cmocka_unit_test_prestate(test_bad_entry, &lazy),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
