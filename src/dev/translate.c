@@ -548,8 +548,11 @@ out:
  * translate_one() will answer it). Without @load it stops at a page the hot line's table
  * does not cover, and then has changed nothing but @b (direct_entered() starts over).
  * After the first page of a table the pages are whole up to the one holding the end, so the
- * loop per page is a load, the permission test, the address and the segment (~17
- * instructions; 40 when every page recomputed its end and counted its hit).
+ * loop over them steps the entry pointer and per page is a load, the permission test, the
+ * address and the segment (12 instructions; 17 when the loop stepped the page's IOVA and
+ * chose each page's length, 40 when every page recomputed its end and counted its hit); the
+ * page holding the end follows the loop, and a refused page's IOVA is computed from its
+ * entry's position.
  */
 static dg_noinline bool direct_run(struct dg_device *dev, uint64_t *a, uint64_t last,
 				   unsigned int access, struct seg_build *b, bool load)
@@ -589,24 +592,32 @@ static dg_noinline bool direct_run(struct dg_device *dev, uint64_t *a, uint64_t 
 		   load, the permission test and the address), then that page up to stop. */
 		if (end != stop) {
 			const uint64_t first = end + 1, stop_page = stop & ~pmask, size = pmask + 1;
-			uint64_t q = first;
+			/* the entry of stop's page: the whole pages are those before it */
+			const _Atomic uint64_t *const stop_pte =
+				pte + ((stop_page - first) >> psh) + 1;
 
-			for (;; q += size) {
-				const uint64_t len = q < stop_page ? size : stop - q + 1;
-
-				e = atomic_load_explicit(++pte,
-							 memory_order_acquire); /* as above */
-				if (access & ~e) {
-					hits += (q - first) >> psh;
-					p = q;
-					goto out;
-				}
-				host = e & oa_mask;
-				cur_end = host == cur_end ? cur_end + len :
-							    seg_open(b, cur_end, host, len);
-				if (q == stop_page)
+			/* Per whole page: the pointer step, the load, the permission test, the
+			   address and the segment; a page's IOVA is computed only at a refusal. */
+			while (++pte != stop_pte) {
+				e = atomic_load_explicit(pte, memory_order_acquire); /* as above */
+				if (access & ~e)
 					break;
+				host = e & oa_mask;
+				cur_end = host == cur_end ? cur_end + size :
+							    seg_open(b, cur_end, host, size);
 			}
+			if (pte == stop_pte) /* stop's page, up to stop */
+				e = atomic_load_explicit(pte, memory_order_acquire); /* as above */
+			if (pte != stop_pte || (access & ~e)) {
+				/* refused: the page of pte, the first one not served */
+				p = stop_page - (uint64_t)(stop_pte - pte) * size;
+				hits += (p - first) >> psh;
+				goto out;
+			}
+			host = e & oa_mask;
+			cur_end = host == cur_end ?
+					  cur_end + (stop - stop_page + 1) :
+					  seg_open(b, cur_end, host, stop - stop_page + 1);
 			hits += ((stop_page - first) >> psh) + 1;
 			end = stop;
 		}
