@@ -545,14 +545,16 @@ out:
  * from the walk cache (direct_load(), which counts its first page as a miss); host-contiguous
  * pages merged into the open segment of @b. True when it reached @last; false with *@a the
  * first page it could not serve (not present, not allowed, table not cached:
- * translate_one() will answer it). Without @load it stops at a page the hot line's table
- * does not cover, and then has changed nothing but @b (direct_entered() starts over).
+ * translate_one() will answer it).
  * After the first page of a table the pages are whole up to the one holding the end, so the
- * loop per page is a load, the permission test, the address and the segment (~17
- * instructions; 40 when every page recomputed its end and counted its hit).
+ * loop over them steps the entry pointer and per page is a load, the permission test, the
+ * address and the segment (12 instructions; 17 when the loop stepped the page's IOVA and
+ * chose each page's length, 40 when every page recomputed its end and counted its hit); the
+ * page holding the end follows the loop, and a refused page's IOVA is computed from its
+ * entry's position.
  */
 static dg_noinline bool direct_run(struct dg_device *dev, uint64_t *a, uint64_t last,
-				   unsigned int access, struct seg_build *b, bool load)
+				   unsigned int access, struct seg_build *b)
 {
 	const uint64_t pmask = ~dev->direct_page_mask;
 	const unsigned int psh = dev->direct_off_shift + 3;
@@ -566,7 +568,7 @@ static dg_noinline bool direct_run(struct dg_device *dev, uint64_t *a, uint64_t 
 		bool loaded = false;
 
 		if (!ls || ((p ^ dev->hot.tag) >> ls)) {
-			if (!load || !direct_load(dev, p))
+			if (!direct_load(dev, p))
 				break;
 			loaded = true;
 		}
@@ -589,24 +591,32 @@ static dg_noinline bool direct_run(struct dg_device *dev, uint64_t *a, uint64_t 
 		   load, the permission test and the address), then that page up to stop. */
 		if (end != stop) {
 			const uint64_t first = end + 1, stop_page = stop & ~pmask, size = pmask + 1;
-			uint64_t q = first;
+			/* the entry of stop's page: the whole pages are those before it */
+			const _Atomic uint64_t *const stop_pte =
+				pte + ((stop_page - first) >> psh) + 1;
 
-			for (;; q += size) {
-				const uint64_t len = q < stop_page ? size : stop - q + 1;
-
-				e = atomic_load_explicit(++pte,
-							 memory_order_acquire); /* as above */
-				if (access & ~e) {
-					hits += (q - first) >> psh;
-					p = q;
-					goto out;
-				}
-				host = e & oa_mask;
-				cur_end = host == cur_end ? cur_end + len :
-							    seg_open(b, cur_end, host, len);
-				if (q == stop_page)
+			/* Per whole page: the pointer step, the load, the permission test, the
+			   address and the segment; a page's IOVA is computed only at a refusal. */
+			while (++pte != stop_pte) {
+				e = atomic_load_explicit(pte, memory_order_acquire); /* as above */
+				if (access & ~e)
 					break;
+				host = e & oa_mask;
+				cur_end = host == cur_end ? cur_end + size :
+							    seg_open(b, cur_end, host, size);
 			}
+			if (pte == stop_pte) /* stop's page, up to stop */
+				e = atomic_load_explicit(pte, memory_order_acquire); /* as above */
+			if (pte != stop_pte || (access & ~e)) {
+				/* refused: the page of pte, the first one not served */
+				p = stop_page - (uint64_t)(stop_pte - pte) * size;
+				hits += (p - first) >> psh;
+				goto out;
+			}
+			host = e & oa_mask;
+			cur_end = host == cur_end ?
+					  cur_end + (stop - stop_page + 1) :
+					  seg_open(b, cur_end, host, stop - stop_page + 1);
 			hits += ((stop_page - first) >> psh) + 1;
 			end = stop;
 		}
@@ -622,6 +632,56 @@ out:
 	b->hits += hits;
 	*a = p;
 	return done;
+}
+
+/*
+ * translate_range()'s page-by-page part, from @a on (the pages before it are in @b): a run
+ * of IOTLB hits of the smallest page size (a warm TSO send: all 16 pages) in hit_run() (or
+ * of the hot line's table: direct_run()), the segment kept open while the next page's host
+ * address follows and the hit counter moved once per range; any other page by
+ * translate_one(), which answers it exactly as before (the miss, its fill, the fault). A
+ * hit in the smallest level is what translate_one() would return for it: every cached entry
+ * of the current tag is a translation the device may use, and a page size has one level.
+ * Without @run, a run has just stopped at @a (direct_entered()): translate_one() answers
+ * it first.
+ */
+static dg_always_inline int range_loop(struct dg_device *dev, uint64_t iova, size_t len,
+				       unsigned int access, struct dg_sg *sg, unsigned int max,
+				       unsigned int *nr, struct seg_build *b, uint64_t a, bool run)
+{
+	const uint64_t last = iova + (len - 1);
+
+	for (;;) {
+		uint64_t host, page_last, end;
+		int r;
+
+		if (run && (dev->direct ? direct_run(dev, &a, last, access, b) :
+					  dev->iotlb.nr_levels &&
+						  hit_run(&dev->iotlb.lvl[0], &a, last, dev->tag,
+							  ~IOTLB_PERM_MASK | access, b)))
+			break;
+		run = true;
+		r = translate_one(dev, a, last, access, &host, &page_last);
+		if (r) {
+			if (b->hits)
+				stat_inc(&dev->hot.hits, b->hits);
+			return refuse(dev, a, len, access, (enum dg_fault_reason)r);
+		}
+		end = page_last < last ? page_last : last;
+		if (host == b->cur_end)
+			b->cur_end += end - a + 1;
+		else
+			b->cur_end = seg_open(b, b->cur_end, host, end - a + 1);
+		if (end == last)
+			break;
+		a = end + 1;
+	}
+	if (b->n <= max)
+		sg[b->n - 1] = (struct dg_sg){(void *)(uintptr_t)b->cur, b->cur_end - b->cur};
+	if (b->hits)
+		stat_inc(&dev->hot.hits, b->hits);
+	*nr = b->n;
+	return b->n > max ? -ENOSPC : 0;
 }
 
 /*
@@ -661,44 +721,8 @@ static int translate_range(struct dg_device *dev, uint64_t iova, size_t len, uns
 		*nr = 1;
 		return 0;
 	}
-	/*
-	 * Page by page: a run of IOTLB hits of the smallest page size (a warm TSO send: all 16
-	 * pages) in hit_run(), the segment kept open while the next page's host address follows
-	 * and the hit counter moved once per range; any other page by translate_one(), which
-	 * answers it exactly as before (the miss, its fill, the fault). A hit in the smallest
-	 * level is what translate_one() would return for it: every cached entry of the current
-	 * tag is a translation the device may use, and a page size has one level.
-	 */
-	for (;;) {
-		uint64_t host, page_last, end;
-		int r;
-
-		if (dev->direct ?
-			    direct_run(dev, &a, last, access, &b, true) :
-			    dev->iotlb.nr_levels && hit_run(&dev->iotlb.lvl[0], &a, last, dev->tag,
-							    ~IOTLB_PERM_MASK | access, &b))
-			break;
-		r = translate_one(dev, a, last, access, &host, &page_last);
-		if (r) {
-			if (b.hits)
-				stat_inc(&dev->hot.hits, b.hits);
-			return refuse(dev, a, len, access, (enum dg_fault_reason)r);
-		}
-		end = page_last < last ? page_last : last;
-		if (host == b.cur_end)
-			b.cur_end += end - a + 1;
-		else
-			b.cur_end = seg_open(&b, b.cur_end, host, end - a + 1);
-		if (end == last)
-			break;
-		a = end + 1;
-	}
-	if (b.n <= max)
-		sg[b.n - 1] = (struct dg_sg){(void *)(uintptr_t)b.cur, b.cur_end - b.cur};
-	if (b.hits)
-		stat_inc(&dev->hot.hits, b.hits);
-	*nr = b.n;
-	return b.n > max ? -ENOSPC : 0;
+	/* Page by page (range_loop()). */
+	return range_loop(dev, iova, len, access, sg, max, nr, &b, a, true);
 }
 
 static dg_noinline __attribute__((cold)) int translate_slow(struct dg_device *dev, uint64_t iova,
@@ -768,13 +792,32 @@ static dg_noinline int range_entered(struct dg_device *dev, uint64_t iova, size_
 }
 
 /*
+ * Leaf-direct: direct_entered()'s range once direct_run() has stopped at @a, the pages
+ * before it in @b: range_loop() goes on from @a, translate_one() answering it first, which
+ * is what translate_range() would do on reaching @a (its own run over the same entries
+ * stops there too), without running the pages before @a again.
+ */
+static dg_noinline int direct_rest(struct dg_device *dev, uint64_t iova, size_t len,
+				   unsigned int access, struct dg_sg *sg, unsigned int max,
+				   unsigned int *nr, struct seg_build *b, uint64_t a)
+{
+	int r = range_loop(dev, iova, len, access, sg, max, nr, b, a, false);
+
+	if (r == 0)
+		dev->hot.held = true;
+	return r;
+}
+
+/*
  * Leaf-direct: a translation the hot line did not serve, once the device has caught up.
  * One page: unless @probed (the hot line's test failed with nothing applied since), the hot
  * line's two tables first (the hit after a catch-up); else the page's last-level table
  * from the walk cache becomes the hot line's (direct_load()) and the page is its entry (the
- * inline hit's test). Anything else (a range,
- * a table not cached, an entry not present or not allowed) goes to translate_range(), which
- * walks, faults, or runs direct_run() over the range.
+ * inline hit's test); a page it cannot serve that way (table not cached, entry not present
+ * or not allowed) goes to translate_range(), which walks or faults. A range: direct_run()
+ * over it, loading the tables the walk cache knows (a receive buffer or a send in a table
+ * the hot line does not hold: one run, not a failed one and then translate_range()'s), and
+ * a page it cannot serve goes to direct_rest().
  */
 static dg_noinline int direct_entered(struct dg_device *dev, uint64_t iova, size_t len,
 				      unsigned int access, struct dg_sg *sg, unsigned int max,
@@ -784,21 +827,22 @@ static dg_noinline int direct_entered(struct dg_device *dev, uint64_t iova, size
 	int r;
 
 	if ((uint64_t)len - 1 > ~(iova | dev->direct_page_mask)) {
-		/* Several pages (or len 0): a run over the hot line's table, as range_entered()
-		   runs hit_run(); anything it cannot finish starts over in translate_range(). */
+		/* Several pages (or len 0): a run over the hot line's table and the tables the
+		   walk cache knows, as range_entered() runs hit_run(); a page it cannot serve is
+		   where direct_rest() goes on (len 0 and a wrap: translate_range() refuses). */
 		uint64_t last = iova + (len - 1), a = iova;
 		struct seg_build b = {.sg = sg, .max = max, .cur_end = UINT64_MAX};
 
-		if (dg_likely(len && last >= iova &&
-			      direct_run(dev, &a, last, access, &b, false))) {
-			if (b.n <= max)
-				sg[b.n - 1] =
-					(struct dg_sg){(void *)(uintptr_t)b.cur, b.cur_end - b.cur};
-			stat_inc(&dev->hot.hits, b.hits);
-			*nr = b.n;
-			dev->hot.held = true;
-			return b.n > max ? -ENOSPC : 0;
-		}
+		if (dg_unlikely(!len || last < iova))
+			return translate_range(dev, iova, len, access, sg, max, nr);
+		if (dg_unlikely(!direct_run(dev, &a, last, access, &b)))
+			return direct_rest(dev, iova, len, access, sg, max, nr, &b, a);
+		if (b.n <= max)
+			sg[b.n - 1] = (struct dg_sg){(void *)(uintptr_t)b.cur, b.cur_end - b.cur};
+		stat_inc(&dev->hot.hits, b.hits);
+		*nr = b.n;
+		dev->hot.held = true;
+		return b.n > max ? -ENOSPC : 0;
 	} else {
 		/* Not @probed (a catch-up came first, so the hot line's test never ran with
 		   what it holds now): its two tables first, so a catch-up in the middle of a
