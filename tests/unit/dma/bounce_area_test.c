@@ -111,11 +111,10 @@ static void env_init(struct env *e, uint8_t *buf)
 	/* CPU 0's area of each direction: the whole-area slot a thread on CPU 0 gets first */
 	force_cpu(0);
 	for (unsigned int d = 0; d < 3; d++) {
-		assert_int_equal(dg_dma_map_single(e->dd, buf, AREA, (enum dg_dma_dir)d, 0,
-						   &e->base[d]),
-				 0);
-		assert_int_equal(dg_dma_unmap_single(e->dd, e->base[d], AREA, (enum dg_dma_dir)d,
-						     0, NULL),
+		assert_int_equal(
+			dg_dma_map_single(e->dd, buf, AREA, (enum dg_dma_dir)d, 0, &e->base[d]), 0);
+		assert_int_equal(dg_dma_unmap_single(e->dd, e->base[d], AREA, (enum dg_dma_dir)d, 0,
+						     NULL),
 				 0);
 	}
 	unforce_cpu();
