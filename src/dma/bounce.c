@@ -27,6 +27,16 @@
  *     live block:  orig = the driver's buffer (or its sg array), len = bytes mapped
  *   rec[u].st == 0 for units inside a block
  *
+ * Areas and CPUs: the thread's CPU (dma_cpu(), stale for up to 256 calls after a migration)
+ * only chooses which area is tried first - never how much a map can get. A map or a stack's
+ * refill that this CPU's area cannot serve takes from the direction's other areas, each under
+ * its own lock; with every one dry the thread gives its own cached slots back and tries them
+ * all once more before -ENOSPC (slot_alloc_slow(), tc_refill()); a bulk map that cannot be
+ * served in full maps nothing (map_bulk_each()). A slot always goes back into the area of its
+ * address (area_of_g()), never the freeing CPU's. Only the slots other threads' stacks hold
+ * (see below) are out of reach until their owners run dry, spill or exit: a direction holds
+ * ncpus x area_size of live slots less those (docs/dma-api.md, "Which area, and how much").
+ *
  * Locking: each area has a spinlock taken by alloc and free (map on its own CPU's area;
  * an unmap frees into the area the slot came from, uncontended unless threads migrate).
  * Sync finds a slot without the lock: st is published with a release store once orig/len
@@ -1301,10 +1311,11 @@ static dg_noinline int unmap_bulk_err(const uint64_t *dma, unsigned int i, unsig
  * checked and claimed (ALLOC -> CLAIMED: a double or racing unmap, or an address given twice,
  * finds it claimed) in one pass, those of the first entry's area under one hold of its lock,
  * any others one by one under theirs; a bad entry gives back the claims this call made (the
- * words they had, stored back: the mappings were live all along) and refuses the call. Then the copies back (without DG_DMA_ATTR_SKIP_CPU_SYNC), and the slots go on this
- * thread's stack - or, with @b, into the batch as ONE entry: the claimed slots are chained
- * through their records (rec->u.fl.next, dead once claimed) from a head of kind KIND_CHAIN,
- * and dma_bounce_free() at the batch's end gives the chain back in one pass.
+ * words they had, stored back: the mappings were live all along) and refuses the call. Then
+ * the copies back (without DG_DMA_ATTR_SKIP_CPU_SYNC), and the slots go on this thread's
+ * stack - or, with @b, into the batch as ONE entry: the claimed slots are chained through
+ * their records (rec->u.fl.next, dead once claimed) from a head of kind KIND_CHAIN, and
+ * dma_bounce_free() at the batch's end gives the chain back in one pass.
  */
 int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
 			  enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
