@@ -284,18 +284,31 @@ static void thr_teardown(struct thr *t)
 }
 
 /* One round: map NBUF buffers, unmap them. */
+/* Unmap buffer @i of a round mapped by the single calls (@bp: the round's batch or NULL). */
+static int unmap_one(struct thr *t, unsigned int i, size_t len, struct dg_dma_batch *bp)
+{
+	struct dg_dma_dev *dd = t->e->dd;
+
+	if (t->size == SSG)
+		return dg_dma_unmap_sg(dd, t->sg[i], SGN, DG_DMA_TO_DEVICE, 0, bp);
+	if (t->e->cfg == C_STRICT2)
+		return dg_dma_iova_unlink(&t->st, (uint64_t)i * SLOT2(len), len, DG_DMA_TO_DEVICE,
+					  bp);
+	return dg_dma_unmap_single(dd, t->dma[i], len, DG_DMA_TO_DEVICE, 0, bp);
+}
+
 static void round_once(struct thr *t)
 {
 	struct dg_dma_dev *dd = t->e->dd;
 	size_t len = size_bytes[t->size];
 	struct dg_dma_batch b;
-	unsigned int nr;
+	unsigned int nr, i;
 	int r = 0;
 
 	if (t->mode == MODE_BULK) {
 		void *bufs[NBUF];
 
-		for (unsigned int i = 0; i < NBUF; i++)
+		for (i = 0; i < NBUF; i++)
 			bufs[i] = t->buf[i] + 64;
 		if (t->e->cfg == C_STRICT2)
 			r = dg_dma_iova_link_bulk(&t->st, 0, SLOT2(len), bufs, NBUF, len,
@@ -318,7 +331,7 @@ static void round_once(struct thr *t)
 			goto fail;
 		return;
 	}
-	for (unsigned int i = 0; i < NBUF; i++) {
+	for (i = 0; i < NBUF; i++) {
 		if (t->size == SSG)
 			r = dg_dma_map_sg(dd, t->sg[i], SGN, DG_DMA_TO_DEVICE, 0, &nr);
 		else if (t->e->cfg == C_STRICT2)
@@ -328,26 +341,29 @@ static void round_once(struct thr *t)
 			r = dg_dma_map_single(dd, t->buf[i] + 64, len, DG_DMA_TO_DEVICE, 0,
 					      &t->dma[i]);
 		if (r)
-			goto fail;
+			goto undo;
 	}
 	if (t->mode == MODE_BATCH)
 		dg_dma_batch_begin(dd, &b);
-	for (unsigned int i = 0; i < NBUF; i++) {
-		struct dg_dma_batch *bp = t->mode == MODE_BATCH ? &b : NULL;
-
-		if (t->size == SSG)
-			r = dg_dma_unmap_sg(dd, t->sg[i], SGN, DG_DMA_TO_DEVICE, 0, bp);
-		else if (t->e->cfg == C_STRICT2)
-			r = dg_dma_iova_unlink(&t->st, (uint64_t)i * SLOT2(len), len,
-					       DG_DMA_TO_DEVICE, bp);
-		else
-			r = dg_dma_unmap_single(dd, t->dma[i], len, DG_DMA_TO_DEVICE, 0, bp);
+	for (i = 0; i < NBUF; i++) {
+		r = unmap_one(t, i, len, t->mode == MODE_BATCH ? &b : NULL);
 		if (r)
-			goto fail;
+			break;
 	}
-	if (t->mode == MODE_BATCH && (r = dg_dma_batch_end(&b)))
+	/* a batch is ended even when an unmap failed (the ones before it are in it) */
+	if (t->mode == MODE_BATCH) {
+		int re = dg_dma_batch_end(&b);
+
+		r = r ? r : re;
+	}
+	if (r)
 		goto fail;
 	return;
+undo:
+	/* a failed map: the buffers mapped before it are unmapped, so a failure does not pile
+	 * up mappings round after round */
+	while (i--)
+		unmap_one(t, i, len, NULL);
 fail:
 	if (!t->err)
 		t->err = r;
