@@ -143,8 +143,8 @@ struct iova_node *iova_index_lookup_locked(const struct dg_iova_space *s, uint64
 /* Push @n on the chain @head (tree lock held). Both stores release: a lock-free reader that
  * loads the head (acquire, iova_index_head) sees @n's key, link and state; one that stood on
  * @n since before (@n recycled, or moved by a drain) and loads its hnext (acquire,
- * iova_index_find_slow) sees the old head's, though it may have been allocated since the
- * reader last synchronized with anybody (see above). */
+ * iova_index_find_slow) sees the old head, now @n's successor, initialized, though that node
+ * may have been allocated after the reader last synchronized with anybody (see above). */
 static void link_head(_Atomic(struct iova_node *) *head, struct iova_node *n)
 {
 	atomic_store_explicit(&n->hnext, atomic_load_explicit(head, memory_order_relaxed),
