@@ -24,6 +24,18 @@
  *  - nothing they can reach is ever freed while the space lives: drained tables go to a
  *    retired list, tree nodes of allocations go to a free list and are reused (iova.c);
  *  - every field a reader reads (bucket heads, hnext, hkey, state) is an atomic;
+ *  - every store of a link (a bucket head or a node's hnext: link_head, the splice in
+ *    iova_index_remove) is a release, made under the tree lock, so after the initialization
+ *    of the node it points to (node_get, under the same lock); every load of a link is an
+ *    acquire. Whatever link a reader follows, it synchronizes with the store that wrote it,
+ *    and the node reached is initialized. Releasing the bucket head alone is not enough: a
+ *    reader may stand on a node for as long as it likes while the node is unlinked,
+ *    recycled and linked again (or moved by a drain), its hnext now pointing to a node
+ *    allocated after the reader last synchronized with anybody; that hnext is what the
+ *    reader loads next. (With a relaxed hnext store this was a data race, reported by
+ *    ThreadSanitizer as the reader's load of hkey against the malloc in node_get;
+ *    tests/stress/iova/iova_index_publish.c makes that interleaving every time. The release
+ *    costs nothing on x86-64, where it is the same plain store.)
  *  - a reader's answer is only a hint: a node found must still pass the compare-exchange of
  *    its state word, which checks LIVE, the size and the node's generation (a node reused
  *    for another range has another generation, iova_priv.h), after the reader re-read the
@@ -90,8 +102,8 @@ struct iova_node *iova_index_find_slow(struct dg_iova_space *s, struct iova_node
 	for (k = 0; n && k < IOVA_INDEX_MAX_STEPS; k++) {
 		if (atomic_load_explicit(&n->hkey, memory_order_relaxed) == key)
 			return n;
-		/* Acquire pairs with the release stores that link nodes (iova_index_insert,
-		 * drain_step): a node reached is fully initialized. */
+		/* Acquire pairs with the release store that wrote this link (link_head, or the
+		 * splice in iova_index_remove): the node reached is initialized. */
 		n = atomic_load_explicit(&n->hnext, memory_order_acquire);
 	}
 	/* Acquire pairs with the release store of iold in grow(). */
@@ -128,12 +140,15 @@ struct iova_node *iova_index_lookup_locked(const struct dg_iova_space *s, uint64
 	return n;
 }
 
-/* Push @n on the chain @head (tree lock held). Release: a lock-free reader that loads the
- * head (acquire, iova_index_find) sees the node's key, link and state. */
+/* Push @n on the chain @head (tree lock held). Both stores release: a lock-free reader that
+ * loads the head (acquire, iova_index_head) sees @n's key, link and state; one that stood on
+ * @n since before (@n recycled, or moved by a drain) and loads its hnext (acquire,
+ * iova_index_find_slow) sees the old head, now @n's successor, initialized, though that node
+ * may have been allocated after the reader last synchronized with anybody (see above). */
 static void link_head(_Atomic(struct iova_node *) *head, struct iova_node *n)
 {
 	atomic_store_explicit(&n->hnext, atomic_load_explicit(head, memory_order_relaxed),
-			      memory_order_relaxed);
+			      memory_order_release);
 	atomic_store_explicit(head, n, memory_order_release);
 }
 
@@ -181,7 +196,7 @@ static void grow(struct dg_iova_space *s)
 	/* Release pairs with the acquire loads of iold in iova_index_find_slow(): published
 	 * before the new table, so a reader that sees the new table also finds the old one. */
 	atomic_store_explicit(&s->iold, t, memory_order_release);
-	/* Release pairs with the acquire load of itab in iova_index_find(): the new table's
+	/* Release pairs with the acquire load of itab in iova_index_head(): the new table's
 	 * empty buckets are initialized. */
 	atomic_store_explicit(&s->itab, nt, memory_order_release);
 }
@@ -208,10 +223,13 @@ void iova_index_remove(struct dg_iova_space *s, struct iova_node *n)
 
 	while ((x = atomic_load_explicit(pp, memory_order_relaxed)) != n)
 		pp = &x->hnext;
-	/* Relaxed: the successor was published when it was linked. @n keeps its own link, so a
-	 * reader standing on it walks on. */
+	/* Release, as every link store (see above): a reader that loads this link may have
+	 * synchronized with none of the stores that published the successor (it may stand on
+	 * the predecessor since before that was relinked; C11's release sequences do not carry
+	 * another thread's plain store). @n keeps its own link, so a reader standing on it walks
+	 * on. */
 	atomic_store_explicit(pp, atomic_load_explicit(&n->hnext, memory_order_relaxed),
-			      memory_order_relaxed);
+			      memory_order_release);
 	s->icount--;
 	if (atomic_load_explicit(&s->iold, memory_order_relaxed))
 		drain_step(s, INDEX_DRAIN_STEP);

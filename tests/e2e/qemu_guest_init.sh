@@ -30,11 +30,15 @@ done
 ip link set lo up
 ip link set eth0 up
 ip addr add 10.0.0.2/24 dev eth0
+read -r t0 _ </proc/uptime
 ping -c "$count" -s "$size" -i "$interval" -W 5 -w 120 10.0.0.1 >/tmp/ping.out 2>&1
+read -r t1 _ </proc/uptime
 grep -v ' bytes from ' /tmp/ping.out
 tx=$(sed -n 's/^\([0-9]*\) packets transmitted.*/\1/p' /tmp/ping.out)
 rx=$(sed -n 's/.* \([0-9]*\) packets received.*/\1/p' /tmp/ping.out)
 echo "DG-PING transmitted=${tx:-0} received=${rx:-0}"
+# guest seconds from boot to the first ping, and the pings' (ping's -w deadline is 120 s)
+echo "DG-TIME boot=$t0 ping=$(echo "$t0 $t1" | awk '{printf "%.1f", $2 - $1}')"
 grep round-trip /tmp/ping.out | sed "s/^/DG-RTT /"
 # If a reply did not reach ping: which ones (the first 20), the slowest that did, and what the
 # guest kernel saw (an echo reply it counted reached the guest intact, checksums checked).

@@ -21,14 +21,23 @@ tmp=$(mktemp -d /tmp/dg-qemu-XXXXXX)
 sock=$tmp/vhost.sock
 stats=$tmp/stats.json
 
+# no_timer_check: the guest kernel's boot-time test of the timer interrupt (check_timer() ->
+# timer_irq_works(): more than 4 ticks within 40e9/HZ TSC cycles, which under TCG are host
+# time, 70 ms here) fails on a loaded host, where the vCPU thread is off the CPU for
+# longer than a few ticks and the PIT's pending interrupts coalesce into one; after four such
+# tries (IO-APIC, 8259A, virtual wire, ExtINT) the kernel panics ("IO-APIC + timer doesn't
+# work!") before it probes any device. That was this test's failure under load (docs/vhost.md,
+# "Boot panics on a loaded host"). QEMU's timer routing is not in question; libguestfs boots
+# its TCG appliance with no_timer_check too.
+boot="console=ttyS0 panic=-1 quiet no_timer_check"
 iommu_dev="-device intel-iommu,intremap=off,device-iotlb=on"
 nic_opts="iommu_platform=on,ats=on"
-append="console=ttyS0 panic=-1 quiet intel_iommu=on dg.count=$pings dg.size=1400"
+append="$boot intel_iommu=on dg.count=$pings dg.size=1400"
 case "$config" in
 noiommu)
 	iommu_dev=""
 	nic_opts="iommu_platform=off"
-	append="console=ttyS0 panic=-1 quiet dg.count=$pings dg.size=1400"
+	append="$boot dg.count=$pings dg.size=1400"
 	;;
 ats-lazy) ;;
 ats-strict) append="$append iommu.strict=1" ;;
@@ -74,7 +83,8 @@ num() { # the value of a top-level counter in the stats JSON
 	sed -n "s/^  \"$1\": \([0-9]*\),*$/\1/p" "$stats" | head -n 1
 }
 
-[ "$qemu_rc" -eq 0 ]; check "QEMU exited $qemu_rc" $?
+[ "$qemu_rc" -eq 0 ]; check "QEMU exited $qemu_rc$([ "$qemu_rc" -eq 124 ] &&
+	echo " (killed by timeout after $((end - start)) s: see the guest seconds below)")" $?
 [ "$backend_rc" -eq 0 ]; check "back end exited $backend_rc" $?
 # Every ping sent (ENOBUFS, say, would mean the back end stopped draining the transmit ring)
 # and every reply received intact by the guest's ICMP layer (InEchoReps counts echo replies
@@ -103,7 +113,8 @@ if [ -f "$stats" ]; then
 		"updates $updates, invalidations $invals, dedup $(num iotlb_miss_dedup)," \
 		"ring translations $(num ring_translations), icmp replies $(num icmp_replies)," \
 		"guest DMAR faults $(grep -a -c 'DMAR: \[DMA' "$tmp/guest.log");" \
-		"$(sed -n 's/^DG-RTT //p' "$tmp/guest.log")"
+		"$(sed -n 's/^DG-RTT //p' "$tmp/guest.log");" \
+		"guest seconds: $(sed -n 's/^DG-TIME //p' "$tmp/guest.log" | tr -d '\r')"
 	[ "$(num outside_memtable)" = 0 ]; check "accesses outside the memory table" $?
 	[ "$(num iotlb_access_fails)" = 0 ]; check "access failures" $?
 	[ "$(num ring_errors)" = 0 ]; check "ring errors" $?
