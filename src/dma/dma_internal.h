@@ -459,7 +459,8 @@ struct dma_quarantine {
 	uint32_t n;
 	uint64_t iova[DG_DMA_BATCH_MAX]; /* IOVA ranges to free once confirmed */
 	uint64_t size[DG_DMA_BATCH_MAX];
-	uint64_t token[DG_DMA_BATCH_MAX]; /* a stream granule's token (DMA_TOKEN_STREAM), else 0 */
+	uint64_t token[DG_DMA_BATCH_MAX]; /* a stream granule's token (DMA_TOKEN_STREAM), a
+					     two-step unlink's range (DMA_TOKEN_LINK), else 0 */
 	void *mem;			  /* host memory to free once confirmed (coherent, pool) */
 };
 
@@ -635,7 +636,9 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		      bool free_iova, uint64_t token, struct dg_dma_batch *b, void *mem);
 /* Submit an invalidation of @cmds and wait (counts submits and waits). */
 int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq);
-/* dma_inval() in two halves: submit (*seq: what to wait for), then wait. */
+/* dma_inval() in two halves: submit (*seq: what to wait for), then wait. The submit never
+ * fails (0 always: a refused command becomes a DOMAIN, then a GLOBAL one), so *seq always
+ * covers the commands and only the wait can fail (-ETIMEDOUT): what to park in quarantine. */
 int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
 		     uint64_t *seq);
 int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq);
@@ -728,8 +731,12 @@ struct dma_links {
  */
 void dma_batch_add_link(struct dg_dma_batch *b, uint64_t iova, uint64_t size, struct dma_links *l);
 
-/* The invalidation covering unlinks of [iova, iova + size) of @l completed (or timed out, as
- * a streaming unmap's does): those granules can be linked again. */
+/* The invalidation covering unlinks of [iova, iova + size) of @l completed: those granules
+ * can be linked again. (A batch whose wait timed out parks its unlinks in quarantine with
+ * token (uintptr_t)l | DMA_TOKEN_LINK and settles them once a completion confirms: until
+ * then they stay pending, so no link reuses an IOVA the IOTLBs may still translate to the
+ * old buffer, and the range cannot be freed.) */
+#define DMA_TOKEN_LINK 2ull /* quarantine only; bit 1 is clear in every other token */
 static inline void dma_links_settle(struct dma_links *l, uint64_t iova, uint64_t size)
 {
 	const uint64_t i = (iova - l->addr) >> l->gshift, k = size >> l->gshift;

@@ -256,12 +256,7 @@ static void flush_start(struct dg_dma_dev *dd, struct lazy_fq *fq)
 	} else {
 		c.type = DG_INVAL_DOMAIN;
 	}
-	if (dg_inval_submit(dd->dma->mmu, &c, 1, &seq)) {
-		c = (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = sp->dom_id};
-		if (dg_inval_submit(dd->dma->mmu, &c, 1, &seq))
-			return; /* cannot happen for a live domain; the next call retries */
-	}
-	ctr_add(dma_tstats(dd), CTR_SUBMITS, 1);
+	dma_inval_submit(dd, &c, 1, &seq); /* never fails (DOMAIN, then GLOBAL fallbacks) */
 	fq->busy = true;
 	fq->busy_seq = seq;
 	fq->busy_end = fq->tail;
