@@ -383,8 +383,9 @@ int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_
  * dma[i] rounded down to the granule, size[i] bytes, token[i]. One lock, one reclaim and the
  * page-table entries by runs of neighbouring IOVAs; the same queue states as @n calls of
  * dma_lazy_retire() in a row (the flush starts and full-queue waits at the same entries).
- * 0, or the first error of an entry retired the strict way (the devices did not answer a
- * full-queue wait: quarantined, as dma_lazy_retire()). */
+ * 0, or -ETIMEDOUT: the devices did not answer a full-queue wait, and the entries not queued
+ * yet were retired the strict way, together (dma_strict_retire_many(): one wait), and that
+ * wait timed out too - quarantined, as dma_lazy_retire(). */
 int dma_lazy_retire_bulk(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
 			 const uint64_t *token, unsigned int n);
 /* Timeout flushes and reclaim (housekeeping). */
@@ -642,6 +643,9 @@ int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, 
 int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
 		     uint64_t *seq);
 int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq);
+/* Strict retirement of @n claimed ranges with one invalidation and one wait (map.c). */
+int dma_strict_retire_many(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
+			   const uint64_t *token, unsigned int n);
 /* Invalidate what @g covers in @sp and wait; then release its tables. */
 int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_gather *g);
 /* Park a timed-out invalidation's IOVAs (map.c); retried by dma_quarantine_retry(). */

@@ -952,6 +952,33 @@ bool dg_dma_batch_done(struct dg_dma_batch *b)
 	return !b->seq || dg_inval_done(b->dev->dma->mmu, b->seq);
 }
 
+/*
+ * Strict retirement of @n claimed ranges (@dma: their DMA addresses, @size / @token: their
+ * records') in a batch of their own: one invalidation, one wait, however many (lazy's way out
+ * when its queue's flush timed out - one wait of wait_timeout_ns per range would block a
+ * 256-buffer call for minutes). -ETIMEDOUT: all parked in quarantine. Not counted as an error
+ * here (the caller does).
+ */
+int dma_strict_retire_many(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
+			   const uint64_t *token, unsigned int n)
+{
+	struct dma_space *sp = dd->sp;
+	struct dg_dma_batch b;
+	int r;
+
+	dg_dma_batch_begin(dd, &b);
+	for (unsigned int i = 0; i < n; i++) {
+		batch_reserve(&b);
+		dma_batch_put(&b, dma[i] & ~sp->gmask, size[i] | BATCH_IOVA, token[i]);
+	}
+	r = batch_flush(&b);
+	if (!r)
+		r = b.status;
+	ctr_add(dma_tstats(dd), CTR_BATCHES, 1);
+	atomic_fetch_sub_explicit(&dd->open_batches, 1, memory_order_relaxed);
+	return r;
+}
+
 int dg_dma_batch_end(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd;
