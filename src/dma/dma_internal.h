@@ -383,8 +383,9 @@ int dma_lazy_retire(struct dg_dma_dev *dd, uint64_t iova, uint64_t size, uint64_
  * dma[i] rounded down to the granule, size[i] bytes, token[i]. One lock, one reclaim and the
  * page-table entries by runs of neighbouring IOVAs; the same queue states as @n calls of
  * dma_lazy_retire() in a row (the flush starts and full-queue waits at the same entries).
- * 0, or the first error of an entry retired the strict way (the devices did not answer a
- * full-queue wait: quarantined, as dma_lazy_retire()). */
+ * 0, or -ETIMEDOUT: the devices did not answer a full-queue wait, and the entries not queued
+ * yet were retired the strict way, together (dma_strict_retire_many(): one wait), and that
+ * wait timed out too - quarantined, as dma_lazy_retire(). */
 int dma_lazy_retire_bulk(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
 			 const uint64_t *token, unsigned int n);
 /* Timeout flushes and reclaim (housekeeping). */
@@ -459,7 +460,8 @@ struct dma_quarantine {
 	uint32_t n;
 	uint64_t iova[DG_DMA_BATCH_MAX]; /* IOVA ranges to free once confirmed */
 	uint64_t size[DG_DMA_BATCH_MAX];
-	uint64_t token[DG_DMA_BATCH_MAX]; /* a stream granule's token (DMA_TOKEN_STREAM), else 0 */
+	uint64_t token[DG_DMA_BATCH_MAX]; /* a stream granule's token (DMA_TOKEN_STREAM), a
+					     two-step unlink's range (DMA_TOKEN_LINK), else 0 */
 	void *mem;			  /* host memory to free once confirmed (coherent, pool) */
 };
 
@@ -635,10 +637,15 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		      bool free_iova, uint64_t token, struct dg_dma_batch *b, void *mem);
 /* Submit an invalidation of @cmds and wait (counts submits and waits). */
 int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq);
-/* dma_inval() in two halves: submit (*seq: what to wait for), then wait. */
+/* dma_inval() in two halves: submit (*seq: what to wait for), then wait. The submit never
+ * fails (0 always: a refused command becomes a DOMAIN, then a GLOBAL one), so *seq always
+ * covers the commands and only the wait can fail (-ETIMEDOUT): what to park in quarantine. */
 int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
 		     uint64_t *seq);
 int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq);
+/* Strict retirement of @n claimed ranges with one invalidation and one wait (map.c). */
+int dma_strict_retire_many(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
+			   const uint64_t *token, unsigned int n);
 /* Invalidate what @g covers in @sp and wait; then release its tables. */
 int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_gather *g);
 /* Park a timed-out invalidation's IOVAs (map.c); retried by dma_quarantine_retry(). */
@@ -728,8 +735,12 @@ struct dma_links {
  */
 void dma_batch_add_link(struct dg_dma_batch *b, uint64_t iova, uint64_t size, struct dma_links *l);
 
-/* The invalidation covering unlinks of [iova, iova + size) of @l completed (or timed out, as
- * a streaming unmap's does): those granules can be linked again. */
+/* The invalidation covering unlinks of [iova, iova + size) of @l completed: those granules
+ * can be linked again. (A batch whose wait timed out parks its unlinks in quarantine with
+ * token (uintptr_t)l | DMA_TOKEN_LINK and settles them once a completion confirms: until
+ * then they stay pending, so no link reuses an IOVA the IOTLBs may still translate to the
+ * old buffer, and the range cannot be freed.) */
+#define DMA_TOKEN_LINK 2ull /* quarantine only; bit 1 is clear in every other token */
 static inline void dma_links_settle(struct dma_links *l, uint64_t iova, uint64_t size)
 {
 	const uint64_t i = (iova - l->addr) >> l->gshift, k = size >> l->gshift;

@@ -256,12 +256,7 @@ static void flush_start(struct dg_dma_dev *dd, struct lazy_fq *fq)
 	} else {
 		c.type = DG_INVAL_DOMAIN;
 	}
-	if (dg_inval_submit(dd->dma->mmu, &c, 1, &seq)) {
-		c = (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = sp->dom_id};
-		if (dg_inval_submit(dd->dma->mmu, &c, 1, &seq))
-			return; /* cannot happen for a live domain; the next call retries */
-	}
-	ctr_add(dma_tstats(dd), CTR_SUBMITS, 1);
+	dma_inval_submit(dd, &c, 1, &seq); /* never fails (DOMAIN, then GLOBAL fallbacks) */
 	fq->busy = true;
 	fq->busy_seq = seq;
 	fq->busy_end = fq->tail;
@@ -387,16 +382,9 @@ int dma_lazy_retire_bulk(struct dg_dma_dev *dd, const uint64_t *dma, const uint6
 	}
 	dg_spin_unlock(&fq->lock);
 	return 0;
-strict: /* the devices do not answer: the rest retire the strict, quarantined way */
-	r = 0;
-	for (; i < n; i++) {
-		int e = dma_strict_retire(dd, dd->sp, dma[i] & ~dd->sp->gmask, size[i], true,
-					  token[i], NULL, NULL);
-
-		if (e && !r)
-			r = e;
-	}
-	return r;
+strict: /* the devices do not answer: the rest retire the strict, quarantined way, all with
+	 * one invalidation and one wait (not one wait_timeout_ns per buffer) */
+	return dma_strict_retire_many(dd, dma + i, size + i, token + i, n - i);
 }
 
 /* One entry: dma_lazy_retire_bulk() of one, written out (a full queue takes the bulk call,

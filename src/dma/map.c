@@ -143,6 +143,16 @@ void dma_space_destroy(struct dma_space *sp)
 
 /* ---- invalidation, quarantine ------------------------------------------------------------- */
 
+/*
+ * Never fails, and every caller relies on it: a failed submit would leave page-table entries
+ * cleared with no invalidation queued, and *seq (0, or an older submit's) would let the
+ * quarantine or a batch end give their IOVAs back with translations still in the IOTLBs.
+ * So: the commands as asked; refused (-E2BIG: more slots than the ring, or a range the queue
+ * does not take), one DOMAIN command; refused too (-ENOENT: no such domain - not the case
+ * while the space lives, as the domain is destroyed only with it), one GLOBAL command, which
+ * dg_inval_submit() always takes (no fields to validate, one slot, a ring is never empty).
+ * Queue full is not a failure: dg_inval_submit waits for room (inv_queue_write).
+ */
 int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
 		     uint64_t *seq)
 {
@@ -150,15 +160,17 @@ int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, siz
 	int r = dg_inval_submit(mmu, cmds, n, seq);
 
 	if (dg_unlikely(r)) {
-		/* Too many slots (-E2BIG) or a range the queue refused: cover it all. */
 		struct dg_inval_cmd d = {.type = DG_INVAL_DOMAIN, .domain = cmds[0].domain};
 
 		r = dg_inval_submit(mmu, &d, 1, seq);
-		if (r)
-			return r;
+		if (r) {
+			d = (struct dg_inval_cmd){.type = DG_INVAL_GLOBAL};
+			r = dg_inval_submit(mmu, &d, 1, seq);
+		}
+		assert(!r); /* see above: a GLOBAL command cannot be refused */
 	}
 	ctr_add(dma_tstats(dd), CTR_SUBMITS, 1);
-	return 0;
+	return r;
 }
 
 int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq)
@@ -218,8 +230,7 @@ static int reference_flush(struct dg_dma_dev *dd, struct dma_space *sp,
 			rest.type = DG_INVAL_RANGE;
 			rest.iova = a + sp->granule;
 			rest.size = g->end - rest.iova;
-			if (dg_inval_submit(dd->dma->mmu, &rest, 1, seq))
-				return -ETIMEDOUT;
+			dma_inval_submit(dd, &rest, 1, seq); /* never fails: *seq covers it all */
 		}
 		if (r)
 			return r;
@@ -245,11 +256,15 @@ int dma_flush_gather(struct dg_dma_dev *dd, struct dma_space *sp, struct dg_pt_g
 	return 0;
 }
 
-/* Give back a parked IOVA range whose invalidation completed: a stream granule to its chunk
- * (@token tagged), anything else to the allocator (validated). */
+/* Give back a parked IOVA range whose invalidation completed: a two-step unlink's granules to
+ * their range (DMA_TOKEN_LINK), a stream granule to its chunk (@token tagged), anything else
+ * to the allocator (validated). */
 static void quarantine_give(struct dma_space *sp, uint64_t iova, uint64_t size, uint64_t token)
 {
-	if (dma_token_stream(token))
+	if (token & DMA_TOKEN_LINK) /* a two-step unlink: its granules linkable again */
+		dma_links_settle((struct dma_links *)(uintptr_t)(token & ~DMA_TOKEN_LINK), iova,
+				 size);
+	else if (dma_token_stream(token))
 		dma_stream_retire(sp, token, size >> sp->gshift);
 	else
 		dg_iova_free(sp->iova, iova, size);
@@ -632,7 +647,11 @@ static int batch_issue(struct dg_dma_batch *b)
 							 .iova = lo[nc],
 							 .size = hi[nc] - lo[nc]};
 	}
+	/* never fails (dma_inval_submit: it falls back to DOMAIN, then GLOBAL): the entries just
+	 * marked submitted (nsub = n) are covered by b->seq, which batch_flush waits for or
+	 * parks in quarantine - no failed submit can leave them uncovered for a later end */
 	r = dma_inval_submit(dd, cmds, nc, &seq);
+	assert(!r && seq);
 	if (seq > b->seq)
 		b->seq = seq; /* a wait for the later one covers the earlier ones */
 	return r;
@@ -674,9 +693,10 @@ static dg_always_inline void give_end(struct dma_space *sp, struct iova_tcache *
 /*
  * The end of a batch (or of a full ent[]): invalidate what is not yet, wait once for all of
  * it, then give back table pages, IOVAs (one allocator call, this thread's cache) and shadow
- * slots, and make two-step granules linkable again; on a failed invalidation or wait park the
- * IOVAs and tables in quarantine (two-step granules are settled either way, as a streaming
- * unmap's caller may reuse its buffer after -ETIMEDOUT).
+ * slots, and make two-step granules linkable again; on a failed wait (-ETIMEDOUT: the submit
+ * cannot fail, dma_inval_submit) park the IOVAs, the two-step granules (still pending: no link
+ * there, the range cannot be freed) and the tables in quarantine, released by the first
+ * housekeeping pass that sees the wait complete (dma_quarantine_retry).
  */
 static int batch_flush(struct dg_dma_batch *b)
 {
@@ -808,8 +828,14 @@ static int batch_flush(struct dg_dma_batch *b)
 			desc &= a < prev;
 			prev = a;
 		} else if (k == BATCH_LINK) {
-			dma_links_settle((struct dma_links *)(uintptr_t)b->ent[i].token, a,
-					 b->ent[i].size & ~(uint64_t)BATCH_KIND);
+			if (dg_unlikely(r)) /* not confirmed: kept pending, parked below */
+				fr[nf++] = (struct iova_owned){
+					.iova = a,
+					.size = b->ent[i].size & ~(uint64_t)BATCH_KIND,
+					.token = b->ent[i].token | DMA_TOKEN_LINK};
+			else
+				dma_links_settle((struct dma_links *)(uintptr_t)b->ent[i].token, a,
+						 b->ent[i].size & ~(uint64_t)BATCH_KIND);
 		} else {
 			nb++;
 		}
@@ -924,6 +950,33 @@ bool dg_dma_batch_done(struct dg_dma_batch *b)
 	if (!b || !b->dev || b->nsub != b->n)
 		return false;
 	return !b->seq || dg_inval_done(b->dev->dma->mmu, b->seq);
+}
+
+/*
+ * Strict retirement of @n claimed ranges (@dma: their DMA addresses, @size / @token: their
+ * records') in a batch of their own: one invalidation, one wait, however many (lazy's way out
+ * when its queue's flush timed out - one wait of wait_timeout_ns per range would block a
+ * 256-buffer call for minutes). -ETIMEDOUT: all parked in quarantine. Not counted as an error
+ * here (the caller does).
+ */
+int dma_strict_retire_many(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
+			   const uint64_t *token, unsigned int n)
+{
+	struct dma_space *sp = dd->sp;
+	struct dg_dma_batch b;
+	int r;
+
+	dg_dma_batch_begin(dd, &b);
+	for (unsigned int i = 0; i < n; i++) {
+		batch_reserve(&b);
+		dma_batch_put(&b, dma[i] & ~sp->gmask, size[i] | BATCH_IOVA, token[i]);
+	}
+	r = batch_flush(&b);
+	if (!r)
+		r = b.status;
+	ctr_add(dma_tstats(dd), CTR_BATCHES, 1);
+	atomic_fetch_sub_explicit(&dd->open_batches, 1, memory_order_relaxed);
+	return r;
 }
 
 int dg_dma_batch_end(struct dg_dma_batch *b)

@@ -1,0 +1,287 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Strict's failure paths: nothing is reused before a confirmed invalidation.
+ *
+ * A device that did DMA and then stays online without reaching a quiescent point makes every
+ * invalidation wait time out (dev.h). After each such failure the call must say -ETIMEDOUT,
+ * the IOVAs (streaming maps, stream granules, two-step slots) must not be handed out again
+ * until a later completion confirms the invalidation (dg_dma_housekeep() after the device
+ * quiesces), and after recovery everything is reclaimed (dg_dma_dev_check, stats).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dmaguard/dev.h>
+#include <dmaguard/dma.h>
+#include <dmaguard/iommu.h>
+
+#include "dma_test_util.h"
+
+#define TIMEOUT_NS 5000000ull /* waits give up after 5 ms */
+#define G	   4096u
+
+static struct dg_dma_stats stats(struct dg_dma_dev *dd)
+{
+	struct dg_dma_stats st;
+
+	assert_int_equal(dg_dma_dev_stats(dd, &st), 0);
+	return st;
+}
+
+static void *pages(size_t n)
+{
+	void *p = NULL;
+
+	assert_int_equal(posix_memalign(&p, G, n * G), 0);
+	memset(p, 0x5a, n * G);
+	return p;
+}
+
+static bool in_set(const uint64_t *set, size_t n, uint64_t a)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((set[i] & ~(uint64_t)(G - 1)) == (a & ~(uint64_t)(G - 1)))
+			return true;
+	return false;
+}
+
+/*
+ * A batch longer than its entry array (DG_DMA_BATCH_MAX): the first flush happens inside
+ * dg_dma_unmap_bulk() and times out, the rest at the end (which times out too). The end
+ * reports it; every IOVA (stream granules of the bulk maps included) stays out of
+ * circulation until the device confirms.
+ */
+static void test_batch_timeout_no_reuse(void **state)
+{
+	enum { N = 320, MORE = 1024 };
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_batch b;
+	uint8_t *buf = pages(N), *more = pages(MORE / 4), got[8];
+	void *bufs[N], *mb[MORE];
+	uint64_t dma[N], mdma[MORE];
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, TIMEOUT_NS), 0);
+	dd = fixture_dev(&f, 1, DG_DMA_STRICT, NULL, &dev);
+	assert_non_null(dd);
+	for (unsigned int i = 0; i < N; i++)
+		bufs[i] = buf + (size_t)i * G;
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, 160, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+	assert_int_equal(dg_dma_map_bulk(dd, bufs + 160, 160, 64, DG_DMA_TO_DEVICE, 0, dma + 160),
+			 0);
+	/* one DMA, then the device stays online and never acknowledges again */
+	assert_int_equal(dg_dev_read(dev, dma[0], got, 8), 0);
+	dg_dma_batch_begin(dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(dd, dma, 160, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+	/* 160 + 160 > DG_DMA_BATCH_MAX: flushed first (times out), then joins */
+	assert_int_equal(dg_dma_unmap_bulk(dd, dma + 160, 160, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
+	struct dg_dma_stats st = stats(dd);
+	assert_int_equal(st.live, 0);
+	assert_true(st.quarantined >= N);
+	assert_true(st.err_timeout >= 1);
+	/* map a lot more: never one of the IOVAs waiting for confirmation */
+	for (unsigned int i = 0; i < MORE; i++)
+		mb[i] = more + (size_t)(i / 4) * G + (i % 4) * 1024;
+	for (unsigned int i = 0; i < MORE; i += 128)
+		assert_int_equal(
+			dg_dma_map_bulk(dd, mb + i, 128, 64, DG_DMA_TO_DEVICE, 0, mdma + i), 0);
+	for (unsigned int i = 0; i < MORE; i++)
+		assert_false(in_set(dma, N, mdma[i]));
+	/* single maps (the allocator's magazines, not streams) in a batch that times out */
+	uint64_t sdma[8];
+
+	dg_dma_batch_begin(dd, &b);
+	for (unsigned int i = 0; i < 8; i++)
+		assert_int_equal(dg_dma_map_single(dd, buf + (size_t)i * G, 2 * G,
+						   DG_DMA_BIDIRECTIONAL, 0, &sdma[i]),
+				 0);
+	for (unsigned int i = 0; i < 8; i++)
+		assert_int_equal(
+			dg_dma_unmap_single(dd, sdma[i], 2 * G, DG_DMA_BIDIRECTIONAL, 0, &b), 0);
+	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
+	for (unsigned int i = 0; i < 64; i++) {
+		uint64_t a;
+
+		assert_int_equal(dg_dma_map_single(dd, buf + (size_t)i * G, 2 * G,
+						   DG_DMA_BIDIRECTIONAL, 0, &a),
+				 0);
+		assert_false(in_set(dma, N, a));
+		assert_false(in_set(mdma, MORE, a));
+		assert_false(in_set(sdma, 8, a) || in_set(sdma, 8, a + G));
+		assert_int_equal(dg_dma_unmap_single(dd, a, 2 * G, DG_DMA_BIDIRECTIONAL, 0, NULL),
+				 -ETIMEDOUT);
+	}
+	/* housekeeping while the device still does not answer: nothing released */
+	dg_dma_housekeep(f.dma);
+	assert_true(stats(dd).quarantined >= N + 8 + 64);
+	/* recovery: the device reaches a quiescent point, housekeeping confirms and releases */
+	dg_dev_quiesce(dev);
+	dg_dev_set_auto_offline(dev, true);
+	dg_dev_offline(dev);
+	assert_int_equal(dg_dma_housekeep(f.dma), 0);
+	st = stats(dd);
+	assert_int_equal(st.quarantined, 0);
+	assert_int_equal(st.live, MORE);
+	for (unsigned int i = 0; i < N; i++)
+		assert_int_equal(dg_dev_read(dev, dma[i], got, 8), -EFAULT);
+	for (unsigned int i = 0; i < MORE; i += 128)
+		assert_int_equal(
+			dg_dma_unmap_bulk(dd, mdma + i, 128, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(stats(dd).live, 0);
+	fixture_faults(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(buf);
+	free(more);
+}
+
+/*
+ * Two-step unlinks in a batch whose wait times out: the slots must stay pending (no link at
+ * that offset, the range cannot be freed) until a completion confirms; then they are free.
+ * (Before session 11 the batch end made them linkable at once, so a re-link reused the IOVA
+ * while the invalidation of its old translation was unconfirmed.)
+ */
+static void test_link_batch_timeout_keeps_slots(void **state)
+{
+	enum { SLOTS = 8 };
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_batch b;
+	struct dg_dma_iova_state st = {0};
+	uint8_t *buf = pages(SLOTS), got[8];
+	void *bufs[SLOTS];
+	uint64_t dma[SLOTS], d;
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, TIMEOUT_NS), 0);
+	dd = fixture_dev(&f, 1, DG_DMA_STRICT, NULL, &dev);
+	assert_non_null(dd);
+	assert_int_equal(dg_dma_iova_alloc(dd, SLOTS * G, &st), 0);
+	for (unsigned int i = 0; i < SLOTS; i++)
+		bufs[i] = buf + (size_t)i * G;
+	assert_int_equal(dg_dma_iova_link_bulk(&st, 0, G, bufs, SLOTS, 256, DG_DMA_TO_DEVICE, dma),
+			 0);
+	assert_int_equal(dg_dma_iova_sync(&st, 0, SLOTS * G), 0);
+	assert_int_equal(dg_dev_read(dev, dma[3], got, 8), 0);
+	/* a bulk unlink and a single one in one batch; the device never acknowledges */
+	dg_dma_batch_begin(dd, &b);
+	assert_int_equal(dg_dma_iova_unlink_bulk(&st, 0, G, 4, 256, DG_DMA_TO_DEVICE, &b), 0);
+	assert_int_equal(dg_dma_iova_unlink(&st, 5 * G, 256, DG_DMA_TO_DEVICE, &b), 0);
+	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
+	assert_true(stats(dd).quarantined >= 1);
+	/* not confirmed: the slots are not reused, the range is not given back */
+	for (unsigned int i = 0; i < 6; i++)
+		if (i != 4)
+			assert_int_equal(dg_dma_iova_link(&st, (uint64_t)i * G, bufs[i], 256,
+							  DG_DMA_TO_DEVICE, &d),
+					 -EEXIST);
+	assert_int_equal(dg_dma_iova_link_bulk(&st, 0, G, bufs, 4, 256, DG_DMA_TO_DEVICE, dma),
+			 -EEXIST);
+	assert_int_equal(dg_dma_housekeep(f.dma), 0);
+	assert_true(stats(dd).quarantined >= 1);
+	assert_int_equal(dg_dma_iova_link(&st, 0, bufs[0], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
+	/* recovery */
+	dg_dev_quiesce(dev);
+	dg_dev_set_auto_offline(dev, true);
+	dg_dev_offline(dev);
+	assert_int_equal(dg_dma_housekeep(f.dma), 0);
+	assert_int_equal(stats(dd).quarantined, 0);
+	for (unsigned int i = 0; i < 4; i++)
+		assert_int_equal(dg_dev_read(dev, st.addr + (uint64_t)i * G, got, 8), -EFAULT);
+	assert_int_equal(dg_dev_read(dev, st.addr + 5 * G, got, 8), -EFAULT);
+	assert_int_equal(dg_dma_iova_link(&st, 0, bufs[0], 256, DG_DMA_TO_DEVICE, &d), 0);
+	assert_int_equal(dg_dma_iova_link(&st, 5 * G, bufs[5], 256, DG_DMA_TO_DEVICE, &d), 0);
+	/* everything unlinked and the range freed: nothing leaks */
+	assert_int_equal(dg_dma_iova_unlink(&st, 0, 256, DG_DMA_TO_DEVICE, NULL), 0);
+	assert_int_equal(dg_dma_iova_unlink(&st, 5 * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
+	for (unsigned int i = 4; i < SLOTS; i++)
+		if (i != 5)
+			assert_int_equal(dg_dma_iova_unlink(&st, (uint64_t)i * G, 256,
+							    DG_DMA_TO_DEVICE, NULL),
+					 0);
+	assert_int_equal(dg_dma_iova_free(&st), 0);
+	assert_int_equal(stats(dd).live, 0);
+	fixture_faults(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(buf);
+}
+
+/*
+ * Lazy: a full flush queue waits for the flush in flight; when that times out the rest of
+ * the call retires the strict, quarantined way (lazy.c). Nothing may be reused until
+ * confirmed, whichever of the two ways an unmap took.
+ */
+static void test_lazy_full_queue_timeout(void **state)
+{
+	enum { N = 64 };
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_dev_config c;
+	uint8_t *buf = pages(N), *more = pages(N), got[8];
+	void *bufs[N], *mb[N];
+	uint64_t dma[N], mdma[N];
+	struct dg_iommu_stats is0, is1;
+	int r;
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, TIMEOUT_NS), 0);
+	dg_dma_dev_config_init(&c);
+	c.policy = DG_DMA_LAZY;
+	c.lazy.queue_size = 16;
+	dd = fixture_dev(&f, 1, DG_DMA_LAZY, &c, &dev);
+	assert_non_null(dd);
+	for (unsigned int i = 0; i < N; i++) {
+		bufs[i] = buf + (size_t)i * G;
+		mb[i] = more + (size_t)i * G;
+	}
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+	assert_int_equal(dg_dev_read(dev, dma[0], got, 8), 0);
+	dg_iommu_stats(f.mmu, &is0);
+	r = dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_TO_DEVICE, 0, NULL);
+	assert_int_equal(r, -ETIMEDOUT);
+	/* the full queue's wait timed out once; the rest (N - 16 buffers) retired with one more
+	 * wait, not one each (that blocked for N - 16 timeouts) */
+	dg_iommu_stats(f.mmu, &is1);
+	assert_int_equal(is1.wait_timeouts - is0.wait_timeouts, 2);
+	assert_true(stats(dd).err_timeout >= 1);
+	assert_int_equal(stats(dd).live, 0);
+	for (unsigned int k = 0; k < 4; k++) {
+		assert_int_equal(dg_dma_map_bulk(dd, mb, N, 64, DG_DMA_TO_DEVICE, 0, mdma), 0);
+		for (unsigned int i = 0; i < N; i++)
+			assert_false(in_set(dma, N, mdma[i]));
+		/* these unmaps queue (or time out); their IOVAs join the unconfirmed ones */
+		r = dg_dma_unmap_bulk(dd, mdma, N, 64, DG_DMA_TO_DEVICE, 0, NULL);
+		assert_true(r == -ETIMEDOUT || r == 0);
+	}
+	dg_dev_quiesce(dev);
+	dg_dev_set_auto_offline(dev, true);
+	dg_dev_offline(dev);
+	fixture_advance(&f, 1000000000ull);
+	dg_dma_housekeep(f.dma);
+	dg_dma_housekeep(f.dma);
+	assert_int_equal(stats(dd).quarantined, 0);
+	for (unsigned int i = 0; i < N; i++)
+		assert_int_equal(dg_dev_read(dev, dma[i], got, 8), -EFAULT);
+	fixture_faults(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(buf);
+	free(more);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_batch_timeout_no_reuse),
+		cmocka_unit_test(test_link_batch_timeout_keeps_slots),
+		cmocka_unit_test(test_lazy_full_queue_timeout),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
