@@ -260,6 +260,25 @@ int dg_dma_iova_sync(struct dg_dma_iova_state *st, uint64_t offset, uint64_t siz
 	return 0;
 }
 
+/* The quarantine token of @l's unlinks (quarantine_give settles them). */
+static inline uint64_t links_token(const struct dma_links *l)
+{
+	return (uint64_t)(uintptr_t)l | DMA_TOKEN_LINK;
+}
+
+/* Park the unlinked granules [iova, iova + size) of @l, pending, until the invalidation
+ * @seq is confirmed complete: a timed-out wait must not make them linkable again, since the
+ * IOTLBs may still translate them to the old buffers (dma_internal.h, DMA_TOKEN_LINK). */
+static dg_noinline void links_park(struct dg_dma_dev *dd, struct dma_links *l, uint64_t seq,
+				   uint64_t iova, uint64_t size)
+{
+	const uint64_t tok = links_token(l);
+	struct dg_pt_gather g;
+
+	dg_pt_gather_init(&g);
+	dma_quarantine_add_tok(dd, dd->sp, seq, &g, &iova, &size, &tok, 1, NULL);
+}
+
 /*
  * An unlink of several granules, without a batch (or with a full one), or without slots:
  * the words go pending, the pages go, and either the batch takes the range or it is
@@ -271,7 +290,6 @@ static dg_noinline int unlink_slow(struct dg_dma_dev *dd, struct dg_dma_iova_sta
 {
 	const uint64_t k = span >> l->gshift, iova = st->addr + (i << l->gshift);
 	struct dma_space *sp = dd->sp;
-	struct dg_pt_gather g;
 	struct dg_inval_cmd c;
 	uint64_t seq = 0;
 	int r;
@@ -279,8 +297,11 @@ static dg_noinline int unlink_slow(struct dg_dma_dev *dd, struct dg_dma_iova_sta
 	for (uint64_t j = 0; j < k; j++)
 		atomic_store_explicit(&l->w[i + j], DMA_LINK_PENDING, memory_order_relaxed);
 	if (!l->slots) { /* the reference: a synchronous strict unmap, as stock Linux */
-		r = dma_strict_retire(dd, sp, iova, span, false, 0, NULL, NULL);
-		dma_links_settle(l, iova, span);
+		/* not confirmed: the granules stay pending, parked with the tables until a
+		 * completion confirms (quarantine_give settles them) */
+		r = dma_strict_retire(dd, sp, iova, span, false, links_token(l), NULL, NULL);
+		if (!r)
+			dma_links_settle(l, iova, span);
 		return r;
 	}
 	pt_slots_unmap(l->slots, i, k);
@@ -294,12 +315,12 @@ static dg_noinline int unlink_slow(struct dg_dma_dev *dd, struct dg_dma_iova_sta
 				  .iova = iova,
 				  .size = span};
 	r = dma_inval(dd, &c, 1, &seq);
-	if (dg_unlikely(r)) { /* parked until a completion confirms it (nothing to give back) */
-		dg_pt_gather_init(&g);
-		dma_quarantine_add(dd, sp, seq, &g, NULL, NULL, 0, NULL);
+	if (dg_unlikely(r)) { /* pending until a completion confirms it, then settled */
+		links_park(dd, l, seq, iova, span);
+		return r;
 	}
 	dma_links_settle(l, iova, span);
-	return r;
+	return 0;
 }
 
 /* dg_dma_iova_unlink(), every case. */
@@ -499,16 +520,16 @@ static int bulk_args(const struct dg_dma_iova_state *st, uint64_t offset, uint64
  * their entries, invalidate them - the device may have walked an entry meanwhile, and the
  * caller is told they were never linked, so it may reuse the buffers - then free the words.
  * Rare (a buffer refused after others were linked): one RANGE command over the hull (it may
- * cover slots between ours: invalidating more is always safe) and one wait. A failed wait is
- * parked in quarantine and the words freed anyway, as unlink_slow() does: the caller gets the
- * refused buffer's error, which is what it has to act on.
+ * cover slots between ours: invalidating more is always safe) and one wait. A failed wait
+ * leaves the words pending, parked in quarantine until a completion confirms (links_park(),
+ * as unlink_slow() does): the caller gets the refused buffer's error, and those slots cannot
+ * be linked again (-EEXIST) nor the range freed (-EBUSY) before the IOTLBs are clean.
  */
 static dg_noinline void link_undo(struct dg_dma_iova_state *st, struct dma_links *l,
 				  uint64_t offset, uint64_t stride, unsigned int done)
 {
 	struct dg_dma_dev *dd = st->dev;
 	const uint64_t ws = stride >> l->gshift;
-	struct dg_pt_gather g;
 	struct dg_inval_cmd c;
 	uint64_t wi, seq = 0;
 
@@ -524,9 +545,13 @@ static dg_noinline void link_undo(struct dg_dma_iova_state *st, struct dma_links
 				  .domain = dd->sp->dom_id,
 				  .iova = st->addr + offset,
 				  .size = (uint64_t)(done - 1) * stride + st->granule};
-	if (dg_unlikely(dma_inval(dd, &c, 1, &seq))) { /* parked until a completion confirms it */
-		dg_pt_gather_init(&g);
-		dma_quarantine_add(dd, dd->sp, seq, &g, NULL, NULL, 0, NULL);
+	if (dg_unlikely(dma_inval(dd, &c, 1, &seq))) {
+		/* not confirmed: the slots stay pending (not linkable, the range not freeable)
+		 * until a completion confirms it, one parked granule each */
+		for (unsigned int j = 0; j < done; j++)
+			links_park(dd, l, seq, st->addr + offset + (uint64_t)j * stride,
+				   st->granule);
+		return;
 	}
 	wi = offset >> l->gshift;
 	for (unsigned int j = 0; j < done; j++, wi += ws)

@@ -1409,8 +1409,10 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 		r = dma_inval(dd, &c, 1, &seq);
 	}
 	if (dg_unlikely(r)) {
-		dma_quarantine_add_tok(dd, sp, seq, &g, &iova, &size, &token, free_iova ? 1 : 0,
-				       mem);
+		/* the range is parked when it is to be freed, or a two-step unlink's (its
+		 * granules stay pending until confirmed: DMA_TOKEN_LINK) */
+		dma_quarantine_add_tok(dd, sp, seq, &g, &iova, &size, &token,
+				       free_iova || (token & DMA_TOKEN_LINK) ? 1 : 0, mem);
 		return r;
 	}
 	dg_pt_gather_release(sp->pt, &g);

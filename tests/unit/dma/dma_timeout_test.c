@@ -213,6 +213,105 @@ static void test_link_batch_timeout_keeps_slots(void **state)
 }
 
 /*
+ * Two-step unlinks without a batch (strict's slots and the Linux reference's synchronous
+ * unmap) and the undo of a bulk link that a refused buffer stopped half way: when the
+ * invalidation is not confirmed, the slots stay pending - not linkable (-EEXIST), the range
+ * not freeable (-EBUSY) - until housekeeping sees a completion.
+ */
+static void link_single_timeout(bool reference)
+{
+	enum { SLOTS = 8 };
+	/* the reference links every slot; strict leaves 4..7 free for the bulk link */
+	const unsigned int nl = reference ? SLOTS : 4;
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_dev_config c;
+	struct dg_dma_iova_state st = {0};
+	uint8_t *buf = pages(SLOTS), got[8];
+	void *bufs[SLOTS];
+	uint64_t dma[SLOTS], d;
+
+	assert_int_equal(fixture_init(&f, reference, TIMEOUT_NS), 0);
+	dg_dma_dev_config_init(&c);
+	c.policy = DG_DMA_STRICT;
+	if (reference)
+		c.flags = DG_DMA_DEV_LINUX_REFERENCE;
+	dd = fixture_dev(&f, 1, DG_DMA_STRICT, &c, &dev);
+	assert_non_null(dd);
+	assert_int_equal(dg_dma_iova_alloc(dd, SLOTS * G, &st), 0);
+	for (unsigned int i = 0; i < SLOTS; i++)
+		bufs[i] = buf + (size_t)i * G;
+	for (unsigned int i = 0; i < nl; i++)
+		assert_int_equal(dg_dma_iova_link(&st, (uint64_t)i * G, bufs[i], 256,
+						  DG_DMA_TO_DEVICE, &dma[i]),
+				 0);
+	assert_int_equal(dg_dma_iova_sync(&st, 0, SLOTS * G), 0);
+	/* one DMA, then the device stays online and never acknowledges again */
+	assert_int_equal(dg_dev_read(dev, dma[1], got, 8), 0);
+	assert_int_equal(dg_dma_iova_unlink(&st, G, 256, DG_DMA_TO_DEVICE, NULL), -ETIMEDOUT);
+	assert_true(stats(dd).quarantined >= 1);
+	assert_int_equal(dg_dma_iova_link(&st, G, bufs[1], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
+	dg_dma_housekeep(f.dma); /* the device still does not answer: nothing released */
+	assert_true(stats(dd).quarantined >= 1);
+	assert_int_equal(dg_dma_iova_link(&st, G, bufs[1], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
+	if (!reference) {
+		/* a bulk link into the free slots 4, 5, 6 whose third buffer is refused: the
+		 * two linked ones are undone, and the undo's invalidation times out too */
+		void *bad[3] = {bufs[4], bufs[5], NULL};
+		uint64_t bd[3];
+
+		assert_int_equal(
+			dg_dma_iova_link_bulk(&st, 4 * G, G, bad, 3, 256, DG_DMA_TO_DEVICE, bd),
+			-EINVAL);
+		for (unsigned int i = 4; i < 6; i++)
+			assert_int_equal(dg_dma_iova_link(&st, (uint64_t)i * G, bufs[i], 256,
+							  DG_DMA_TO_DEVICE, &d),
+					 -EEXIST);
+		/* slot 6 was never linked: free */
+		assert_int_equal(
+			dg_dma_iova_link(&st, 6 * G, bufs[6], 256, DG_DMA_TO_DEVICE, &d), 0);
+		assert_int_equal(
+			dg_dma_iova_unlink(&st, 6 * G, 256, DG_DMA_TO_DEVICE, NULL), -ETIMEDOUT);
+	}
+	assert_int_equal(dg_dma_iova_free(&st), -EBUSY);
+	/* recovery: the device reaches a quiescent point, housekeeping confirms */
+	dg_dev_quiesce(dev);
+	dg_dev_set_auto_offline(dev, true);
+	dg_dev_offline(dev);
+	assert_int_equal(dg_dma_housekeep(f.dma), 0);
+	assert_int_equal(stats(dd).quarantined, 0);
+	assert_int_equal(dg_dev_read(dev, st.addr + G, got, 8), -EFAULT);
+	assert_int_equal(dg_dma_iova_link(&st, G, bufs[1], 256, DG_DMA_TO_DEVICE, &d), 0);
+	if (!reference) { /* the undone slots can be linked again */
+		assert_int_equal(dg_dev_read(dev, st.addr + 4 * G, got, 8), -EFAULT);
+		assert_int_equal(
+			dg_dma_iova_link(&st, 4 * G, bufs[4], 256, DG_DMA_TO_DEVICE, &d), 0);
+		assert_int_equal(dg_dma_iova_unlink(&st, 4 * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
+	}
+	for (unsigned int i = 0; i < nl; i++)
+		assert_int_equal(
+			dg_dma_iova_unlink(&st, (uint64_t)i * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
+	assert_int_equal(dg_dma_iova_free(&st), 0);
+	assert_int_equal(stats(dd).live, 0);
+	fixture_faults(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(buf);
+}
+
+static void test_link_single_timeout_keeps_slots(void **state)
+{
+	(void)state;
+	link_single_timeout(false);
+}
+
+static void test_link_reference_timeout_keeps_slots(void **state)
+{
+	(void)state;
+	link_single_timeout(true);
+}
+
+/*
  * Lazy: a full flush queue waits for the flush in flight; when that times out the rest of
  * the call retires the strict, quarantined way (lazy.c). Nothing may be reused until
  * confirmed, whichever of the two ways an unmap took.
@@ -280,6 +379,8 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_batch_timeout_no_reuse),
 		cmocka_unit_test(test_link_batch_timeout_keeps_slots),
+		cmocka_unit_test(test_link_single_timeout_keeps_slots),
+		cmocka_unit_test(test_link_reference_timeout_keeps_slots),
 		cmocka_unit_test(test_lazy_full_queue_timeout),
 	};
 
