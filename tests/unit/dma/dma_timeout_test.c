@@ -261,18 +261,18 @@ static void link_single_timeout(bool reference)
 		void *bad[3] = {bufs[4], bufs[5], NULL};
 		uint64_t bd[3];
 
-		assert_int_equal(
-			dg_dma_iova_link_bulk(&st, 4 * G, G, bad, 3, 256, DG_DMA_TO_DEVICE, bd),
-			-EINVAL);
+		assert_int_equal(dg_dma_iova_link_bulk(&st, 4 * G, G, bad, 3, 256, DG_DMA_TO_DEVICE,
+						       bd),
+				 -EINVAL);
 		for (unsigned int i = 4; i < 6; i++)
 			assert_int_equal(dg_dma_iova_link(&st, (uint64_t)i * G, bufs[i], 256,
 							  DG_DMA_TO_DEVICE, &d),
 					 -EEXIST);
 		/* slot 6 was never linked: free */
-		assert_int_equal(
-			dg_dma_iova_link(&st, 6 * G, bufs[6], 256, DG_DMA_TO_DEVICE, &d), 0);
-		assert_int_equal(
-			dg_dma_iova_unlink(&st, 6 * G, 256, DG_DMA_TO_DEVICE, NULL), -ETIMEDOUT);
+		assert_int_equal(dg_dma_iova_link(&st, 6 * G, bufs[6], 256, DG_DMA_TO_DEVICE, &d),
+				 0);
+		assert_int_equal(dg_dma_iova_unlink(&st, 6 * G, 256, DG_DMA_TO_DEVICE, NULL),
+				 -ETIMEDOUT);
 	}
 	assert_int_equal(dg_dma_iova_free(&st), -EBUSY);
 	/* recovery: the device reaches a quiescent point, housekeeping confirms */
@@ -285,8 +285,8 @@ static void link_single_timeout(bool reference)
 	assert_int_equal(dg_dma_iova_link(&st, G, bufs[1], 256, DG_DMA_TO_DEVICE, &d), 0);
 	if (!reference) { /* the undone slots can be linked again */
 		assert_int_equal(dg_dev_read(dev, st.addr + 4 * G, got, 8), -EFAULT);
-		assert_int_equal(
-			dg_dma_iova_link(&st, 4 * G, bufs[4], 256, DG_DMA_TO_DEVICE, &d), 0);
+		assert_int_equal(dg_dma_iova_link(&st, 4 * G, bufs[4], 256, DG_DMA_TO_DEVICE, &d),
+				 0);
 		assert_int_equal(dg_dma_iova_unlink(&st, 4 * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
 	}
 	for (unsigned int i = 0; i < nl; i++)
