@@ -221,7 +221,8 @@ static int port_setup(struct wl_run *r, struct wl_port *p)
 		return fail("dg_dma_dev_create", errno);
 	p->bulk = !p->two_step && r->cfg != WL_LINUX &&
 		  (dc.policy == DG_DMA_IDENTITY || dc.policy == DG_DMA_STRICT ||
-		   dc.policy == DG_DMA_LAZY || dc.policy == DG_DMA_BOUNCE);
+		   dc.policy == DG_DMA_LAZY || dc.policy == DG_DMA_BOUNCE ||
+		   dc.policy == DG_DMA_WINDOW || dc.policy == DG_DMA_POOL);
 	if (port_buffers(r, p))
 		return -ENOMEM;
 	return r->wl->port_init(p);

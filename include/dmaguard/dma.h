@@ -421,9 +421,11 @@ DG_EXPORT int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg 
  * error says why and no buffer of the call is mapped or unmapped (a failure found after some
  * work was done undoes that work, with an invalidation when page-table entries were written;
  * the statistics may count the undone work). Supported by identity, strict, lazy (the
- * Linux-like reference included) and bounce (the slots from this thread's stack in one go, the
- * claims of one area under one lock, a batch's unmaps as one entry); window and pool say
- * -EOPNOTSUPP (use the single calls).
+ * Linux-like reference included), bounce (the slots from this thread's stack in one go, the
+ * claims of one area under one lock, a batch's unmaps as one entry), window and pool (a
+ * buffer of the direct region or of a pool takes its fixed address and its unmap does
+ * nothing, as in the single calls; the others are mapped one by one as strict and unmapped
+ * by strict's bulk claim pass, all claimed before any is unmapped).
  */
 #define DG_DMA_BULK_MAX DG_DMA_BATCH_MAX /* buffers of one bulk call at most */
 
@@ -432,7 +434,7 @@ DG_EXPORT int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg 
  * of bufs[i]. Errors (nothing mapped): -EINVAL NULL argument or buffer, n 0 or above
  * DG_DMA_BULK_MAX, len 0, unknown dir or attrs, len above 256 KiB (bounce); -ERANGE a buffer
  * wraps or is beyond the mask (identity); -ENOSPC no IOVA space (no shadow slots, bounce) for
- * all of them; -ENOMEM; -EOPNOTSUPP see above.
+ * all of them; -ENOMEM.
  */
 DG_EXPORT int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
 			      enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma);
@@ -445,7 +447,7 @@ DG_EXPORT int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned
  * With @b (begun on @dd) the unmaps join it (it is flushed first if it lacks room for all
  * @n, counted in its flushes); with NULL one invalidation and one wait cover all @n before
  * this returns. Errors (nothing changed): -EINVAL as above, NULL argument, n 0 or above
- * DG_DMA_BULK_MAX, @b of another device; -ENOENT; -EOPNOTSUPP. -ETIMEDOUT: all unmapped, the
+ * DG_DMA_BULK_MAX, @b of another device; -ENOENT. -ETIMEDOUT: all unmapped, the
  * invalidation not confirmed (see dg_dma_batch_end()).
  */
 DG_EXPORT int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n,

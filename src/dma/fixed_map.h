@@ -12,6 +12,14 @@
  * A scatterlist is fixed only when every entry is: one entry outside sends the whole list to
  * strict. Its unmap is a no-op only when every entry is fixed and was not merged (dma_len ==
  * len); otherwise the list goes to strict's unmap.
+ *
+ * The bulk calls (dg_dma_map_bulk/dg_dma_unmap_bulk, which check the arguments and dispatch
+ * here through dma_window_map_bulk() and friends, declared below): a map takes each buffer as
+ * the single map would - its fixed address, or strict's map one by one - and a failure unmaps
+ * the strict maps it made (one batch), nothing left mapped; the counters once per call. An
+ * unmap needs nothing for a fixed entry (as the single unmap) and gives map.c the others
+ * (dma_fixed_unmap_rest), which takes them strict's bulk way: every one claimed before any
+ * is unmapped, a bad one refusing the call with nothing changed.
  */
 #ifndef DG_DMA_FIXED_MAP_H
 #define DG_DMA_FIXED_MAP_H
@@ -94,5 +102,69 @@ static inline int dma_fixed_unmap_sg(const struct dma_fixed *fx, struct dg_dma_d
 		return 0;
 	return dma_strict_ops.unmap_sg(dd, sg, nents, dir, attrs, b);
 }
+
+/* dg_dma_map_bulk() of the policy (arguments and buffers checked by the caller): 0 with
+ * dma[0..n) set, or -errno with nothing mapped (not passed through dma_err). */
+static inline int dma_fixed_map_bulk(const struct dma_fixed *fx, struct dg_dma_dev *dd,
+				     void *const *bufs, unsigned int n, size_t len,
+				     enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
+{
+	uint64_t fb[DG_DMA_BULK_MAX / 64] = {0}; /* bit i: entry i mapped by strict */
+	unsigned int i, hits = 0;
+	struct dma_tstats *t;
+	int r;
+
+	for (i = 0; i < n; i++) {
+		if (fx->find(dd, (uintptr_t)bufs[i], len, dir, &dma[i])) {
+			hits++;
+			continue;
+		}
+		r = dma_strict_ops.map(dd, bufs[i], len, dir, attrs, KIND_SINGLE, &dma[i]);
+		if (dg_unlikely(r)) {
+			struct dg_dma_batch b;
+
+			dg_dma_batch_begin(dd, &b);
+			while (i--)
+				if (fb[i >> 6] >> (i & 63) & 1)
+					dma_strict_ops.unmap(dd, dma[i], len, dir, attrs,
+							     KIND_SINGLE, &b);
+			dg_dma_batch_end(&b);
+			return r;
+		}
+		fb[i >> 6] |= 1ull << (i & 63);
+	}
+	t = dma_tstats(dd);
+	if (hits)
+		ctr_add(t, fx->hit, hits);
+	if (hits < n)
+		ctr_add(t, fx->fallback, n - hits);
+	ctr_add(t, CTR_MAPS, n);
+	ctr_add(t, CTR_MAP_BYTES, (uint64_t)n * len);
+	return 0;
+}
+
+/* The entries of dma[0..n) (@len bytes each) that are not fixed, in order, into rest[];
+ * returns how many. The fixed ones need nothing, as their single unmap. */
+static inline unsigned int dma_fixed_unmap_rest(const struct dma_fixed *fx, struct dg_dma_dev *dd,
+						const uint64_t *dma, unsigned int n, size_t len,
+						uint64_t *rest)
+{
+	unsigned int m = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		if (!fx->owns(dd, dma[i], len))
+			rest[m++] = dma[i];
+	return m;
+}
+
+/* The bulk hooks of the window (window.c) and pool (pool.c) policies, for map.c. */
+int dma_window_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
+			enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma);
+unsigned int dma_window_unmap_rest(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n,
+				   size_t len, uint64_t *rest);
+int dma_pool_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
+		      enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma);
+unsigned int dma_pool_unmap_rest(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n,
+				 size_t len, uint64_t *rest);
 
 #endif /* DG_DMA_FIXED_MAP_H */

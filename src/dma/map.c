@@ -37,6 +37,7 @@
  *    later completion confirms it (dma_quarantine_retry, from housekeeping).
  */
 #include "dma/dma_internal.h"
+#include "dma/fixed_map.h"
 #include "pt/pt_fast.h"
 
 #include <assert.h>
@@ -1971,6 +1972,10 @@ int dg_dma_sync_sg_for_device(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsig
  * stream run's PTEs are cleared when the batch is submitted, after all its claims - see
  * unmap_bulk_strict), go on lazy's flush queue at once, or are retired one by one (the
  * reference).
+ *
+ * Window and pool (dma/fixed_map.h): a map takes a fixed buffer's address and maps the others
+ * one by one as strict, undoing them on a failure; an unmap leaves the fixed entries (nothing
+ * to do, as the single unmap) and takes the rest the strict way above.
  */
 
 /* Undo a bulk map's IOVAs iova[0..n) of @total bytes each, of which runs [0, mapped) have
@@ -2147,6 +2152,12 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 			return dma_err(dd, r);
 		if (dd->ops == &dma_bounce_ops)
 			return dma_bounce_map_bulk(dd, bufs, n, len, dir, attrs, dma);
+		if (dd->ops == &dma_window_ops || dd->ops == &dma_pool_ops) { /* fixed_map.h */
+			r = dd->ops == &dma_pool_ops ?
+				    dma_pool_map_bulk(dd, bufs, n, len, dir, attrs, dma) :
+				    dma_window_map_bulk(dd, bufs, n, len, dir, attrs, dma);
+			return r ? dma_err(dd, r) : 0;
+		}
 		if (dd->ops != &dma_strict_ops)
 			return dma_err(dd, -EOPNOTSUPP);
 	}
@@ -2430,8 +2441,9 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
 		      enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
 {
-	uint64_t size[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX];
+	uint64_t size[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX], rest[DG_DMA_BULK_MAX];
 	struct claim_arrays out = {size, token};
+	unsigned int fixed = 0; /* window, pool: entries of the fixed part (nothing to do) */
 	struct dg_dma_batch local;
 	struct dma_space *sp;
 	struct dma_tstats *t;
@@ -2460,6 +2472,22 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 		}
 		ctr_add(dma_tstats(dd), CTR_UNMAPS, n);
 		return 0;
+	}
+	if (dd->ops == &dma_window_ops || dd->ops == &dma_pool_ops) {
+		/* a fixed entry needs nothing (as its single unmap); the rest the strict way,
+		 * all claimed before any is unmapped (fixed_map.h) */
+		const unsigned int m = dd->ops == &dma_pool_ops ?
+					       dma_pool_unmap_rest(dd, dma, n, len, rest) :
+					       dma_window_unmap_rest(dd, dma, n, len, rest);
+
+		if (!m) {
+			ctr_add(dma_tstats(dd), CTR_UNMAPS, n);
+			return 0;
+		}
+		fixed = n - m;
+		dma = rest;
+		n = m;
+		goto strict;
 	}
 	return dma_err(dd, -EOPNOTSUPP);
 strict:
@@ -2497,6 +2525,6 @@ strict:
 	}
 counted:
 	t = dma_tstats(dd);
-	ctr_add(t, CTR_UNMAPS, n);
+	ctr_add(t, CTR_UNMAPS, n + fixed);
 	return r ? dma_err(dd, r) : 0;
 }

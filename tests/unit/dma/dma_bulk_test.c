@@ -10,7 +10,11 @@
  *  - one bad entry (never mapped, wrong length or direction, an address twice, a slot not
  *    linked) refuses the whole unmap with every mapping still live and reachable, with the
  *    error the single call gives for that entry;
- *  - bad arguments and unsupported policies are refused with nothing mapped;
+ *  - bad arguments are refused with nothing mapped;
+ *  - window and pool (test_fixed_bulk): a bulk call does what n single calls do (fixed
+ *    addresses of the direct region or pool, the others mapped as strict; the same counters),
+ *    a bad entry refuses the unmap with everything live, a map failing part-way leaves
+ *    nothing mapped, a double unmap across bulk and single calls is refused;
  *  - an injected page-table failure part-way refuses the map with nothing left mapped;
  *  - randomized sequences against the single calls as the reference: the same addresses in
  *    use, the same counters, the same answers;
@@ -295,12 +299,11 @@ static void test_args(void **state)
 	}
 	assert_int_equal(live(&t), 4);
 	assert_int_equal(dg_dma_unmap_bulk(t.dd, dma, 4, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
-	for (unsigned int k = 0; k < 2; k++) {
+	for (unsigned int k = 0; k < 2; k++) { /* supported since session 11 (test_fixed_bulk) */
 		assert_int_equal(dg_dma_dev_set_policy(t.dd, other[k]), 0);
-		assert_int_equal(dg_dma_map_bulk(t.dd, bufs, 4, 64, DG_DMA_TO_DEVICE, 0, dma),
-				 -EOPNOTSUPP);
-		assert_int_equal(dg_dma_unmap_bulk(t.dd, dma, 4, 64, DG_DMA_TO_DEVICE, 0, NULL),
-				 -EOPNOTSUPP);
+		assert_int_equal(dg_dma_map_bulk(t.dd, bufs, 4, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+		assert_int_equal(live(&t), 4);
+		assert_int_equal(dg_dma_unmap_bulk(t.dd, dma, 4, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
 		assert_int_equal(live(&t), 0);
 	}
 	assert_int_equal(dg_dma_dev_set_policy(t.dd, DG_DMA_STRICT), 0);
@@ -359,6 +362,201 @@ static void test_fail_partway(void **state)
 		assert_int_equal(dg_dma_unmap_single(t.dd, d1, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
 		teardown(&t);
 	}
+}
+
+/* ---- window and pool: the fixed part and the rest ------------------------------------------- */
+
+#define FX_N 40 /* entries of the fixed tests: even ones fixed, odd ones mapped as strict */
+
+struct fx {
+	struct t t;
+	struct dg_dma_pool *pool;
+	void *bufs[FX_N];
+};
+
+/* A window with the first half of t.mem direct, or a pool device with a pool of 64 buffers:
+ * bufs[] even entries fixed (direct region, pool buffers), odd ones in the second half of
+ * t.mem (mapped on demand). */
+static void fx_setup(struct fx *x, enum dg_dma_policy p)
+{
+	struct dg_dma_dev_config c;
+	struct t *t = &x->t;
+
+	memset(x, 0, sizeof(*x));
+	t->mem = page_alloc(NPG * PG);
+	assert_non_null(t->mem);
+	for (size_t i = 0; i < NPG * PG; i++)
+		t->mem[i] = (uint8_t)(i * 7 + i / PG);
+	assert_int_equal(fixture_init(&t->f, false, 0), 0);
+	dg_dma_dev_config_init(&c);
+	c.policy = p;
+	if (p == DG_DMA_WINDOW) {
+		c.window.base = 1ull << 40;
+		c.window.size = 1ull << 32;
+		c.window.page_size = PG;
+		c.window.direct = t->mem;
+		c.window.direct_size = NPG / 2 * PG;
+	}
+	t->dd = fixture_dev(&t->f, 1, p, &c, &t->dev);
+	assert_non_null(t->dd);
+	dg_dev_set_auto_offline(t->dev, true);
+	if (p == DG_DMA_POOL) {
+		x->pool = dg_dma_pool_create(t->dd, 2048, 64, DG_DMA_BIDIRECTIONAL, 0);
+		assert_non_null(x->pool);
+	}
+	for (unsigned int i = 0; i < FX_N; i++) {
+		uint64_t d;
+
+		if (i & 1)
+			x->bufs[i] = t->mem + (NPG / 2 + (i * 13) % (NPG / 4)) * PG + 128 + i;
+		else if (x->pool)
+			assert_int_equal(dg_dma_pool_get(x->pool, &x->bufs[i], &d), 0);
+		else
+			x->bufs[i] = t->mem + ((i * 29) % (NPG / 2 - 1)) * PG + 256 + i;
+	}
+}
+
+static void fx_teardown(struct fx *x)
+{
+	if (x->pool) {
+		for (unsigned int i = 0; i < FX_N; i += 2)
+			assert_int_equal(dg_dma_pool_put(x->pool, x->bufs[i]), 0);
+		assert_int_equal(dg_dma_pool_destroy(x->pool), 0);
+	}
+	teardown(&x->t);
+}
+
+/* Counters of @p: fixed maps, on-demand maps, maps, unmaps. */
+static void fx_ctrs(struct fx *x, enum dg_dma_policy p, uint64_t c[4])
+{
+	struct dg_dma_stats s;
+
+	assert_int_equal(dg_dma_dev_stats(x->t.dd, &s), 0);
+	c[0] = p == DG_DMA_POOL ? s.pool_hits : s.window_direct_maps;
+	c[1] = p == DG_DMA_POOL ? s.pool_fallbacks : s.window_dynamic_maps;
+	c[2] = s.maps;
+	c[3] = s.unmaps;
+}
+
+static void fx_reach_all(struct fx *x, const uint64_t *dma, size_t len, enum dg_dma_dir dir)
+{
+	for (unsigned int i = 0; i < FX_N; i++)
+		reaches(&x->t, dma[i], x->bufs[i], len, dir);
+}
+
+static void run_fixed_bulk(enum dg_dma_policy p)
+{
+	const size_t len = 64;
+	uint64_t dma[FX_N], one[FX_N], bad[FX_N], c0[4], c1[4], c2[4], c3[4], gone;
+	struct dg_dma_batch b;
+	struct fx x;
+	struct t *t = &x.t;
+
+	fx_setup(&x, p);
+	for (unsigned int d = 0; d < 2; d++) {
+		const enum dg_dma_dir dir = d ? DG_DMA_FROM_DEVICE : DG_DMA_TO_DEVICE;
+		unsigned int k;
+
+		/* bulk == n singles: addresses, reach, counters */
+		fx_ctrs(&x, p, c0);
+		assert_int_equal(dg_dma_map_bulk(t->dd, x.bufs, FX_N, len, dir, 0, dma), 0);
+		fx_ctrs(&x, p, c1);
+		assert_int_equal(live(t), FX_N);
+		assert_int_equal(c1[0] - c0[0], FX_N / 2);
+		assert_int_equal(c1[1] - c0[1], FX_N / 2);
+		assert_int_equal(c1[2] - c0[2], FX_N);
+		assert_int_equal(dg_dma_dev_check(t->dd, stderr), 0);
+		fx_reach_all(&x, dma, len, dir);
+		dg_dma_batch_begin(t->dd, &b);
+		assert_int_equal(dg_dma_unmap_bulk(t->dd, dma, FX_N, len, dir, 0, &b), 0);
+		for (unsigned int i = 0; i < FX_N; i++) /* the batch not ended: still reachable */
+			reaches(t, dma[i], x.bufs[i], len, dir);
+		assert_int_equal(dg_dma_batch_end(&b), 0);
+		fx_ctrs(&x, p, c2);
+		assert_int_equal(c2[3] - c1[3], FX_N);
+		assert_int_equal(live(t), 0);
+		for (unsigned int i = 1; i < FX_N; i += 2)
+			faults(t, dma[i], dir);
+		for (unsigned int i = 0; i < FX_N; i += 2) /* the fixed part stays */
+			reaches(t, dma[i], x.bufs[i], len, dir);
+		for (unsigned int i = 0; i < FX_N; i++)
+			assert_int_equal(dg_dma_map_single(t->dd, x.bufs[i], len, dir, 0, &one[i]),
+					 0);
+		fx_ctrs(&x, p, c3);
+		for (k = 0; k < 3; k++) /* the singles count what the bulk call counted */
+			assert_int_equal(c3[k] - c2[k], c1[k] - c0[k]);
+		for (unsigned int i = 0; i < FX_N; i += 2)
+			assert_int_equal(one[i], dma[i]); /* the fixed address, as the bulk's */
+		fx_reach_all(&x, one, len, dir);
+		for (unsigned int i = 0; i < FX_N; i++)
+			assert_int_equal(dg_dma_unmap_single(t->dd, one[i], len, dir, 0, NULL), 0);
+		fx_ctrs(&x, p, c0);
+		assert_int_equal(c0[3] - c3[3], c2[3] - c1[3]);
+		assert_int_equal(live(t), 0);
+
+		/* a bad entry in the middle of an unmap: refused, everything still live */
+		assert_int_equal(dg_dma_map_single(t->dd, x.bufs[1], len, dir, 0, &gone), 0);
+		assert_int_equal(dg_dma_unmap_single(t->dd, gone, len, dir, 0, NULL), 0);
+		assert_int_equal(dg_dma_map_bulk(t->dd, x.bufs, FX_N, len, dir, 0, dma), 0);
+		memcpy(bad, dma, sizeof(bad));
+		bad[FX_N / 2 + 1] = gone; /* not mapped now */
+		assert_int_equal(dg_dma_unmap_bulk(t->dd, bad, FX_N, len, dir, 0, NULL), -ENOENT);
+		memcpy(bad, dma, sizeof(bad));
+		bad[FX_N / 2 + 1] = dma[3]; /* an address twice */
+		assert_int_equal(dg_dma_unmap_bulk(t->dd, bad, FX_N, len, dir, 0, NULL), -ENOENT);
+		assert_int_equal(dg_dma_unmap_bulk(t->dd, dma, FX_N, len * 2, dir, 0, NULL),
+				 -EINVAL);
+		assert_int_equal(dg_dma_unmap_bulk(t->dd, dma, FX_N, len,
+						   d ? DG_DMA_TO_DEVICE : DG_DMA_FROM_DEVICE, 0,
+						   NULL),
+				 -EINVAL);
+		dg_dma_batch_begin(t->dd, &b);
+		memcpy(bad, dma, sizeof(bad));
+		bad[FX_N / 2 + 1] = gone;
+		assert_int_equal(dg_dma_unmap_bulk(t->dd, bad, FX_N, len, dir, 0, &b), -ENOENT);
+		assert_int_equal(dg_dma_batch_end(&b), 0);
+		assert_int_equal(live(t), FX_N);
+		assert_int_equal(dg_dma_dev_check(t->dd, stderr), 0);
+		fx_reach_all(&x, dma, len, dir);
+
+		/* a double unmap across bulk and single calls */
+		assert_int_equal(dg_dma_unmap_single(t->dd, dma[5], len, dir, 0, NULL), 0);
+		assert_int_equal(dg_dma_unmap_bulk(t->dd, dma, FX_N, len, dir, 0, NULL), -ENOENT);
+		assert_int_equal(live(t), FX_N - 1);
+		for (unsigned int i = 0; i < FX_N; i++)
+			if (i != 5)
+				reaches(t, dma[i], x.bufs[i], len, dir);
+		memcpy(bad, dma, sizeof(bad));
+		bad[5] = bad[FX_N - 1]; /* the rest, FX_N - 1 entries */
+		assert_int_equal(dg_dma_unmap_bulk(t->dd, bad, FX_N - 1, len, dir, 0, NULL), 0);
+		assert_int_equal(live(t), 0);
+		assert_int_equal(dg_dma_unmap_single(t->dd, dma[7], len, dir, 0, NULL), -ENOENT);
+		for (unsigned int i = 1; i < FX_N; i += 2)
+			faults(t, dma[i], dir);
+
+		/* a map failing part-way (the 3rd on-demand buffer): nothing mapped */
+		for (k = 1; k <= 3; k += 2) {
+			unsigned int left = k;
+			struct dg_dma_fail_hook hook = {fail_nth, &left};
+
+			dg_dma_set_fail_hook(t->f.dma, &hook);
+			assert_int_equal(dg_dma_map_bulk(t->dd, x.bufs, FX_N, len, dir, 0, one),
+					 -ENOMEM);
+			dg_dma_set_fail_hook(t->f.dma, NULL);
+			assert_int_equal(live(t), 0);
+			assert_int_equal(dg_dma_dev_check(t->dd, stderr), 0);
+			for (unsigned int i = 1; i < 2 * k; i += 2) /* those mapped before */
+				faults(t, one[i], dir);
+		}
+	}
+	fx_teardown(&x);
+}
+
+static void test_fixed_bulk(void **state)
+{
+	(void)state;
+	run_fixed_bulk(DG_DMA_WINDOW);
+	run_fixed_bulk(DG_DMA_POOL);
 }
 
 static uint64_t rnd(uint64_t *s)
@@ -788,7 +986,7 @@ int main(void)
 		cmocka_unit_test(test_args),	   cmocka_unit_test(test_fail_partway),
 		cmocka_unit_test(test_random),	   cmocka_unit_test(test_link),
 		cmocka_unit_test(test_link_fail),  cmocka_unit_test(test_link_random),
-		cmocka_unit_test(test_batch_done),
+		cmocka_unit_test(test_batch_done), cmocka_unit_test(test_fixed_bulk),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
