@@ -1573,6 +1573,24 @@ static dg_noinline int bounce_sync_slow(struct dg_dma_dev *dd, uint64_t dma, siz
 	return dg_unlikely(r) ? dma_err(dd, r) : 0;
 }
 
+/* The copy of a sync (back to the buffer @orig for the CPU, into the @slot for the device)
+ * and its count, for sync_single() and sync_small(). */
+static dg_always_inline int sync_copy(struct dg_dma_dev *dd, uint8_t *slot, uint8_t *orig,
+				      size_t len, bool for_cpu, bool big)
+{
+	if (big)
+		memcpy(for_cpu ? orig : slot, for_cpu ? slot : orig, len);
+	else if (for_cpu)
+		copy_small(orig, slot, len);
+	else
+		copy_small(slot, orig, len);
+	/* dma_tstats() inline without its call: the counting goes out of line */
+	if (dg_unlikely(dma_tls_last.gen != dd->gen))
+		return for_cpu ? count_slow(dd, 0, 0, len) : count_slow(dd, len, 0, 0);
+	ctr_add(dma_tls_last.t, for_cpu ? CTR_BOUNCE_OUT : CTR_BOUNCE_IN, len);
+	return 0;
+}
+
 /*
  * Sync a range of a single buffer that starts in the slot's first unit (a receive's header
  * or frame at the start of its buffer): the live head is @dma's own unit, no search. Up to
@@ -1586,7 +1604,6 @@ static dg_always_inline int sync_single(struct dg_dma_dev *dd, uint64_t dma, siz
 	const uint64_t off = dma - bo->iova;			   /* wraps below the areas */
 	const uint64_t in = off & ((1u << BOUNCE_UNIT_SHIFT) - 1); /* offset in the slot */
 	struct bounce_rec *rec;
-	uint8_t *slot, *orig;
 	uint32_t st;
 
 	if (dg_unlikely(off >= bo->iova_size))
@@ -1601,19 +1618,7 @@ static dg_always_inline int sync_single(struct dg_dma_dev *dd, uint64_t dma, siz
 		return dma_err(dd, -EINVAL);
 	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
 		return 0;
-	slot = bo->mem + off;
-	orig = (uint8_t *)rec->u.orig + in;
-	if (big)
-		memcpy(for_cpu ? orig : slot, for_cpu ? slot : orig, len);
-	else if (for_cpu)
-		copy_small(orig, slot, len);
-	else
-		copy_small(slot, orig, len);
-	/* dma_tstats() inline without its call: the counting goes out of line */
-	if (dg_unlikely(dma_tls_last.gen != dd->gen))
-		return for_cpu ? count_slow(dd, 0, 0, len) : count_slow(dd, len, 0, 0);
-	ctr_add(dma_tls_last.t, for_cpu ? CTR_BOUNCE_OUT : CTR_BOUNCE_IN, len);
-	return 0;
+	return sync_copy(dd, bo->mem + off, (uint8_t *)rec->u.orig + in, len, for_cpu, big);
 }
 
 static dg_noinline int bounce_sync_big(struct dg_dma_dev *dd, uint64_t dma, size_t len,
@@ -1636,7 +1641,6 @@ static dg_always_inline int sync_small(struct dg_dma_dev *dd, uint64_t dma, size
 	const uint64_t in = off & ((1u << BOUNCE_UNIT_SHIFT) - 1); /* offset in the slot */
 	const uint32_t sg = ST(0, KIND_SG, 0, 0, 0);
 	struct bounce_rec *rec;
-	uint8_t *slot, *orig;
 	uint32_t st;
 
 	static_assert(KIND_SINGLE != KIND_SG && KIND_PAGE != KIND_SG &&
@@ -1654,17 +1658,7 @@ static dg_always_inline int sync_small(struct dg_dma_dev *dd, uint64_t dma, size
 		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
 	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
 		return 0;
-	slot = bo->mem + off;
-	orig = (uint8_t *)rec->u.orig + in;
-	if (for_cpu)
-		copy_small(orig, slot, len);
-	else
-		copy_small(slot, orig, len);
-	/* dma_tstats() inline without its call: the counting goes out of line */
-	if (dg_unlikely(dma_tls_last.gen != dd->gen))
-		return for_cpu ? count_slow(dd, 0, 0, len) : count_slow(dd, len, 0, 0);
-	ctr_add(dma_tls_last.t, for_cpu ? CTR_BOUNCE_OUT : CTR_BOUNCE_IN, len);
-	return 0;
+	return sync_copy(dd, bo->mem + off, (uint8_t *)rec->u.orig + in, len, for_cpu, false);
 }
 
 /* The policy's sync: counts its own errors, so the entry point (map.c) tail-calls it. */

@@ -310,6 +310,8 @@ struct dma_space {
  * arguments already checked on their face (dir known, len > 0, no wrap). They return 0 or a
  * negative errno and count nothing (the callers in map.c count).
  */
+struct dma_fixed;
+
 struct dma_policy_ops {
 	int (*map)(struct dg_dma_dev *dd, void *buf, size_t len, enum dg_dma_dir dir,
 		   unsigned int attrs, enum dma_kind kind, uint64_t *dma);
@@ -325,6 +327,9 @@ struct dma_policy_ops {
 		    bool for_cpu);
 	int (*sync_sg)(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
 		       enum dg_dma_dir dir, bool for_cpu);
+	/* Window and pool: their fixed part (dma/fixed_map.h), which the bulk calls take;
+	 * NULL elsewhere. */
+	const struct dma_fixed *fixed;
 };
 
 extern const struct dma_policy_ops dma_identity_ops;

@@ -14,7 +14,7 @@
  * len); otherwise the list goes to strict's unmap.
  *
  * The bulk calls (dg_dma_map_bulk/dg_dma_unmap_bulk, which check the arguments and dispatch
- * here through dma_window_map_bulk() and friends, declared below): a map takes each buffer as
+ * here through the policy's ops->fixed, its struct dma_fixed): a map takes each buffer as
  * the single map would - its fixed address, or strict's map one by one - and a failure unmaps
  * the strict maps it made (one batch), nothing left mapped; the counters once per call. An
  * unmap needs nothing for a fixed entry (as the single unmap) and gives map.c the others
@@ -156,15 +156,5 @@ static inline unsigned int dma_fixed_unmap_rest(const struct dma_fixed *fx, stru
 			rest[m++] = dma[i];
 	return m;
 }
-
-/* The bulk hooks of the window (window.c) and pool (pool.c) policies, for map.c. */
-int dma_window_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
-			enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma);
-unsigned int dma_window_unmap_rest(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n,
-				   size_t len, uint64_t *rest);
-int dma_pool_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
-		      enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma);
-unsigned int dma_pool_unmap_rest(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n,
-				 size_t len, uint64_t *rest);
 
 #endif /* DG_DMA_FIXED_MAP_H */

@@ -2152,10 +2152,8 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 			return dma_err(dd, r);
 		if (dd->ops == &dma_bounce_ops)
 			return dma_bounce_map_bulk(dd, bufs, n, len, dir, attrs, dma);
-		if (dd->ops == &dma_window_ops || dd->ops == &dma_pool_ops) { /* fixed_map.h */
-			r = dd->ops == &dma_pool_ops ?
-				    dma_pool_map_bulk(dd, bufs, n, len, dir, attrs, dma) :
-				    dma_window_map_bulk(dd, bufs, n, len, dir, attrs, dma);
+		if (dd->ops->fixed) { /* window, pool: fixed_map.h */
+			r = dma_fixed_map_bulk(dd->ops->fixed, dd, bufs, n, len, dir, attrs, dma);
 			return r ? dma_err(dd, r) : 0;
 		}
 		if (dd->ops != &dma_strict_ops)
@@ -2473,12 +2471,10 @@ int dg_dma_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n
 		ctr_add(dma_tstats(dd), CTR_UNMAPS, n);
 		return 0;
 	}
-	if (dd->ops == &dma_window_ops || dd->ops == &dma_pool_ops) {
+	if (dd->ops->fixed) {
 		/* a fixed entry needs nothing (as its single unmap); the rest the strict way,
 		 * all claimed before any is unmapped (fixed_map.h) */
-		const unsigned int m = dd->ops == &dma_pool_ops ?
-					       dma_pool_unmap_rest(dd, dma, n, len, rest) :
-					       dma_window_unmap_rest(dd, dma, n, len, rest);
+		const unsigned int m = dma_fixed_unmap_rest(dd->ops->fixed, dd, dma, n, len, rest);
 
 		if (!m) {
 			ctr_add(dma_tstats(dd), CTR_UNMAPS, n);

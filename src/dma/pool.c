@@ -18,7 +18,7 @@
  * stack. Pools are published in dd->pools[] with release stores and looked up with acquire
  * loads by the map path (a handful of range compares). The streaming hooks are the ones the
  * window policy has too (dma/fixed_map.h), with the pools as the fixed part; so are its bulk
- * calls (dma_pool_map_bulk, dma_pool_unmap_rest).
+ * calls (map.c takes them through dma_pool_ops.fixed).
  */
 #include "dma/dma_internal.h"
 #include "dma/fixed_map.h"
@@ -294,21 +294,10 @@ static int pool_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned i
 	return dma_fixed_unmap_sg(&pool_fixed, dd, sg, nents, dir, attrs, b);
 }
 
-int dma_pool_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
-		      enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
-{
-	return dma_fixed_map_bulk(&pool_fixed, dd, bufs, n, len, dir, attrs, dma);
-}
-
-unsigned int dma_pool_unmap_rest(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n,
-				 size_t len, uint64_t *rest)
-{
-	return dma_fixed_unmap_rest(&pool_fixed, dd, dma, n, len, rest);
-}
-
 const struct dma_policy_ops dma_pool_ops = {
 	.map = pool_map,
 	.unmap = pool_unmap,
 	.map_sg = pool_map_sg,
 	.unmap_sg = pool_unmap_sg,
+	.fixed = &pool_fixed,
 };

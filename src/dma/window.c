@@ -21,7 +21,7 @@
  * enforced. With no window configured the small default one (1 GiB at 2 GiB, 4K pages, no
  * direct part) makes this policy strict-like with a TCE table. The streaming hooks are the
  * pool policy's (dma/fixed_map.h), with the direct region as the fixed part; so are its
- * bulk calls (dma_window_map_bulk, dma_window_unmap_rest).
+ * bulk calls (map.c takes them through dma_window_ops.fixed).
  */
 #include "dma/dma_internal.h"
 #include "dma/fixed_map.h"
@@ -83,21 +83,10 @@ static int win_unmap_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned in
 	return dma_fixed_unmap_sg(&win_fixed, dd, sg, nents, dir, attrs, b);
 }
 
-int dma_window_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, size_t len,
-			enum dg_dma_dir dir, unsigned int attrs, uint64_t *dma)
-{
-	return dma_fixed_map_bulk(&win_fixed, dd, bufs, n, len, dir, attrs, dma);
-}
-
-unsigned int dma_window_unmap_rest(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n,
-				   size_t len, uint64_t *rest)
-{
-	return dma_fixed_unmap_rest(&win_fixed, dd, dma, n, len, rest);
-}
-
 const struct dma_policy_ops dma_window_ops = {
 	.map = win_map,
 	.unmap = win_unmap,
 	.map_sg = win_map_sg,
 	.unmap_sg = win_unmap_sg,
+	.fixed = &win_fixed,
 };

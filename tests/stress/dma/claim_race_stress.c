@@ -22,6 +22,7 @@
  * dg_dma_dev_check() holds (the live bits match the records, spare chunks clear). Strict and
  * lazy. Runs under ThreadSanitizer too (the bitmap's release OR / acquire AND pairs).
  */
+#include "race_world.h"
 #include <dmaguard/dev.h>
 #include <dmaguard/dma.h>
 #include <dmaguard/iommu.h>
@@ -248,31 +249,20 @@ static int run(enum dg_dma_policy pol, unsigned int nracers, unsigned long round
 {
 	struct racer_arg args[MAX_RACERS];
 	pthread_t thr[MAX_RACERS];
-	struct dg_iommu_config ic;
-	struct dg_dma_dev_config c;
+	struct race_world w;
 	struct dg_dma_stats st;
-	struct dg_device *dev;
-	struct dg_iommu *mmu;
-	struct dg_dma *dma;
 	struct race *r = calloc(1, sizeof(*r));
 	uint8_t *mem = aligned_alloc(PG, (size_t)RING * PG);
 	uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)pol;
 	uint64_t maps = 0, unmaps = 0, noent = 0, contested = 0, failed_calls = 0;
 	int bad = 0;
 
-	dg_iommu_config_init(&ic);
-	ic.log = NULL;
-	mmu = dg_iommu_create(&ic);
-	dma = dg_dma_create(mmu, NULL);
-	dev = dg_device_create(mmu, 1);
-	dg_dma_dev_config_init(&c);
-	c.policy = pol;
-	r->dd = dg_dma_dev_create(dma, dev, &c);
-	if (!r || !mem || !mmu || !dma || !dev || !r->dd) {
+	if (!r || !mem || race_world_open(&w, pol)) {
 		fprintf(stderr, "stress_dma_claim_race: set-up failed: %s\n", strerror(errno));
 		return 1;
 	}
-	dg_dev_set_auto_offline(dev, true); /* the main thread's reads: no device thread */
+	r->dd = w.dd;
+	dg_dev_set_auto_offline(w.dev, true); /* the main thread's reads: no device thread */
 	for (unsigned int i = 0; i < RING; i++)
 		mem[(size_t)i * PG] = (uint8_t)(i + 1);
 	r->nracers = nracers;
@@ -312,7 +302,7 @@ static int run(enum dg_dma_policy pol, unsigned int nracers, unsigned long round
 		for (unsigned int i = 0; i < RING; i++) { /* the device caches each */
 			uint8_t x = (uint8_t)i;
 
-			if (dg_dev_write(dev, r->dma[i], &x, 1)) {
+			if (dg_dev_write(w.dev, r->dma[i], &x, 1)) {
 				fprintf(stderr, "round %lu: the device cannot reach granule %u\n",
 					r->round, i);
 				bad++;
@@ -394,7 +384,7 @@ static int run(enum dg_dma_policy pol, unsigned int nracers, unsigned long round
 			for (unsigned int i = 0; i < RING; i++) {
 				uint8_t x = 0;
 
-				if (!dg_dev_write(dev, r->dma[i], &x, 1)) {
+				if (!dg_dev_write(w.dev, r->dma[i], &x, 1)) {
 					fprintf(stderr,
 						"round %lu: granule %u reachable after unmap\n",
 						r->round, i);
@@ -438,12 +428,7 @@ static int run(enum dg_dma_policy pol, unsigned int nracers, unsigned long round
 	       dg_dma_policy_name(pol), nracers, rounds,
 	       bad ? "FAILED" : "each granule unmapped once, refusals changed nothing",
 	       (unsigned long long)failed_calls, (unsigned long long)contested);
-	if (dg_dma_dev_destroy(r->dd))
-		bad++;
-	dg_device_destroy(dev);
-	if (dg_dma_destroy(dma))
-		bad++;
-	dg_iommu_destroy(mmu);
+	bad += race_world_close(&w);
 	pthread_barrier_destroy(&r->go);
 	pthread_barrier_destroy(&r->done);
 	free(mem);

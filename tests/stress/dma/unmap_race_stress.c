@@ -22,6 +22,7 @@
  * Runs under ThreadSanitizer too (the record's release/acquire pairs, the claim's CAS, the
  * bounce area locks its claims are made under).
  */
+#include "race_world.h"
 #include <dmaguard/dma.h>
 
 #include <errno.h>
@@ -128,28 +129,17 @@ static int run(enum dg_dma_policy p, unsigned int nracers, unsigned long rounds)
 	uint64_t want_inval = 0, want_noent = 0, want_maps = 0;
 	struct racer_arg args[MAX_RACERS];
 	pthread_t thr[MAX_RACERS];
-	struct dg_iommu_config ic;
-	struct dg_dma_dev_config c;
+	struct race_world w;
 	struct dg_dma_stats st;
-	struct dg_device *dev;
-	struct dg_iommu *mmu;
-	struct dg_dma *dma;
 	struct race *r = calloc(1, sizeof(*r));
 	uint8_t *buf = aligned_alloc(4096, 4096);
 	int bad = 0;
 
-	dg_iommu_config_init(&ic);
-	ic.log = NULL;
-	mmu = dg_iommu_create(&ic);
-	dma = dg_dma_create(mmu, NULL);
-	dev = dg_device_create(mmu, 1);
-	dg_dma_dev_config_init(&c);
-	c.policy = p;
-	r->dd = dg_dma_dev_create(dma, dev, &c);
-	if (!r || !buf || !mmu || !dma || !dev || !r->dd) {
+	if (!r || !buf || race_world_open(&w, p)) {
 		fprintf(stderr, "stress_dma_unmap_race: set-up failed: %s\n", strerror(errno));
 		return 1;
 	}
+	r->dd = w.dd;
 	r->nracers = nracers;
 	r->rounds = rounds;
 	r->bulk = p == DG_DMA_BOUNCE;
@@ -232,12 +222,7 @@ static int run(enum dg_dma_policy p, unsigned int nracers, unsigned long rounds)
 		bad++;
 	printf("stress_dma_unmap_race %-6s racers %u rounds %lu: %s\n", dg_dma_policy_name(p),
 	       nracers, rounds, bad ? "FAILED" : "one winner every round, refusals exact");
-	if (dg_dma_dev_destroy(r->dd))
-		bad++;
-	dg_device_destroy(dev);
-	if (dg_dma_destroy(dma))
-		bad++;
-	dg_iommu_destroy(mmu);
+	bad += race_world_close(&w);
 	pthread_barrier_destroy(&r->go);
 	pthread_barrier_destroy(&r->done);
 	free(buf);

@@ -40,6 +40,21 @@ static void *pages(size_t n)
 	return p;
 }
 
+/* The device reaches a quiescent point and from then on acknowledges while idle. */
+static void device_answers(struct dg_device *dev)
+{
+	dg_dev_quiesce(dev);
+	dg_dev_set_auto_offline(dev, true);
+	dg_dev_offline(dev);
+}
+
+/* Recovery: the device answers, and housekeeping confirms every parked invalidation. */
+static void recover(struct dma_fixture *f, struct dg_device *dev)
+{
+	device_answers(dev);
+	assert_int_equal(dg_dma_housekeep(f->dma), 0);
+}
+
 static bool in_set(const uint64_t *set, size_t n, uint64_t a)
 {
 	for (size_t i = 0; i < n; i++)
@@ -121,10 +136,7 @@ static void test_batch_timeout_no_reuse(void **state)
 	dg_dma_housekeep(f.dma);
 	assert_true(stats(dd).quarantined >= N + 8 + 64);
 	/* recovery: the device reaches a quiescent point, housekeeping confirms and releases */
-	dg_dev_quiesce(dev);
-	dg_dev_set_auto_offline(dev, true);
-	dg_dev_offline(dev);
-	assert_int_equal(dg_dma_housekeep(f.dma), 0);
+	recover(&f, dev);
 	st = stats(dd);
 	assert_int_equal(st.quarantined, 0);
 	assert_int_equal(st.live, MORE);
@@ -187,10 +199,7 @@ static void test_link_batch_timeout_keeps_slots(void **state)
 	assert_true(stats(dd).quarantined >= 1);
 	assert_int_equal(dg_dma_iova_link(&st, 0, bufs[0], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
 	/* recovery */
-	dg_dev_quiesce(dev);
-	dg_dev_set_auto_offline(dev, true);
-	dg_dev_offline(dev);
-	assert_int_equal(dg_dma_housekeep(f.dma), 0);
+	recover(&f, dev);
 	assert_int_equal(stats(dd).quarantined, 0);
 	for (unsigned int i = 0; i < 4; i++)
 		assert_int_equal(dg_dev_read(dev, st.addr + (uint64_t)i * G, got, 8), -EFAULT);
@@ -276,10 +285,7 @@ static void link_single_timeout(bool reference)
 	}
 	assert_int_equal(dg_dma_iova_free(&st), -EBUSY);
 	/* recovery: the device reaches a quiescent point, housekeeping confirms */
-	dg_dev_quiesce(dev);
-	dg_dev_set_auto_offline(dev, true);
-	dg_dev_offline(dev);
-	assert_int_equal(dg_dma_housekeep(f.dma), 0);
+	recover(&f, dev);
 	assert_int_equal(stats(dd).quarantined, 0);
 	assert_int_equal(dg_dev_read(dev, st.addr + G, got, 8), -EFAULT);
 	assert_int_equal(dg_dma_iova_link(&st, G, bufs[1], 256, DG_DMA_TO_DEVICE, &d), 0);
@@ -359,9 +365,7 @@ static void test_lazy_full_queue_timeout(void **state)
 		r = dg_dma_unmap_bulk(dd, mdma, N, 64, DG_DMA_TO_DEVICE, 0, NULL);
 		assert_true(r == -ETIMEDOUT || r == 0);
 	}
-	dg_dev_quiesce(dev);
-	dg_dev_set_auto_offline(dev, true);
-	dg_dev_offline(dev);
+	device_answers(dev);
 	fixture_advance(&f, 1000000000ull);
 	dg_dma_housekeep(f.dma);
 	dg_dma_housekeep(f.dma);

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * tests/stress/dma/race_world.h - the IOMMU, DMA layer, device and DMA device that the
+ * unmap race stress tests (unmap_race_stress.c, claim_race_stress.c) set up and tear down
+ * around their racers: one device under one policy, the IOMMU's log off.
+ */
+#ifndef DG_TESTS_STRESS_DMA_RACE_WORLD_H
+#define DG_TESTS_STRESS_DMA_RACE_WORLD_H
+
+#include <dmaguard/dev.h>
+#include <dmaguard/dma.h>
+#include <dmaguard/iommu.h>
+
+struct race_world {
+	struct dg_iommu *mmu;
+	struct dg_dma *dma;
+	struct dg_device *dev;
+	struct dg_dma_dev *dd;
+};
+
+/* 0 when every object was made (errno says why one was not). */
+static inline int race_world_open(struct race_world *w, enum dg_dma_policy pol)
+{
+	struct dg_iommu_config ic;
+	struct dg_dma_dev_config c;
+
+	dg_iommu_config_init(&ic);
+	ic.log = NULL;
+	w->mmu = dg_iommu_create(&ic);
+	w->dma = w->mmu ? dg_dma_create(w->mmu, NULL) : NULL;
+	w->dev = w->mmu ? dg_device_create(w->mmu, 1) : NULL;
+	dg_dma_dev_config_init(&c);
+	c.policy = pol;
+	w->dd = w->dma && w->dev ? dg_dma_dev_create(w->dma, w->dev, &c) : NULL;
+	return w->dd ? 0 : -1;
+}
+
+/* Destroy all of it; the number of destroys that failed (a leak or an open batch). */
+static inline int race_world_close(struct race_world *w)
+{
+	int bad = 0;
+
+	if (dg_dma_dev_destroy(w->dd))
+		bad++;
+	dg_device_destroy(w->dev);
+	if (dg_dma_destroy(w->dma))
+		bad++;
+	dg_iommu_destroy(w->mmu);
+	return bad;
+}
+
+#endif /* DG_TESTS_STRESS_DMA_RACE_WORLD_H */
