@@ -209,9 +209,20 @@ struct wl_port {
 	size_t arena_size;
 	struct wl_class cls[WL_MAX_CLASSES];
 	unsigned int ncls;
-	struct wl_stack stack[WL_MAX_CLASSES]; /* free buffers (driver thread) */
-	void *priv;			       /* the workload's queues */
+	void *priv; /* the workload's queues */
+	/*
+	 * Free buffers (driver thread): their counts change with every buffer the driver takes
+	 * or gives back, so they live on a cache line of their own. Next to priv and dev (which
+	 * the device thread reads at every poll and translation) each push or pop cost the
+	 * device a cross-core miss on its next poll (docs/iommu.md, "Shared cache lines").
+	 */
+	_Alignas(64) struct wl_stack stack[WL_MAX_CLASSES];
 };
+/* The device thread reads run, dev_thr, dev and priv; the driver writes stack[].n. */
+_Static_assert(offsetof(struct wl_port, stack) % 64 == 0 &&
+		       sizeof(struct wl_port) - offsetof(struct wl_port, stack) == 64,
+	       "wl_port: the driver-written buffer stacks have a cache line of their own");
+_Static_assert(sizeof(struct wl_port) % 64 == 0, "wl_port: ports do not share cache lines");
 
 /* What a driver thread keeps between polls. */
 struct wl_drv {

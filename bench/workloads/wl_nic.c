@@ -116,13 +116,27 @@ struct nic_ring {
 	struct nic_desc *desc; /* CPU address of the coherent ring */
 	uint64_t dma;	       /* its DMA address */
 	uint32_t size, mask;
-	uint32_t ntu, ntc; /* driver: next to use, next to clean (free running) */
+	/*
+	 * Driver: next to use, next to clean (free running), written for every descriptor: a
+	 * line of their own. Next to mask, dma and size (read by the device for every
+	 * descriptor and ring translation) they cost the device a cross-core miss per driver
+	 * poll and the driver one back (docs/iommu.md, "Shared cache lines").
+	 */
+	_Alignas(64) uint32_t ntu, ntc;
 	/* The doorbell register: release store by the driver, acquire load by the device. */
 	_Alignas(64) _Atomic uint32_t tail;
 	_Alignas(64) uint32_t dev_head; /* device: next descriptor */
 	uint64_t dev_seq;		/* device (rx): next frame's sequence number */
 	struct wl_ring_xlat dev_x;	/* device: the ring's translation */
 };
+/* Four lines: read-only (both), the driver's indices, the doorbell, the device's. */
+_Static_assert(offsetof(struct nic_ring, ntu) / 64 != offsetof(struct nic_ring, mask) / 64 &&
+		       offsetof(struct nic_ring, ntu) / 64 !=
+			       offsetof(struct nic_ring, tail) / 64 &&
+		       offsetof(struct nic_ring, tail) / 64 !=
+			       offsetof(struct nic_ring, dev_head) / 64,
+	       "nic_ring: what the driver writes, the doorbell and what the device writes are on "
+	       "lines of their own");
 
 struct nic_queue {
 	unsigned int id; /* queue number of the workload */
