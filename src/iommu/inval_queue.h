@@ -37,9 +37,11 @@
 
 #include "base/compiler.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -79,21 +81,31 @@ struct inv_queue {
 	dg_cacheline _Atomic uint64_t published; /* commands < published are visible */
 	/* Producers' reservation word. */
 	dg_cacheline _Atomic uint64_t resv; /* tail32 << 32 | joined32, see above */
+	/* Read by every device at every catch-up, written only at init: no writer nearby. */
 	dg_cacheline struct inv_slot *slots;
 	uint64_t mask; /* len - 1 */
 	uint32_t len;
 	bool reference;
-	pthread_mutex_t lock; /* reference configuration only */
 	/*
 	 * Statistics, written only by the owner of the moment (owners are serialized by the
-	 * resv RMW chain, or by the lock): relaxed load + store, no read-modify-write.
+	 * resv RMW chain, or by the lock): relaxed load + store, no read-modify-write. The lock
+	 * is taken by every reference-configuration producer: it lives here, with what the owner
+	 * writes anyway, not next to the fields above (there every reference submit would cost
+	 * the devices' next catch-up a miss).
 	 */
-	_Atomic uint64_t batches;	  /* publications */
-	_Atomic uint64_t batch_max;	  /* most slots in one publication */
-	_Atomic uint64_t ops[INV_NR_OPS]; /* commands by enum inv_op */
-	_Atomic uint64_t submits;	  /* INV_MARK_SUBMIT slots */
-	_Atomic uint64_t ranges;	  /* INV_MARK_RANGE slots */
+	dg_cacheline pthread_mutex_t lock; /* reference configuration only */
+	_Atomic uint64_t batches;	   /* publications */
+	_Atomic uint64_t batch_max;	   /* most slots in one publication */
+	_Atomic uint64_t ops[INV_NR_OPS];  /* commands by enum inv_op */
+	_Atomic uint64_t submits;	   /* INV_MARK_SUBMIT slots */
+	_Atomic uint64_t ranges;	   /* INV_MARK_RANGE slots */
 };
+
+static_assert(offsetof(struct inv_queue, slots) / DG_CACHELINE !=
+			      offsetof(struct inv_queue, lock) / DG_CACHELINE &&
+		      offsetof(struct inv_queue, slots) / DG_CACHELINE !=
+			      offsetof(struct inv_queue, batches) / DG_CACHELINE,
+	      "what devices read at catch-up shares no line with what producers write");
 
 int inv_queue_init(struct inv_queue *q, uint32_t len, bool reference);
 void inv_queue_fini(struct inv_queue *q);
