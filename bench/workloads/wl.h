@@ -403,28 +403,78 @@ static inline void wl_batch_keep(struct wl_batches *w)
 void wl_drv_poll_start(struct wl_drv *d);
 void wl_drv_poll_end(struct wl_drv *d, uint64_t ios, uint64_t bytes);
 
-/* Device: start and end one burst; xlat_begin/end bracket its translations. */
-void wl_dev_burst_start(struct wl_dev *d);
-void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes);
-void wl_dev_xlat_begin(struct wl_dev *d);
-void wl_dev_xlat_end(struct wl_dev *d);
+/*
+ * Device: start and end one burst; xlat_begin/end bracket its translations. Inline, as the
+ * quiescent points below: a device thread calls them at every poll (empty ones included) and
+ * every few DMAs, and the calls were most of their cost; the counters of a burst with work
+ * are added out of line (wl_dev_burst_add()).
+ */
+void wl_dev_burst_add(struct wl_dev *d, uint64_t units, uint64_t bytes);
+
+static inline void wl_dev_burst_start(struct wl_dev *d)
+{
+	d->timed = d->burst_no++ % WL_SAMPLE_EVERY == 0;
+	d->xlat_ns = 0;
+}
+
+static inline void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes)
+{
+	if (units)
+		wl_dev_burst_add(d, units, bytes);
+}
+
+static inline void wl_dev_xlat_begin(struct wl_dev *d)
+{
+	if (d->timed)
+		d->t_mark = bench_now_ns();
+}
+
+static inline void wl_dev_xlat_end(struct wl_dev *d)
+{
+	if (d->timed)
+		d->xlat_ns += bench_now_ns() - d->t_mark;
+}
 
 /*
  * Device: the end of a burst on one ring: every device of the thread reaches a quiescent point
  * (translations released, invalidations acknowledged), so a driver's wait never waits for
- * more than one burst of the thread, whichever device it is for.
+ * more than one burst of the thread, whichever device it is for. Nothing to apply or announce
+ * costs no call (dg_dev_quiesce_fast()).
  */
-void wl_dev_quiesce(struct wl_dev *d);
+static inline void wl_dev_quiesce(struct wl_dev *d)
+{
+	for (unsigned int i = 0; i < d->ndevs; i++)
+		dg_dev_quiesce_fast(d->devs[i]);
+}
+
 /* Device: between two DMAs, every device of the thread with an invalidation pending reaches a
    quiescent point (dg_dev_quiesce_if_pending); true if any did: what the thread translated
    before is no longer its to use. */
-bool wl_dev_ack_pending(struct wl_dev *d);
+static inline bool wl_dev_ack_pending(struct wl_dev *d)
+{
+	bool acked = false;
+
+	for (unsigned int i = 0; i < d->ndevs; i++)
+		acked |= dg_dev_quiesce_if_pending_fast(d->devs[i]);
+	return acked;
+}
 
 /* Device: translate [iova, iova + len) for @access into @sg (at most @max segments) through
    the inline hit (dg_dev_translate_fast, as a device's hot loop would), timed in
    sampled bursts; a failure is counted as an error. Returns the segment count or 0. */
-unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p, uint64_t iova, size_t len,
-			      unsigned int access, struct dg_sg *sg, unsigned int max);
+unsigned int wl_dev_xlat_fail(struct wl_dev *d, uint64_t iova, size_t len, int err);
+
+static inline unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p, uint64_t iova,
+					    size_t len, unsigned int access, struct dg_sg *sg,
+					    unsigned int max)
+{
+	unsigned int nr = 0;
+	int e = dg_dev_translate_fast(p->dev, iova, len, access, sg, max, &nr);
+
+	if (__builtin_expect(e != 0, 0))
+		return wl_dev_xlat_fail(d, iova, len, e); /* counted, reported once: 0 */
+	return nr;
+}
 /* Copy @len bytes into/out of translated segments, starting @off bytes into them. */
 void wl_sg_copy_to(const struct dg_sg *sg, unsigned int nr, size_t off, const void *src,
 		   size_t len);

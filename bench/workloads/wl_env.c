@@ -401,22 +401,14 @@ bool wl_batch_end_pending(struct wl_drv *d, struct wl_batches *w, bool wait)
 
 /* ---- the device's translations -------------------------------------------------------------------- */
 
-unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p, uint64_t iova, size_t len,
-			      unsigned int access, struct dg_sg *sg, unsigned int max)
+unsigned int wl_dev_xlat_fail(struct wl_dev *d, uint64_t iova, size_t len, int e)
 {
-	unsigned int nr = 0;
-	int e = dg_dev_translate_fast(p->dev, iova, len, access, sg, max, &nr);
-
-	if (e) {
-		if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
-			fprintf(stderr,
-				"bench workloads: %s/%s: device translation of %#llx+%zu: %s\n",
-				d->run->wl->name, wl_cfg_name[d->run->cfg],
-				(unsigned long long)iova, len, strerror(-e));
-		wl_ctr_add(&d->ctr->errors, 1);
-		return 0;
-	}
-	return nr;
+	if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
+		fprintf(stderr, "bench workloads: %s/%s: device translation of %#llx+%zu: %s\n",
+			d->run->wl->name, wl_cfg_name[d->run->cfg], (unsigned long long)iova, len,
+			strerror(-e));
+	wl_ctr_add(&d->ctr->errors, 1);
+	return 0;
 }
 
 void *wl_dev_ring(struct wl_dev *d, struct wl_port *p, uint64_t ring_dma, size_t bytes,
@@ -518,16 +510,8 @@ void wl_drv_poll_end(struct wl_drv *d, uint64_t ios, uint64_t bytes)
 	}
 }
 
-void wl_dev_burst_start(struct wl_dev *d)
+void wl_dev_burst_add(struct wl_dev *d, uint64_t units, uint64_t bytes)
 {
-	d->timed = d->burst_no++ % WL_SAMPLE_EVERY == 0;
-	d->xlat_ns = 0;
-}
-
-void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes)
-{
-	if (!units)
-		return;
 	wl_ctr_add(&d->ctr->units, units);
 	wl_ctr_add(&d->ctr->dev_bytes, bytes);
 	wl_ctr_add(&d->ctr->polls, 1);
@@ -535,31 +519,4 @@ void wl_dev_burst_end(struct wl_dev *d, uint64_t units, uint64_t bytes)
 		wl_ctr_add(&d->ctr->xlat_ns, d->xlat_ns);
 		wl_ctr_add(&d->ctr->xlat_units, units);
 	}
-}
-
-void wl_dev_quiesce(struct wl_dev *d)
-{
-	for (unsigned int i = 0; i < d->ndevs; i++)
-		dg_dev_quiesce(d->devs[i]);
-}
-
-bool wl_dev_ack_pending(struct wl_dev *d)
-{
-	bool acked = false;
-
-	for (unsigned int i = 0; i < d->ndevs; i++)
-		acked |= dg_dev_quiesce_if_pending(d->devs[i]);
-	return acked;
-}
-
-void wl_dev_xlat_begin(struct wl_dev *d)
-{
-	if (d->timed)
-		d->t_mark = bench_now_ns();
-}
-
-void wl_dev_xlat_end(struct wl_dev *d)
-{
-	if (d->timed)
-		d->xlat_ns += bench_now_ns() - d->t_mark;
 }

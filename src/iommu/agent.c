@@ -194,6 +194,7 @@ int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
 	dev->seen = atomic_load_explicit(dev->hot.published, memory_order_acquire);
 	dev->acked = dev->seen;
 	dev->hot.held = false;
+	dev->hot.unacked = false;
 	return 0;
 }
 
@@ -203,9 +204,12 @@ void agent_fini(struct dg_device *dev)
 	iotlb_fini(&dev->iotlb);
 }
 
+/* After every change of seen, acked, online or mode: the hot line's copies of the state
+   (check, unacked) that the inline quiescent point (dg_dev_quiesce_fast()) reads. */
 static void update_check(struct dg_device *dev)
 {
 	dev->hot.check = dev->online && dev->mode != DG_CTX_BLOCKED ? dev->seen : UINT64_MAX;
+	dev->hot.unacked = dev->acked != dev->seen;
 }
 
 static void load_context(struct dg_device *dev)

@@ -67,7 +67,8 @@ struct dg_device {
 	 * slow path); ent..off_shift: device, a copy of the IOTLB level probed first (hot_set());
 	 * tag: device, == tag below; hits: the device writes (load + store), anyone reads;
 	 * held: device, sg lists from dg_dev_translate() may be in use: apply commands but do
-	 * not acknowledge until quiesce/offline.
+	 * not acknowledge until quiesce/offline; unacked: device, acked != seen (update_check()),
+	 * so dg_dev_quiesce_fast() knows from the hot line that there is nothing to announce.
 	 */
 	struct dg_dev_hot hot;
 	struct iotlb iotlb; /* device */

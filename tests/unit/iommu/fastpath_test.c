@@ -385,6 +385,62 @@ static void test_fast_hit_holds(void **state)
 }
 
 /*
+ * The inline quiescent points (dg_dev_quiesce_fast, dg_dev_quiesce_if_pending_fast) skip the
+ * call only when the hot line shows nothing to do. A command applied while a translation was
+ * held (at the start of a DMA call) is not acknowledged then: the hot line's check matches
+ * published again, and only the unacked flag tells the inline path to call the library. Were
+ * it not kept (or not read), both would return without acknowledging and the waits below
+ * would never complete. Nothing pending: quiesce releases the hold, if_pending keeps it.
+ */
+static void test_fast_quiesce(void **state)
+{
+	struct dg_pt_geometry g = vtd4k();
+	struct dg_inval_cmd c = {.type = DG_INVAL_RANGE, .domain = 1, .iova = 0x30000, .size = K4};
+	struct env e;
+	uint64_t h, seq;
+
+	(void)state;
+	env_init(&e, &g);
+	assert_int_equal(dg_domain_map(e.dom, 0x30000, host(0x30000), K4, RW, NULL), 0);
+	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
+	/* nothing pending: if_pending keeps the hold, quiesce releases it */
+	assert_false(dg_dev_quiesce_if_pending_fast(e.dev));
+	assert_true(e.dev->hot.held);
+	dg_dev_quiesce_fast(e.dev);
+	assert_false(e.dev->hot.held);
+	assert_false(e.dev->hot.unacked);
+	/* applied while held, acknowledged by the inline if_pending */
+	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
+	assert_int_equal(dg_inval_submit(e.mmu, &c, 1, &seq), 0);
+	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
+	assert_false(dg_inval_done(e.mmu, seq)); /* applied, not acknowledged: held */
+	assert_true(e.dev->hot.unacked);
+	assert_int_equal(atomic_load(e.dev->hot.published), e.dev->hot.check);
+	assert_true(dg_dev_quiesce_if_pending_fast(e.dev));
+	assert_true(dg_inval_done(e.mmu, seq));
+	assert_false(e.dev->hot.unacked);
+	/* the same through the inline quiesce */
+	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
+	assert_int_equal(dg_inval_submit(e.mmu, &c, 1, &seq), 0);
+	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
+	assert_false(dg_inval_done(e.mmu, seq));
+	dg_dev_quiesce_fast(e.dev);
+	assert_true(dg_inval_done(e.mmu, seq));
+	assert_false(e.dev->hot.held);
+	/* pending, nothing held: the inline quiesce applies and acknowledges */
+	assert_int_equal(dg_inval_submit(e.mmu, &c, 1, &seq), 0);
+	assert_false(dg_inval_done(e.mmu, seq));
+	dg_dev_quiesce_fast(e.dev);
+	assert_true(dg_inval_done(e.mmu, seq));
+	/* offline: the library's quiesce (a no-op), the device stays offline */
+	dg_dev_offline(e.dev);
+	dg_dev_quiesce_fast(e.dev);
+	assert_false(dg_dev_quiesce_if_pending_fast(e.dev));
+	assert_false(dg_dev_is_online(e.dev));
+	env_fini(&e);
+}
+
+/*
  * Auto-offline devices take the slow path (it ends every call offline); switching it off and
  * on again, with the device offline in between, turns the cheap miss on and off.
  */
@@ -660,6 +716,7 @@ int main(void)
 		cmocka_unit_test(test_freed_leaf_table_domain_flush),
 		cmocka_unit_test(test_fast_arguments),
 		cmocka_unit_test(test_fast_hit_holds),
+		cmocka_unit_test(test_fast_quiesce),
 		cmocka_unit_test(test_auto_offline_toggle),
 		cmocka_unit_test(test_formats_against_model),
 		cmocka_unit_test(test_flat_range),
