@@ -59,9 +59,9 @@ struct worker {
 	pthread_t thr;
 	unsigned int id;
 	uint64_t seed;
-	uint64_t *dma;	/* live addresses, [0, n) */
-	uint32_t *tag;	/* their patterns */
-	uint8_t *mem;	/* the buffers of a share, r_len apart */
+	uint64_t *dma; /* live addresses, [0, n) */
+	uint32_t *tag; /* their patterns */
+	uint8_t *mem;  /* the buffers of a share, r_len apart */
 	unsigned int n;
 };
 
@@ -95,7 +95,8 @@ static unsigned int map_range(struct worker *k, unsigned int from, unsigned int 
 		for (unsigned int j = 0; j < m; j++) {
 			uint8_t *b = k->mem + (size_t)(i + j) * r_len;
 
-			k->tag[i + j] = atomic_fetch_add_explicit(&next_tag, 1, memory_order_relaxed);
+			k->tag[i + j] =
+				atomic_fetch_add_explicit(&next_tag, 1, memory_order_relaxed);
 			if (r_dir == DG_DMA_BIDIRECTIONAL)
 				for (size_t x = 0; x < r_len; x++)
 					b[x] = pat(k->tag[i + j], x);
@@ -251,8 +252,8 @@ int main(int argc, char **argv)
 		static uint8_t big[AREA];
 		uint64_t a[MAX_AREAS];
 
-		while (nareas[d] < MAX_AREAS && dg_dma_map_single(dd, big, AREA, (enum dg_dma_dir)d,
-								  0, &a[nareas[d]]) == 0)
+		while (nareas[d] < MAX_AREAS &&
+		       dg_dma_map_single(dd, big, AREA, (enum dg_dma_dir)d, 0, &a[nareas[d]]) == 0)
 			nareas[d]++;
 		for (unsigned int i = 0; i < nareas[d]; i++)
 			dg_dma_unmap_single(dd, a[i], AREA, (enum dg_dma_dir)d, 0, NULL);
