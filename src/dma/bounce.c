@@ -200,10 +200,10 @@ struct bounce_area {
 	uint8_t qn[BOUNCE_MAX_ORDER + 1];	   /* quick cache fill, under lock */
 	uint32_t qc[BOUNCE_MAX_ORDER + 1][QC_MAX]; /* quick cache: freed blocks, unmerged */
 	uint64_t in_use;			   /* bytes in live blocks, under lock */
-	uint64_t gives; /* blocks given back so far (slot_give), under lock: area_take_all() */
-	uint8_t *mem;	/* host memory of the area */
-	uint64_t iova;	/* its DMA address */
-	struct bounce_rec *rec; /* one per unit */
+	uint64_t gives;				   /* blocks given back so far, under lock */
+	uint8_t *mem;				   /* host memory of the area */
+	uint64_t iova;				   /* its DMA address */
+	struct bounce_rec *rec;			   /* one per unit */
 	enum dg_dma_dir dir;
 	bool readable; /* the device can read it: zero the padding */
 } dg_cacheline;
@@ -238,9 +238,9 @@ struct dma_bounce {
 	_Atomic(struct bounce_tcache *) tcaches; /* every thread's cache (push with release CAS) */
 	uint32_t tc_max[TC_ORDERS];		 /* stack bound per order */
 	uint32_t tc_batch[TC_ORDERS];		 /* slots moved per refill / spill */
-	bool memb;		 /* membarrier registered: owners enter without an RMW (tc_enter) */
-	unsigned int unit_shift; /* log2(units) */
-	bool readable[3];	 /* per direction: the device can read its area */
+	bool memb;				 /* owners enter without an RMW (tc_enter) */
+	unsigned int unit_shift;		 /* log2(units) */
+	bool readable[3];			 /* per direction: the device can read its area */
 	uint64_t area_size;
 	unsigned int area_shift;
 	unsigned int ncpus;
