@@ -30,12 +30,13 @@
  * Areas and CPUs: the thread's CPU (dma_cpu(), stale for up to 256 calls after a migration)
  * only chooses which area is tried first - never how much a map can get. A map or a stack's
  * refill that this CPU's area cannot serve takes from the direction's other areas, each under
- * its own lock; with every one dry the thread gives its own cached slots back and tries them
- * all once more before -ENOSPC (slot_alloc_slow(), tc_refill()); a bulk map that cannot be
- * served in full maps nothing (map_bulk_each()). A slot always goes back into the area of its
- * address (area_of_g()), never the freeing CPU's. Only the slots other threads' stacks hold
- * (see below) are out of reach until their owners run dry, spill or exit: a direction holds
- * ncpus x area_size of live slots less those (docs/dma-api.md, "Which area, and how much").
+ * its own lock; with every one dry the slots cached on every thread's stacks of the
+ * direction - running or parked threads' too - are taken back (see "Reclaim" below) and the
+ * areas tried again, -ENOSPC only when a whole pass finds nothing and nothing was given back
+ * since the pass before (area_take_all()); a bulk map that cannot be served in full maps
+ * nothing (map_bulk_each()). A slot always goes back into the area of its address
+ * (area_of_g()), never the freeing CPU's. So a direction holds ncpus x area_size of live
+ * slots (docs/dma-api.md, "Which area, and how much").
  *
  * Locking: each area has a spinlock taken by alloc and free (map on its own CPU's area;
  * an unmap frees into the area the slot came from, uncontended unless threads migrate).
@@ -57,7 +58,8 @@
  * like jemalloc's tcache or the per-CPU magazines in front of Linux's IOVA allocator). Map
  * pops a slot and unmap pushes it: no lock, no buddy list, no atomic read-modify-write on the
  * allocation side (the unmap's locked claim stays: it is what refuses a double or racing
- * unmap).
+ * unmap); the pop or push is bracketed by tc_enter()/tc_exit() - a store, a load and a store,
+ * so that a starving thread can take the stack back (see "Reclaim").
  * An empty stack is refilled with tc_batch slots under one area lock, a full one spills the
  * oldest tc_batch back the same way, so the lock is taken once per tc_batch I/Os.
  *
@@ -70,13 +72,60 @@
  * direction's; the data it held is still only what this device itself wrote or was given.
  * A stack is bounded by tc_max[order] (at most 1/8 of an area per direction and order, and
  * TC_MAX slots), so a running thread holds at most 6/8 of one area per direction (1/16 made
- * bond4's 2 KiB receive stacks spill and refill every poll); when the areas run dry the
- * thread first gives its own cached slots back, and a thread's exit gives back all of its
- * slots (a key destructor) and leaves its emptied cache to the next new thread.
+ * bond4's 2 KiB receive stacks spill and refill every poll); when the areas run dry every
+ * thread's cached slots of the direction go back (see "Reclaim"), and a thread's exit gives
+ * back all of its slots (a key destructor) and leaves its emptied cache to the next new
+ * thread.
  * A slot counts in its area's in_use while cached; dma_bounce_stats() subtracts what the
  * stacks hold (their depths: exact when no call runs, like every counter). Caches are found
  * through a 4-entry thread-local table keyed by the instance's unique generation (pointers
  * get reused) and freed with the instance.
+ *
+ * Reclaim: a map must not fail while capacity sits idle on another thread's stack (Linux's
+ * IOVA allocator flushes every CPU's magazines and retries when an allocation fails,
+ * free_cpu_cached_iovas(); the owner of a stack here may be parked on a barrier for good, so
+ * asking it to give back at its next call would not do). The starving thread steals the
+ * stacks with the asymmetric handshake iova_mag.c uses for its magazines (liburcu's
+ * urcu-memb; membarrier(2)):
+ *
+ *   owner (tc_enter, fast paths)              thief (tc_reclaim, tc_reg_lock held)
+ *     busy = 1                  (relaxed)       steal |= TC_STEAL         (seq_cst)
+ *     compiler barrier                          membarrier(PRIVATE_EXPEDITED)
+ *     if (steal) { busy = 0; tc_lock() }        while (busy) wait         (acquire)
+ *     pop / push / refill / spill               drain the direction's stacks to the areas
+ *     busy = 0                  (release)       steal &= ~TC_STEAL        (release)
+ *
+ * membarrier() runs a full memory barrier on every running thread of the process before it
+ * returns, so of the two store-then-load pairs one side sees the other: either the owner's
+ * busy = 1 is visible to the thief (which waits for busy = 0: the owner's critical sections
+ * are short and never wait for anything a thief holds - an owner takes area locks inside,
+ * a thief takes them only after its waits), or the owner's load of steal comes after the
+ * barrier and sees TC_STEAL, and it clears busy and waits in tc_lock() holding nothing, then
+ * enters again. The owner pays two plain stores, a load and a branch per call, no atomic
+ * read-modify-write; the thief pays a system call (microseconds) on a path taken only when
+ * every area of a direction is dry. tc_reg_lock makes one thief at a time (it also guards
+ * the thread-exit drain), and a thief is outside its own cache while it steals (it drains
+ * that one as its owner), so two starving threads never wait for each other. Without
+ * membarrier (an old kernel, a sandbox, DG_IOVA_NO_MEMBARRIER=1: iova_mag_global_init()
+ * decides for the process) every cache carries TC_FALLBACK in its steal word, so the fast
+ * paths never enter and tc_lock() does, with an exchange on busy and seq_cst loads: Dekker's
+ * protocol, one atomic read-modify-write per call.
+ *
+ * When -ENOSPC is right: each area counts the blocks given back to it (gives, under its lock,
+ * only growing). area_take_all() passes over the areas and, when none could serve, reclaims
+ * and passes again; it gives up when a pass finds nothing and the sum of the counts it read
+ * equals that of the pass before: then no area got anything between its two visits, so at
+ * the moment between the two passes none could serve - and every stack of the direction was
+ * drained in between. Two threads racing for the last free slots of an exact fit cannot both
+ * miss a slot one of them gave back between the other's visits (which one pass and one
+ * retry could: a slot freed into an area already visited). Other threads that keep refilling
+ * their stacks from what is given back bound this at AREA_ROUNDS reclaims.
+ *
+ * The obvious alternatives cost the fast path more: a lock per stack (or a per-CPU trylock,
+ * as Linux's rcache) is an atomic read-modify-write per map and per unmap; a thief that takes
+ * slots by compare-and-swap on their records makes every map's publication a
+ * compare-and-swap and needs generation tags against ABA (a stolen slot that comes back to
+ * the same stack); a flag the owners poll at their next call never reaches a parked thread.
  *
  * Padding: the device must read zeros past a buffer in a slot it can read. A to-device area
  * is read-only for the device and the driver writes a slot only below its record's len (the
@@ -101,12 +150,18 @@
  */
 #include "dma/dma_internal.h"
 
+#include "base/clock.h"
+
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Block states: free in the buddy lists, live, being unmapped, free in the quick cache. */
 enum { ST_FREE = 1, ST_ALLOC = 2, ST_CLAIMED = 3, ST_CACHED = 4 };
@@ -145,6 +200,7 @@ struct bounce_area {
 	uint8_t qn[BOUNCE_MAX_ORDER + 1];	   /* quick cache fill, under lock */
 	uint32_t qc[BOUNCE_MAX_ORDER + 1][QC_MAX]; /* quick cache: freed blocks, unmerged */
 	uint64_t in_use;			   /* bytes in live blocks, under lock */
+	uint64_t gives;				   /* blocks given back so far, under lock */
 	uint8_t *mem;				   /* host memory of the area */
 	uint64_t iova;				   /* its DMA address */
 	struct bounce_rec *rec;			   /* one per unit */
@@ -157,9 +213,16 @@ struct bounce_area {
 #define TC_MAX	     256					 /* slots per stack at most */
 #define TC_TLS_SLOTS 4 /* thread-local lookup table entries (a power of two) */
 
-/* One thread's free stacks for one bounce instance. Only its owner thread touches n[] and
- * slot[]; dma_bounce_check() reads them when no call runs, destroy frees them. */
+/* steal word of a thread cache (see the preamble, "Reclaim") */
+#define TC_STEAL    1u /* a thief holds the cache (tc_reg_lock held) */
+#define TC_FALLBACK 2u /* no membarrier: the owner enters with an exchange (tc_lock) */
+
+/* One thread's free stacks for one bounce instance. Its owner touches n[] and slot[] only
+ * between tc_enter()/tc_lock() and tc_exit() (busy = 1), a thief only while it holds steal
+ * with busy seen 0; dma_bounce_check() reads them when no call runs, destroy frees them. */
 struct bounce_tcache {
+	_Atomic uint32_t busy;	    /* 1 while the owner touches the stacks (owner writes) */
+	_Atomic uint32_t steal;	    /* TC_STEAL (a thief, tc_reg_lock) | TC_FALLBACK */
 	struct bounce_tcache *next; /* bo->tcaches (push only, release CAS) */
 	_Atomic uint64_t owner;	    /* thread id (tc_thread_id()), never reused; 0 = free */
 	struct dma_bounce *bo;	    /* the instance (for the owner's exit) */
@@ -175,6 +238,7 @@ struct dma_bounce {
 	_Atomic(struct bounce_tcache *) tcaches; /* every thread's cache (push with release CAS) */
 	uint32_t tc_max[TC_ORDERS];		 /* stack bound per order */
 	uint32_t tc_batch[TC_ORDERS];		 /* slots moved per refill / spill */
+	bool memb;				 /* owners enter without an RMW (tc_enter) */
 	unsigned int unit_shift;		 /* log2(units) */
 	bool readable[3];			 /* per direction: the device can read its area */
 	uint64_t area_size;
@@ -288,6 +352,7 @@ static uint32_t slot_take(struct bounce_area *a, unsigned int order)
 static void slot_give(struct bounce_area *a, uint32_t u, unsigned int order)
 {
 	a->in_use -= 1ull << (order + BOUNCE_UNIT_SHIFT);
+	a->gives++;
 	if (a->qn[order] < QC_MAX) {
 		a->qc[order][a->qn[order]++] = u;
 		atomic_store_explicit(&a->rec[u].st, ST(ST_CACHED, 0, 0, order, 0),
@@ -321,8 +386,9 @@ static uint64_t tc_thread_id(void)
  * (tc_mine), and a key destructor registered with its first cache drains them into their
  * areas and frees them for adoption by the next new thread (owner 0), so threads that come and
  * go strand nothing. tc_reg_lock guards every thread's list: the exiting thread walks its own,
- * dma_bounce_destroy() unlinks the caches it frees from the lists of threads still running.
- * Lock order: tc_reg_lock, then an area lock.
+ * dma_bounce_destroy() unlinks the caches it frees from the lists of threads still running,
+ * and a thief (tc_reclaim()) holds it while it steals, so the exit's drain and a steal never
+ * meet. Lock order: tc_reg_lock, then an area lock.
  */
 static pthread_mutex_t tc_reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t tc_key_once = PTHREAD_ONCE_INIT;
@@ -411,6 +477,7 @@ static dg_noinline struct bounce_tcache *tcache_slow(struct dma_bounce *bo)
 	if (!tc)
 		return NULL; /* the locked path still works */
 	atomic_init(&tc->owner, me);
+	atomic_init(&tc->steal, bo->memb ? 0 : TC_FALLBACK);
 	tc_adopt(bo, tc);
 	head = atomic_load_explicit(&bo->tcaches, memory_order_relaxed);
 	do {
@@ -440,6 +507,77 @@ static dg_always_inline struct bounce_tcache *tcache_peek(const struct dma_bounc
 	const struct bounce_tls_slot *s = &bounce_tls[bo->gen & (TC_TLS_SLOTS - 1)];
 
 	return dg_likely(s->gen == bo->gen) ? s->tc : NULL;
+}
+
+/*
+ * Owner and thieves (see the preamble, "Reclaim"). Enter this thread's cache @tc on a fast
+ * path: false (nothing changed, nothing held) if a thief holds it or the instance runs
+ * without membarrier (TC_FALLBACK: tc_lock() enters). No atomic read-modify-write: busy = 1
+ * (relaxed), a compiler barrier, then the steal word; a thief's membarrier() makes the two
+ * sides' store-then-load pairs exclusive.
+ */
+static dg_always_inline bool tc_enter(struct bounce_tcache *tc)
+{
+	atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst); /* the thief's membarrier() stands in */
+	/* Acquire pairs with the release store of the steal word in tc_reclaim(). */
+	if (dg_likely(!atomic_load_explicit(&tc->steal, memory_order_acquire)))
+		return true;
+	/* Release pairs with the thief's acquire load of busy (tc_reclaim). */
+	atomic_store_explicit(&tc->busy, 0, memory_order_release);
+	return false;
+}
+
+/* Leave the cache: a thief may take it from now on. */
+static dg_always_inline void tc_exit(struct bounce_tcache *tc)
+{
+	/* Release pairs with the thief's acquire load of busy (tc_reclaim): all the owner did to
+	 * the stacks happens before the thief touches them. */
+	atomic_store_explicit(&tc->busy, 0, memory_order_release);
+}
+
+static void tc_wait_relax(unsigned int *spins)
+{
+	if (++*spins < 128)
+		dg_cpu_relax();
+	else
+		sched_yield();
+}
+
+/* Enter this thread's cache @tc, waiting while a thief holds it (holding nothing meanwhile,
+ * so a thief never waits for an owner that waits for it). */
+static dg_noinline void tc_lock(struct bounce_tcache *tc)
+{
+	for (;;) {
+		uint32_t w = atomic_load_explicit(&tc->steal, memory_order_relaxed);
+		unsigned int spins = 0;
+
+		if (w & TC_FALLBACK) {
+			/* seq_cst both: Dekker's pair with tc_reclaim()'s seq_cst store of steal
+			 * and load of busy; one of the two sides sees the other. */
+			atomic_exchange_explicit(&tc->busy, 1, memory_order_seq_cst);
+			w = atomic_load_explicit(&tc->steal, memory_order_seq_cst);
+		} else {
+			atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
+			atomic_signal_fence(memory_order_seq_cst); /* see tc_enter() */
+			/* Acquire pairs with the release store of steal in tc_reclaim(). */
+			w = atomic_load_explicit(&tc->steal, memory_order_acquire);
+		}
+		if (!(w & TC_STEAL))
+			return;
+		/* Release pairs with the thief's acquire load of busy (tc_reclaim). */
+		atomic_store_explicit(&tc->busy, 0, memory_order_release);
+		/* Acquire pairs with the release store of steal in tc_reclaim(). */
+		while (atomic_load_explicit(&tc->steal, memory_order_acquire) & TC_STEAL)
+			tc_wait_relax(&spins);
+	}
+}
+
+/* Enter this thread's cache @tc: tc_enter() inline, tc_lock() only when that cannot. */
+static dg_always_inline void tc_get(struct bounce_tcache *tc)
+{
+	if (dg_unlikely(!tc_enter(tc)))
+		tc_lock(tc);
 }
 
 static inline uint32_t tc_n(const struct bounce_tcache *tc, unsigned int dir, unsigned int order)
@@ -493,6 +631,78 @@ static void tc_drain(struct dma_bounce *bo, struct bounce_tcache *tc, unsigned i
 		tc_spill(bo, tc, dir, o, tc_n(tc, dir, o));
 }
 
+/* A full barrier on every running thread of the process (PRIVATE_EXPEDITED, registered by
+ * iova_mag_global_init(); bo->memb says it was). As iova_mag.c's memb_all(). */
+static void tc_memb_all(void)
+{
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	/* EPERM: not registered (a fork() child on a kernel that drops the registration). */
+	if (errno == EPERM &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	/* Cannot fail otherwise once registered; if it did, an owner may be inside its cache and
+	 * there is no safe way on. */
+	abort();
+}
+
+/*
+ * Give the cached slots of direction @dir of every thread's cache of @bo back to their areas
+ * (the areas ran dry; see the preamble, "Reclaim"): this thread's own (@mine, entered here:
+ * the caller is outside it) directly, every other one stolen - the steal word set in each, one
+ * membarrier() for all, each owner waited for until it is outside its cache, the stacks of
+ * @dir drained, the steal word cleared. tc_reg_lock makes this the one thief; owners that
+ * meet the steal word wait holding nothing. Lock order: tc_reg_lock, then area locks.
+ */
+static dg_noinline void tc_reclaim(struct dma_bounce *bo, unsigned int dir,
+				   struct bounce_tcache *mine)
+{
+	struct bounce_tcache *head, *tc;
+	bool memb = false;
+
+	if (mine) {
+		tc_get(mine);
+		tc_drain(bo, mine, dir);
+		tc_exit(mine);
+	}
+	pthread_mutex_lock(&tc_reg_lock);
+	/* Caches are only pushed at the head: the list from this head is the same for both
+	 * loops. Acquire pairs with the release CAS in tcache_slow(). */
+	head = atomic_load_explicit(&bo->tcaches, memory_order_acquire);
+	for (tc = head; tc; tc = tc->next) {
+		uint32_t w = atomic_load_explicit(&tc->steal, memory_order_relaxed);
+
+		if (tc == mine)
+			continue;
+		/* seq_cst: the store half of Dekker's pair with an owner's exchange of busy and
+		 * seq_cst load of steal (fallback); with membarrier the barrier below orders it. */
+		atomic_store_explicit(&tc->steal, w | TC_STEAL, memory_order_seq_cst);
+		memb |= !(w & TC_FALLBACK);
+	}
+	if (memb)
+		tc_memb_all();
+	for (tc = head; tc; tc = tc->next) {
+		unsigned int spins = 0;
+
+		if (tc == mine)
+			continue;
+		/* seq_cst (an acquire): pairs with the owner's release store of busy = 0
+		 * (tc_exit), so all the owner did happens before the drain; and the load half of
+		 * Dekker's pair (fallback). */
+		while (atomic_load_explicit(&tc->busy, memory_order_seq_cst))
+			tc_wait_relax(&spins);
+		tc_drain(bo, tc, dir);
+		/* Release pairs with the owner's acquire load of steal (tc_enter, tc_lock): the
+		 * drain happens before the owner's next use of its stacks. */
+		atomic_store_explicit(&tc->steal,
+				      atomic_load_explicit(&tc->steal, memory_order_relaxed) &
+					      ~TC_STEAL,
+				      memory_order_release);
+	}
+	pthread_mutex_unlock(&tc_reg_lock);
+}
+
 /*
  * Fill the empty stack (@dir, @order) with up to tc_batch slots: this CPU's area first, then
  * the others, one lock per area visited. Returns the number of slots taken.
@@ -530,7 +740,8 @@ static dg_noinline uint32_t tc_refill(struct dma_bounce *bo, struct bounce_tcach
 	return got;
 }
 
-/* Pop a small slot for (@dir, @order) from this thread's stack: its global unit or NONE. */
+/* Pop a small slot for (@dir, @order) from this thread's stack (entered): its global unit
+ * or NONE. */
 static dg_always_inline uint32_t tc_pop(struct dma_bounce *bo, struct bounce_tcache *tc,
 					unsigned int dir, unsigned int order)
 {
@@ -542,7 +753,8 @@ static dg_always_inline uint32_t tc_pop(struct dma_bounce *bo, struct bounce_tca
 	return tc->slot[dir][order][n - 1];
 }
 
-/* Push the claimed small slot @g (order @order, direction @dir) on this thread's stack. */
+/* Push the claimed small slot @g (order @order, direction @dir) on this thread's stack
+ * (entered). */
 static dg_always_inline void tc_push(struct dma_bounce *bo, struct bounce_tcache *tc, uint32_t g,
 				     unsigned int dir, unsigned int order)
 {
@@ -565,7 +777,9 @@ static dg_noinline void slot_release_slow(struct dma_bounce *bo, uint32_t g)
 	struct bounce_area *a;
 
 	if (order < TC_ORDERS && (tc = tcache(bo)) != NULL) {
+		tc_get(tc);
 		tc_push(bo, tc, g, ST_DIR(st), order);
+		tc_exit(tc);
 		return;
 	}
 	a = area_of_g(bo, g);
@@ -586,13 +800,16 @@ static dg_always_inline void slot_release(struct dma_bounce *bo, uint32_t g)
 
 	uint32_t n;
 
-	if (dg_likely(order < TC_ORDERS && tc != NULL &&
-		      (n = tc_n(tc, dir, order)) < bo->tc_max[order])) {
-		atomic_store_explicit(&bo->rec[g].st, ST(ST_CACHED, 0, 0, order, 0),
-				      memory_order_relaxed);
-		tc->slot[dir][order][n] = g;
-		tc_set_n(tc, dir, order, n + 1);
-		return;
+	if (dg_likely(order < TC_ORDERS && tc != NULL) && dg_likely(tc_enter(tc))) {
+		if (dg_likely((n = tc_n(tc, dir, order)) < bo->tc_max[order])) {
+			atomic_store_explicit(&bo->rec[g].st, ST(ST_CACHED, 0, 0, order, 0),
+					      memory_order_relaxed);
+			tc->slot[dir][order][n] = g;
+			tc_set_n(tc, dir, order, n + 1);
+			tc_exit(tc);
+			return;
+		}
+		tc_exit(tc);
 	}
 	slot_release_slow(bo, g);
 }
@@ -620,6 +837,9 @@ int dma_bounce_create(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_bo
 	}
 	bo->unit_shift = dg_ilog2(bo->units);
 	bo->gen = atomic_fetch_add_explicit(&bounce_next_gen, 1, memory_order_relaxed);
+	/* membarrier registered once per process (iova_mag.c); without it (or with
+	 * DG_IOVA_NO_MEMBARRIER=1) owners enter their caches with an exchange (tc_lock). */
+	bo->memb = iova_mag_global_init() == 0 && iova_mag_memb();
 	for (unsigned int o = 0; o < TC_ORDERS; o++) {
 		/* At most 1/8 of an area per stack; moved in halves. */
 		uint64_t cap = (bo->area_size >> 3) >> (o + BOUNCE_UNIT_SHIFT);
@@ -796,59 +1016,89 @@ static dg_always_inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
 	}
 }
 
-/* Does this thread's cache hold slots of direction @dir? */
-static bool tc_holds(const struct bounce_tcache *tc, unsigned int dir)
+/*
+ * One pass over the areas of direction @dir (this CPU's first) for a block of @order: true
+ * with its global unit in *gp, else false with *gives the sum of the areas' give-back counts,
+ * each read under its lock when its area could not serve.
+ */
+static bool area_pass(struct dma_bounce *bo, unsigned int dir, unsigned int order, unsigned int cpu,
+		      uint32_t *gp, uint64_t *gives)
 {
-	for (unsigned int o = 0; o < TC_ORDERS; o++)
-		if (tc_n(tc, dir, o))
+	uint64_t sum = 0;
+
+	for (unsigned int k = 0; k < bo->ncpus; k++) {
+		unsigned int ai = dir * bo->ncpus + (cpu + k) % bo->ncpus;
+		struct bounce_area *a = &bo->area[ai];
+		uint32_t u;
+
+		dg_spin_lock(&a->lock);
+		u = slot_take(a, order);
+		sum += a->gives;
+		dg_spin_unlock(&a->lock);
+		if (u != BOUNCE_NONE) {
+			*gp = ai << bo->unit_shift | u;
 			return true;
+		}
+	}
+	*gives = sum;
 	return false;
+}
+
+#define AREA_ROUNDS 16 /* reclaims at most per allocation that finds the areas dry */
+
+/*
+ * Take a block of @order of direction @dir from the areas when this thread's stack cannot
+ * serve it (see the preamble, "Reclaim"): a pass over the areas; when they are dry, every
+ * thread's cached slots of @dir back into them (tc_reclaim) and another pass; -ENOSPC only
+ * after a pass that found no area able to serve and no give-back into any of them since the
+ * pass before (gives are counted per area under its lock and only grow, so equal sums mean
+ * no area got anything between its two visits: at the moment between the passes none could
+ * serve, and no cache held a slot of @dir when it was drained), or after AREA_ROUNDS
+ * reclaims while other threads keep taking what is given back.
+ */
+static dg_noinline int area_take_all(struct dma_bounce *bo, unsigned int dir, unsigned int order,
+				     struct bounce_tcache *tc, uint32_t *gp)
+{
+	unsigned int cpu = dma_cpu(bo->ncpus);
+	uint64_t gives = 0, prev = 0;
+
+	for (unsigned int round = 0;; round++) {
+		if (area_pass(bo, dir, order, cpu, gp, &gives))
+			return 0;
+		if ((round > 0 && gives == prev) || round == AREA_ROUNDS)
+			return DMA_ENOSHADOW;
+		prev = gives;
+		if (!tc)
+			tc = tcache(bo);
+		tc_reclaim(bo, dir, tc);
+	}
 }
 
 /*
  * Take a slot of @order in direction @dir (its global unit into *gp): a small one from this
- * thread's stack (refilled from the areas), otherwise this CPU's area first, then the others;
- * when every area is dry, once more after giving this thread's cached slots of @dir back.
+ * thread's stack (refilled from the areas), otherwise from the areas (area_take_all(), which
+ * reclaims cached slots when they are dry).
  */
 static dg_noinline int slot_alloc_slow(struct dg_dma_dev *dd, struct dma_bounce *bo,
 				       enum dg_dma_dir dir, unsigned int order, uint32_t *gp)
 {
 	struct bounce_tcache *tc = NULL;
-	unsigned int cpu;
 	int r = dma_fail(dd, DG_DMA_FAIL_SHADOW);
 
 	if (dg_unlikely(r))
 		return r == -ENOSPC ? DMA_ENOSHADOW : r;
 	if (order < TC_ORDERS && (tc = tcache(bo)) != NULL) {
-		uint32_t g = tc_pop(bo, tc, dir, order);
+		uint32_t g;
 
+		tc_get(tc);
+		g = tc_pop(bo, tc, dir, order);
+		tc_exit(tc);
 		if (g != BOUNCE_NONE) {
 			*gp = g;
 			return 0;
 		}
 	}
-	cpu = dma_cpu(bo->ncpus);
-	for (unsigned int pass = 0; pass < 2; pass++) {
-		for (unsigned int k = 0; k < bo->ncpus; k++) {
-			unsigned int ai = dir * bo->ncpus + (cpu + k) % bo->ncpus;
-			struct bounce_area *a = &bo->area[ai];
-			uint32_t u;
-
-			dg_spin_lock(&a->lock);
-			u = slot_take(a, order);
-			dg_spin_unlock(&a->lock);
-			if (u != BOUNCE_NONE) {
-				*gp = ai << bo->unit_shift | u;
-				return 0;
-			}
-		}
-		if (!tc)
-			tc = tcache(bo);
-		if (!tc || !tc_holds(tc, dir))
-			break;
-		tc_drain(bo, tc, dir);
-	}
-	return DMA_ENOSHADOW;
+	return area_take_all(bo, dir, order, tc, gp);
 }
 
 /* The fast path of slot_alloc_slow(): a slot from this thread's non-empty stack. */
@@ -861,11 +1111,14 @@ static dg_always_inline int slot_alloc(struct dg_dma_dev *dd, struct dma_bounce 
 	/* Relaxed: only whether a hook is installed; slot_alloc_slow() reads it with acquire. */
 	if (dg_likely(order < TC_ORDERS) &&
 	    dg_likely(!atomic_load_explicit(&dd->dma->fail, memory_order_relaxed)) &&
-	    dg_likely((tc = tcache_peek(bo)) != NULL) &&
-	    dg_likely((n = tc_n(tc, dir, order)) != 0)) {
-		tc_set_n(tc, dir, order, n - 1);
-		*gp = tc->slot[dir][order][n - 1];
-		return 0;
+	    dg_likely((tc = tcache_peek(bo)) != NULL) && dg_likely(tc_enter(tc))) {
+		if (dg_likely((n = tc_n(tc, dir, order)) != 0)) {
+			tc_set_n(tc, dir, order, n - 1);
+			*gp = tc->slot[dir][order][n - 1];
+			tc_exit(tc);
+			return 0;
+		}
+		tc_exit(tc);
 	}
 	return slot_alloc_slow(dd, bo, dir, order, gp);
 }
@@ -961,10 +1214,15 @@ static dg_always_inline int map_single(struct dg_dma_dev *dd, void *buf, size_t 
 	order = order_of(len); /* < TC_ORDERS: bounce_map() sent larger buffers elsewhere */
 	/* Relaxed: only whether a hook is installed; slot_alloc_slow() reads it with acquire. */
 	if (dg_unlikely(atomic_load_explicit(&dd->dma->fail, memory_order_relaxed) != NULL) ||
-	    dg_unlikely(!(tc = tcache_peek(bo))) || dg_unlikely(!(n = tc_n(tc, dir, order))))
+	    dg_unlikely(!(tc = tcache_peek(bo))) || dg_unlikely(!tc_enter(tc)))
 		return bounce_map_slow(dd, buf, len, dir, attrs, kind, dma);
+	if (dg_unlikely(!(n = tc_n(tc, dir, order)))) {
+		tc_exit(tc);
+		return bounce_map_slow(dd, buf, len, dir, attrs, kind, dma);
+	}
 	tc_set_n(tc, dir, order, n - 1);
 	g = tc->slot[dir][order][n - 1];
+	tc_exit(tc); /* the slot is ours: the rest is outside the cache */
 	rec = &bo->rec[g];
 	slot = slot_mem(bo, g);
 	if (fill && bo->readable[dir]) {
@@ -1078,28 +1336,37 @@ static dg_noinline void chain_release(struct dma_bounce *bo, uint32_t g, uint32_
 {
 	const unsigned int order = ST_ORDER(st), dir = ST_DIR(st);
 	struct bounce_tcache *tc = order < TC_ORDERS ? tcache(bo) : NULL;
-	const uint32_t max = tc ? bo->tc_max[order] : 0;
 	struct bounce_rec *const recs = bo->rec;
-	uint32_t *const stk = tc ? tc->slot[dir][order] : NULL;
-	uint32_t n = tc ? tc_n(tc, dir, order) : 0;
+	uint32_t n, max, *stk;
 
+	if (!tc) { /* a large slot's chain (or no cache): each into its area */
+		while (g != BOUNCE_NONE) {
+			const uint32_t next = recs[g].u.fl.next;
+
+			slot_release_slow(bo, g);
+			g = next;
+		}
+		return;
+	}
+	stk = tc->slot[dir][order];
+	max = bo->tc_max[order];
+	tc_get(tc);
+	n = tc_n(tc, dir, order);
 	while (g != BOUNCE_NONE) {
 		const uint32_t next = recs[g].u.fl.next;
 
-		if (dg_likely(n < max)) {
-			atomic_store_explicit(&recs[g].st, ST(ST_CACHED, 0, 0, order, 0),
-					      memory_order_relaxed);
-			stk[n++] = g;
-		} else {
-			if (tc)
-				tc_set_n(tc, dir, order, n);
-			slot_release_slow(bo, g); /* spills, or the area for a large one */
-			n = tc ? tc_n(tc, dir, order) : 0;
+		if (dg_unlikely(n == max)) { /* full: its oldest half back to the areas */
+			tc_set_n(tc, dir, order, n);
+			tc_spill(bo, tc, dir, order, bo->tc_batch[order]);
+			n = tc_n(tc, dir, order);
 		}
+		atomic_store_explicit(&recs[g].st, ST(ST_CACHED, 0, 0, order, 0),
+				      memory_order_relaxed);
+		stk[n++] = g;
 		g = next;
 	}
-	if (tc)
-		tc_set_n(tc, dir, order, n);
+	tc_set_n(tc, dir, order, n);
+	tc_exit(tc);
 }
 
 void dma_bounce_free(struct dg_dma_dev *dd, uint64_t dma)
@@ -1270,12 +1537,13 @@ int dma_bounce_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n
 	/* Relaxed: only whether a hook is installed; slot_alloc_slow() reads it with acquire. */
 	if (dg_likely(len <= TC_BYTES) &&
 	    dg_likely(!atomic_load_explicit(&dd->dma->fail, memory_order_relaxed)) &&
-	    dg_likely((tc = tcache_peek(bo)) != NULL) &&
-	    dg_likely(tc_n(tc, dir, order_of(len)) >= n)) {
+	    dg_likely((tc = tcache_peek(bo)) != NULL) && dg_likely(tc_enter(tc)) &&
+	    (dg_likely(tc_n(tc, dir, order_of(len)) >= n) || (tc_exit(tc), false))) {
 		if (copy || bo->readable[dir])
 			zeroed = map_bulk_pop(bo, tc, bufs, n, len, dir, copy, true, dma);
 		else /* a receive ring's refill in a write-only area */
 			map_bulk_pop(bo, tc, bufs, n, len, dir, false, false, dma);
+		tc_exit(tc);
 		t = dma_tstats(dd);
 		if (copy)
 			ctr_add(t, CTR_BOUNCE_IN, (uint64_t)n * len);
@@ -1414,8 +1682,10 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 		atomic_store_explicit(&recs[gs[0]].st, ST(ST_CLAIMED, KIND_CHAIN, dir, order, 0),
 				      memory_order_relaxed);
 		dma_batch_add_bounce(b, dma[0]);
-	} else if (dg_likely(order < TC_ORDERS && (tc = tcache_peek(bo)) != NULL &&
-			     (depth = tc_n(tc, dir, order)) + n <= bo->tc_max[order])) {
+	} else if (dg_likely(order < TC_ORDERS && (tc = tcache_peek(bo)) != NULL) &&
+		   dg_likely(tc_enter(tc)) &&
+		   (dg_likely((depth = tc_n(tc, dir, order)) + n <= bo->tc_max[order]) ||
+		    (tc_exit(tc), false))) {
 		uint32_t *stk = tc->slot[dir][order] + depth;
 
 		for (i = 0; i < n; i++) { /* the order n single unmaps would push them in */
@@ -1424,6 +1694,7 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 			*stk++ = gs[i];
 		}
 		tc_set_n(tc, dir, order, depth + n);
+		tc_exit(tc);
 	} else {
 		for (i = 0; i < n; i++)
 			slot_release(bo, gs[i]);

@@ -588,8 +588,13 @@ extern _Thread_local unsigned int dma_tls_cpu __attribute__((tls_model("initial-
 extern _Thread_local unsigned int dma_tls_cpu_left __attribute__((tls_model("initial-exec")));
 unsigned int dma_cpu_refresh(unsigned int n);
 
-/* The slot of the CPU this thread last ran on (re-read every 256 calls), < @n. Correctness
- * never depends on it (per-CPU structures are locked): only speed does. */
+/* The slot of the CPU this thread last ran on (re-read every 256 calls, so stale for a while
+ * after a migration), < @n. It only chooses which per-CPU structure a call tries first (a
+ * bounce area, a lazy flush queue); those are locked, so a stale CPU costs contention and
+ * cache misses, never correctness, and no capacity: a bounce map that its CPU's area cannot
+ * serve takes from every other area of the direction and reclaims the slots other threads
+ * keep cached (bounce.c, "Reclaim"). The caches the fast paths use without a lock are per
+ * thread, not per CPU. */
 static inline unsigned int dma_cpu(unsigned int n)
 {
 	if (dg_unlikely(!dma_tls_cpu_left--))

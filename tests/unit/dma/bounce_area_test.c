@@ -14,7 +14,12 @@
  *    each area gives its whole-area slot again, at its own address;
  *  - bulk maps: served from the other areas when the cached CPU's area is full, and all or
  *    nothing when the direction cannot hold them all (nothing mapped, in_use unchanged, the
- *    space still there for a bulk map that fits).
+ *    space still there for a bulk map that fits);
+ *  - slots cached on a live thread's stacks are not lost capacity: a thread fills its stacks
+ *    and blocks on a barrier while another maps until the direction is full - every area
+ *    whole for the largest slot, then exactly NCPU x AREA of 64 B / 2 KiB / 4 KiB slots, and
+ *    the parked thread's stacks work after the theft (the reclaim, bounce.c; the binary runs
+ *    again as unit_dma_bounce_area_nomemb without membarrier).
  */
 #include "dma_test_util.h"
 
@@ -354,12 +359,137 @@ static void test_bulk_stale_cpu_4k(void **state)
 	bulk_stale_cpu(4096);
 }
 
+/*
+ * A thread that keeps slots cached and stays alive: it maps and unmaps PARK_MAPS buffers of
+ * each small size (its stacks keep them, up to 1/8 of an area each, 6/8 of one in all) with
+ * its cached CPU @cpu, then waits on a barrier until the test lets it go on; then it maps and
+ * unmaps again (its stacks, emptied by a thief meanwhile, still work) and exits.
+ */
+#define PARK_MAPS 48
+
+struct parker {
+	struct env *e;
+	unsigned int cpu;
+	enum dg_dma_dir dir;
+	uint8_t *buf;
+	pthread_barrier_t parked, go;
+	unsigned int bad;
+};
+
+static const size_t park_len[] = {64, 128, 256, 512, 1024, 2048};
+
+static unsigned int park_round(struct parker *k)
+{
+	uint64_t dma[PARK_MAPS];
+
+	for (unsigned int s = 0; s < sizeof(park_len) / sizeof(park_len[0]); s++) {
+		for (unsigned int i = 0; i < PARK_MAPS; i++)
+			if (dg_dma_map_single(k->e->dd, k->buf, park_len[s], k->dir, 0, &dma[i]))
+				return 1;
+		for (unsigned int i = 0; i < PARK_MAPS; i++)
+			if (dg_dma_unmap_single(k->e->dd, dma[i], park_len[s], k->dir, 0, NULL))
+				return 1;
+	}
+	return 0;
+}
+
+static void *park_main(void *p)
+{
+	struct parker *k = p;
+
+	force_cpu(k->cpu);
+	k->bad = park_round(k);
+	pthread_barrier_wait(&k->parked);
+	pthread_barrier_wait(&k->go); /* alive, its caches full, until the test is done */
+	k->bad |= park_round(k) << 1;
+	return NULL;
+}
+
+/*
+ * Thread A fills its stacks of direction @dir and stays alive (blocked on a barrier) while
+ * this thread maps until the direction would be exhausted: every area gives its whole-area
+ * slot (A's cached slots were taken back and merged), then @len slots fill the direction
+ * exactly (NCPU * AREA of them live, in_use exact), -ENOSPC only then. Nothing is lost: the
+ * structure check holds and every area is whole again after the unmaps, after A ran again
+ * and after it exited. Fails without the reclaim: A's cached slots keep its CPU's area from
+ * merging (one whole-area slot short) and stay out of reach of the small maps.
+ */
+static void parked_cache(size_t len, enum dg_dma_dir dir)
+{
+	const unsigned int nslots = (unsigned int)((uint64_t)NCPU * AREA / len);
+	uint64_t *dma = calloc(nslots + 1, sizeof(*dma));
+	uint8_t *buf = page_alloc(AREA);
+	struct parker k;
+	struct env e;
+	pthread_t t;
+	unsigned int n = 0;
+
+	assert_non_null(dma);
+	assert_non_null(buf);
+	env_init(&e, buf);
+	k = (struct parker){.e = &e, .cpu = 1, .dir = dir, .buf = buf};
+	assert_int_equal(pthread_barrier_init(&k.parked, NULL, 2), 0);
+	assert_int_equal(pthread_barrier_init(&k.go, NULL, 2), 0);
+	assert_int_equal(pthread_create(&t, NULL, park_main, &k), 0);
+	pthread_barrier_wait(&k.parked);
+	assert_int_equal(k.bad, 0);
+	assert_int_equal(stats(e.dd).bounce_in_use, 0);
+	force_cpu(1); /* A's CPU: its area is the one its cached slots came from */
+	assert_int_equal(whole_areas(&e, dir, buf), NCPU);
+	while (n <= nslots && dg_dma_map_single(e.dd, buf, len, dir, 0, &dma[n]) == 0) {
+		n++;
+		if (n % 64 == 0)
+			assert_int_equal(stats(e.dd).bounce_in_use, (uint64_t)n * len);
+	}
+	assert_int_equal(n, nslots);
+	assert_int_equal(stats(e.dd).bounce_in_use, (uint64_t)NCPU * AREA);
+	assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	for (unsigned int i = 0; i < n; i++)
+		assert_int_equal(dg_dma_unmap_single(e.dd, dma[i], len, dir, 0, NULL), 0);
+	unforce_cpu();
+	assert_int_equal(stats(e.dd).bounce_in_use, 0);
+	assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	/* this thread's own stacks hold slots now: whole_areas() takes them back itself */
+	assert_int_equal(whole_areas(&e, dir, buf), NCPU);
+	pthread_barrier_wait(&k.go);
+	assert_int_equal(pthread_join(t, NULL), 0);
+	assert_int_equal(k.bad, 0);
+	assert_int_equal(stats(e.dd).bounce_in_use, 0);
+	assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	assert_int_equal(whole_areas(&e, dir, buf), NCPU);
+	pthread_barrier_destroy(&k.parked);
+	pthread_barrier_destroy(&k.go);
+	env_fini(&e);
+	free(dma);
+	free(buf);
+}
+
+static void test_parked_cache_64(void **state)
+{
+	(void)state;
+	parked_cache(64, DG_DMA_FROM_DEVICE);
+}
+
+static void test_parked_cache_2k(void **state)
+{
+	(void)state;
+	parked_cache(2048, DG_DMA_TO_DEVICE);
+}
+
+static void test_parked_cache_4k(void **state)
+{
+	(void)state;
+	parked_cache(4096, DG_DMA_BIDIRECTIONAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_stale_cpu_64),	  cmocka_unit_test(test_stale_cpu_2k),
 		cmocka_unit_test(test_stale_cpu_4k),	  cmocka_unit_test(test_stale_cpu_64k),
 		cmocka_unit_test(test_bulk_stale_cpu_2k), cmocka_unit_test(test_bulk_stale_cpu_4k),
+		cmocka_unit_test(test_parked_cache_64),	  cmocka_unit_test(test_parked_cache_2k),
+		cmocka_unit_test(test_parked_cache_4k),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
