@@ -665,12 +665,221 @@ static void test_exhaust(void **state)
 	free(page);
 }
 
+/* ---- a stream run's batch entries ---------------------------------------------------------- */
+
+#define RE_N 48 /* stream buffers of one round */
+
+struct re {
+	struct dg_dma_dev *dd;
+	struct dg_device *dev;
+	uint8_t *mem;
+	uint64_t x, xa, xsize, xtok; /* the live allocator mapping X and its record */
+};
+
+/* Page @i's buffer (its byte at 64 is i + 1). */
+static void *re_buf(struct re *t, unsigned int i)
+{
+	return t->mem + (size_t)i * PG + 64;
+}
+
+/* Every entry of @b a copy of X's (an IOVA entry, X's size and token): an entry the batch
+ * end reads without having written it unmaps X or gives its IOVA back while it is mapped. */
+static void re_poison(struct re *t, struct dg_dma_batch *b)
+{
+	for (unsigned int i = 0; i < DG_DMA_BATCH_MAX; i++) {
+		b->ent[i].addr = t->xa;
+		b->ent[i].size = t->xsize | DMA_BATCH_IOVA;
+		b->ent[i].token = t->xtok;
+	}
+}
+
+/* X is untouched: its record live, the device reaches it, and new allocator mappings (two
+ * pages: not a stream's) do not get its IOVA. */
+static void re_x_intact(struct re *t)
+{
+	struct dma_rec *rec = dma_rec_get(&t->dd->sp->rec, t->xa, false);
+	uint64_t z[6];
+
+	assert_non_null(rec);
+	assert_true(atomic_load(&rec->w0) & REC_VALID);
+	reach(t->dev, t->x, DG_DMA_TO_DEVICE, 0xa5);
+	reach(t->dev, t->x + PG, DG_DMA_TO_DEVICE, 0x5a);
+	for (unsigned int i = 0; i < 6; i++) {
+		assert_int_equal(dg_dma_map_single(t->dd, t->mem + (size_t)(200 + 2 * i) * PG,
+						   2 * PG, DG_DMA_TO_DEVICE, 0, &z[i]),
+				 0);
+		assert_true(z[i] + 2 * PG <= t->xa || z[i] >= t->xa + t->xsize);
+	}
+	for (unsigned int i = 0; i < 6; i++)
+		assert_int_equal(
+			dg_dma_unmap_single(t->dd, z[i], 2 * PG, DG_DMA_TO_DEVICE, 0, NULL), 0);
+}
+
+/*
+ * test_run_entries: a strict bulk unmap of a stream run in one chunk puts only the run's two
+ * ends in the batch (map.c: unmap_bulk_strict); the ways of the batch end that read the
+ * entries between write them first (batch_expand), and a bulk unmap that does not become such
+ * a run writes its middles before returning (batch_put_fill). Each batch's ent[] is poisoned
+ * first with copies of a live allocator mapping X's entry. Variants (@v):
+ *  0: the run and an allocator mapping's unmap (the end gives non-stream IOVAs back)
+ *  1: the run and a two-step unlink (a mixed batch: the IOVA entries unmapped one by one)
+ *  2: a bulk unmap of two pieces far apart (not a run), then the piece between (a run)
+ *  3: nine runs in one batch (the batch notes eight: the ninth's middles written at once)
+ *  4: the run and nine single unmaps descending (more pieces than the batch merges: sorted)
+ *  5: the run submitted, then eight single unmaps descending (the pieces of the two submits
+ *     together too many: the end's general way)
+ * Each: every unmapped address faults after the end, X is intact, the dump checks; at the
+ * end every chunk but this thread's current one is retired whole (spare).
+ */
+static void test_run_entries(void **state)
+{
+	struct dma_fixture f;
+	struct re t = {0};
+	struct dma_rec *rec;
+
+	(void)state;
+	t.mem = page_alloc((size_t)256 * PG);
+	assert_non_null(t.mem);
+	for (unsigned int i = 0; i < RE_N; i++)
+		*(uint8_t *)re_buf(&t, i) = (uint8_t)(i + 1);
+	t.mem[(size_t)100 * PG] = 0xa5;
+	t.mem[(size_t)101 * PG] = 0x5a;
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	t.dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &t.dev);
+	assert_non_null(t.dd);
+	assert_int_equal(dg_dma_map_single(t.dd, t.mem + (size_t)100 * PG, 2 * PG, DG_DMA_TO_DEVICE,
+					   0, &t.x),
+			 0);
+	t.xa = t.x & ~t.dd->sp->gmask;
+	rec = dma_rec_get(&t.dd->sp->rec, t.xa, false);
+	assert_non_null(rec);
+	t.xsize = atomic_load(&rec->w2);
+	t.xtok = atomic_load(&rec->w3);
+	assert_int_equal(t.xsize, 2 * PG);
+	assert_false(dma_token_stream(t.xtok));
+	for (unsigned int v = 0; v < 6; v++) {
+		for (unsigned int round = 0; round < 12; round++) {
+			uint64_t dma[RE_N], y = 0, l = 0, piece[RE_N];
+			struct dg_dma_iova_state st;
+			struct dg_dma_batch b;
+			void *bufs[RE_N];
+
+			for (unsigned int i = 0; i < RE_N; i++)
+				bufs[i] = re_buf(&t, i);
+			assert_int_equal(
+				dg_dma_map_bulk(t.dd, bufs, RE_N, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+			for (unsigned int i = 0; i < RE_N; i++) {
+				assert_int_equal(dma[i], dma[0] + (uint64_t)i * PG); /* a run */
+				reach(t.dev, dma[i], DG_DMA_TO_DEVICE, (uint8_t)(i + 1));
+			}
+			if (v == 0) {
+				assert_int_equal(dg_dma_map_single(t.dd, t.mem + (size_t)102 * PG,
+								   2 * PG, DG_DMA_TO_DEVICE, 0, &y),
+						 0);
+				reach(t.dev, y, DG_DMA_TO_DEVICE, 0);
+			} else if (v == 1) {
+				assert_int_equal(dg_dma_iova_alloc(t.dd, 4 * PG, &st), 0);
+				assert_int_equal(dg_dma_iova_link(&st, PG, re_buf(&t, 5), 64,
+								  DG_DMA_TO_DEVICE, &l),
+						 0);
+				assert_int_equal(dg_dma_iova_sync(&st, PG, PG), 0);
+				reach(t.dev, l, DG_DMA_TO_DEVICE, 6);
+			}
+			dg_dma_batch_begin(t.dd, &b);
+			re_poison(&t, &b);
+			switch (v) {
+			case 0:
+			case 1:
+				assert_int_equal(dg_dma_unmap_bulk(t.dd, dma, RE_N, 64,
+								   DG_DMA_TO_DEVICE, 0, &b),
+						 0);
+				if (v == 0)
+					assert_int_equal(dg_dma_unmap_single(t.dd, y, 2 * PG,
+									     DG_DMA_TO_DEVICE, 0,
+									     &b),
+							 0);
+				else
+					assert_int_equal(dg_dma_iova_unlink(&st, PG, 64,
+									    DG_DMA_TO_DEVICE, &b),
+							 0);
+				break;
+			case 2:
+				for (unsigned int i = 0; i < 16; i++) {
+					piece[i] = dma[i];
+					piece[16 + i] = dma[32 + i];
+				}
+				assert_int_equal(dg_dma_unmap_bulk(t.dd, piece, 32, 64,
+								   DG_DMA_TO_DEVICE, 0, &b),
+						 0);
+				assert_int_equal(dg_dma_unmap_bulk(t.dd, dma + 16, 16, 64,
+								   DG_DMA_TO_DEVICE, 0, &b),
+						 0);
+				break;
+			case 3:
+				for (unsigned int j = 0; j < 9; j++)
+					assert_int_equal(dg_dma_unmap_bulk(t.dd, dma + 5 * j,
+									   j < 8 ? 5 : RE_N - 40,
+									   64, DG_DMA_TO_DEVICE, 0,
+									   &b),
+							 0);
+				assert_int_equal(b.nruns, DG_DMA_BATCH_PIECES);
+				break;
+			case 4:
+				assert_int_equal(dg_dma_unmap_bulk(t.dd, dma, 30, 64,
+								   DG_DMA_TO_DEVICE, 0, &b),
+						 0);
+				for (unsigned int i = RE_N; i-- > 30;)
+					assert_int_equal(dg_dma_unmap_single(t.dd, dma[i], 64,
+									     DG_DMA_TO_DEVICE, 0,
+									     &b),
+							 0);
+				break;
+			default:
+				assert_int_equal(dg_dma_unmap_bulk(t.dd, dma, 40, 64,
+								   DG_DMA_TO_DEVICE, 0, &b),
+						 0);
+				assert_int_equal(dg_dma_batch_submit(&b), 0);
+				for (unsigned int i = RE_N; i-- > 40;)
+					assert_int_equal(dg_dma_unmap_single(t.dd, dma[i], 64,
+									     DG_DMA_TO_DEVICE, 0,
+									     &b),
+							 0);
+				break;
+			}
+			if (round % 2)
+				assert_int_equal(dg_dma_batch_submit(&b), 0);
+			assert_int_equal(dg_dma_batch_end(&b), 0);
+			for (unsigned int i = 0; i < RE_N; i++)
+				faults(t.dev, dma[i]);
+			if (v == 0)
+				faults(t.dev, y);
+			if (v == 1) {
+				faults(t.dev, l);
+				assert_int_equal(dg_dma_iova_free(&st), 0);
+			}
+			re_x_intact(&t);
+			assert_int_equal(dg_dma_dev_check(t.dd, stderr), 0);
+		}
+	}
+	/* 6 x 12 rounds of 48 (ten a chunk): the chunks went round, each retired whole (spare)
+	 * but the current one */
+	assert_true(atomic_load(&t.dd->sp->chunk_gets) >= 5);
+	assert_int_equal(t.dd->sp->nspare, t.dd->sp->nchunks - 1);
+	re_x_intact(&t);
+	assert_int_equal(dg_dma_unmap_single(t.dd, t.x, 2 * PG, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_dev_check(t.dd, stderr), 0);
+	fixture_dev_destroy(t.dd);
+	fixture_fini(&f);
+	free(t.mem);
+}
+
 int main(void)
 {
 	static enum dg_dma_policy strict = DG_DMA_STRICT, lazy = DG_DMA_LAZY;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_model),
+		cmocka_unit_test(test_run_entries),
 		cmocka_unit_test_prestate(test_exhaust, &strict),
 		cmocka_unit_test_prestate(test_exhaust, &lazy),
 		cmocka_unit_test_prestate(test_bad_entry, &strict),
