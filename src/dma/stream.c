@@ -450,9 +450,13 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 	struct dma_rec *rec = c->rec0 + cur;
 	const uint64_t iova = c->iova + (cur << sp->gshift);
 
+	/* the address bits the buffers can have (every aligned address up to pmax's top bit) */
+	const uint64_t span = pmax ? (~0ull >> __builtin_clzll(pmax)) & ~gm : 0;
+
 	pte_prefetchw(pte, n);
-	if (dg_likely(!ohm && oam == ((sl->oa_limit - 1) & ~gm)))
-		/* every aligned address below oa_limit is its own output-address bits */
+	if (dg_likely(!(span & ~oam) && !((span >> 36) & ohm)))
+		/* every one of them is its own output-address bits (VT-d's mask reaches bit 51,
+		 * LPAE's PA[51:48] move only for addresses that high) */
 		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, UINT64_MAX, 0, w0, dma);
 	else
 		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, oam, ohm, w0, dma);

@@ -15,6 +15,11 @@
  *    batch ended.
  *  - test_bad_entry: a bulk unmap with one bad entry is refused with its exact error and
  *    leaves every other mapping live (record, live bit, reachable), under strict and lazy.
+ *  - test_run_entries: a bulk unmap's stream run puts only its two ends in the batch; every
+ *    batch-end way that reads the entries between writes them first, and a bulk unmap that is
+ *    no such run writes them at once (ent[] poisoned with a live mapping's entry).
+ *  - test_fill_oa: the map's entries carry the format's output-address encoding, low and
+ *    high (above 2^48) addresses, VT-d and LPAE (the map's short and general loops).
  *  - test_exhaust: a small space: chunks pinned by one mapping each until the streams' share
  *    is held, then the allocator path maps on - every granule the streams do not hold - and
  *    once the pins go, spare chunks go back on -ENOSPC so single maps fill the whole space.
@@ -873,6 +878,80 @@ static void test_run_entries(void **state)
 	free(t.mem);
 }
 
+/* ---- output addresses ---------------------------------------------------------------------- */
+
+/*
+ * test_fill_oa: dma_stream_map() writes each entry with the format's output-address encoding:
+ * its short loop (the address as it is) when every address up to the call's highest has its
+ * bits in the format's mask, else the general one (LPAE 52-bit: PA[51:48] moved to bits
+ * [15:12]). Addresses given directly (the map reads only their offsets from bufs[]): low ones
+ * (VT-d 48 and 52 bits, LPAE 4K/48, LPAE 64K/52) and, with 52-bit output, ones above 2^48
+ * (VT-d: its mask reaches bit 51, the short loop; LPAE: the general loop); the table
+ * walk must give each back, then the bulk unmap claims them all.
+ */
+static void test_fill_oa(void **state)
+{
+	const struct dg_pt_geometry geos[4] = {
+		{0}, /* VT-d 4K, 48 bits */
+		{.format = DG_PT_FMT_VTD_SS, .ias = 48, .oas = 52},
+		{.format = DG_PT_FMT_ARM_LPAE_S1, .ias = 48, .oas = 48},
+		{.format = DG_PT_FMT_ARM_LPAE_S1, .ias = 48, .oas = 52, .granule = 65536},
+	};
+
+	(void)state;
+	for (unsigned int x = 0; x < 4; x++) {
+		for (unsigned int high = 0; high < 2; high++) {
+			enum { N = 12 };
+			struct dg_dma_dev_config c;
+			struct dg_device *dev = NULL;
+			struct dma_fixture f;
+			struct dg_dma_dev *dd;
+			struct dma_space *sp;
+			uint64_t phys[N], dma[N], pmax = 0, g;
+			void *bufs[N];
+			struct dg_pt *pt;
+
+			if (high && geos[x].oas != 52)
+				continue; /* 48-bit output: nothing above 2^48 to map */
+			assert_int_equal(fixture_init(&f, false, 0), 0);
+			dg_dma_dev_config_init(&c);
+			c.policy = DG_DMA_STRICT;
+			c.geo = geos[x];
+			dd = fixture_dev(&f, 1, DG_DMA_STRICT, &c, &dev);
+			assert_non_null(dd);
+			dg_dev_set_auto_offline(dev, true);
+			sp = dd->sp;
+			assert_true(sp->cspan > 0);
+			g = sp->granule;
+			pt = dg_domain_pt(dg_dma_dev_domain(dd));
+			for (unsigned int i = 0; i < N; i++) {
+				/* pages spread over the address bits (one with PA[51:48] set) */
+				phys[i] = ((high ? 0x000f000000000000ull >> (i % 4) :
+						   0x12345ull << 20) +
+					   (uint64_t)i * 977 * g) &
+					  ~(g - 1) & 0x000fffffffffffffull;
+				bufs[i] = (void *)(uintptr_t)(phys[i] + 64 * i);
+				pmax = phys[i] > pmax ? phys[i] : pmax;
+			}
+			assert_int_equal(dma_stream_map(sp, dma_tstats(dd), bufs, phys, pmax, N, 64,
+							DG_DMA_TO_DEVICE, KIND_SINGLE, dma),
+					 0);
+			ctr_add(dma_tstats(dd), CTR_MAPS, N); /* as dg_dma_map_bulk counts */
+			for (unsigned int i = 0; i < N; i++) {
+				assert_int_equal(dma[i] & (g - 1), 64 * i);
+				assert_int_equal(dg_pt_iova_to_phys(pt, dma[i]), phys[i] + 64 * i);
+			}
+			assert_int_equal(
+				dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+			for (unsigned int i = 0; i < N; i++)
+				assert_int_equal(dg_pt_iova_to_phys(pt, dma[i]), 0);
+			assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+			fixture_dev_destroy(dd);
+			fixture_fini(&f);
+		}
+	}
+}
+
 int main(void)
 {
 	static enum dg_dma_policy strict = DG_DMA_STRICT, lazy = DG_DMA_LAZY;
@@ -880,6 +959,7 @@ int main(void)
 		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_run_entries),
+		cmocka_unit_test(test_fill_oa),
 		cmocka_unit_test_prestate(test_exhaust, &strict),
 		cmocka_unit_test_prestate(test_exhaust, &lazy),
 		cmocka_unit_test_prestate(test_bad_entry, &strict),
