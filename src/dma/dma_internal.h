@@ -776,15 +776,16 @@ void dma_stream_init(struct dma_space *sp, bool on);
 void dma_stream_fini(struct dma_space *sp);
 
 /*
- * Map @n one-granule buffers (bufs[i], page phys[i], every phys[i] <= @pmax, each inside one
- * granule, checked by the caller) from this thread's stream @t of @sp, writing their records:
+ * Map @n one-granule buffers (bufs[i], each inside one granule, checked by the caller;
+ * @pbits: the OR of their granules' addresses) from this thread's stream @t of @sp, writing
+ * their records:
  * 0 with dma[] set, or 1 when the stream cannot take them (nothing changed: the caller takes
  * the allocator path). Strict and lazy (not the reference). Records of @kind (a bulk
  * call's and dg_dma_map_single()'s KIND_SINGLE, dg_dma_map_page()'s KIND_PAGE).
  */
-int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
-		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
-		   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma);
+int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs, uint64_t pbits,
+		   unsigned int n, size_t len, enum dg_dma_dir dir, enum dma_kind kind,
+		   uint64_t *dma);
 
 /* Clear the entries of the @n granules from @iova, claimed stream granules of the chunk of
  * @token that dma_stream_within() said lie in it: a bulk unmap's run (b->run_clear), cleared

@@ -2057,7 +2057,7 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	const uint64_t g = sp->granule, gm = sp->gmask;
 	const unsigned int prot = dma_dir_prot(dir);
 	uint64_t iova[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX], phys[DG_DMA_BULK_MAX];
-	uint64_t sub, waste, pmax = 0;
+	uint64_t sub, waste, por = 0; /* the OR of the buffers' addresses */
 	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
 	const bool hook = atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL;
 	struct dg_pt_gather gth;
@@ -2076,8 +2076,7 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 
 		if (dg_unlikely((a & gm) + len > g || !a))
 			goto odd;
-		phys[i] = a & ~(uintptr_t)gm;
-		pmax = phys[i] > pmax ? phys[i] : pmax;
+		por |= a;
 	}
 	r = dma_fail(dd, DG_DMA_FAIL_IOVA);
 	if (dg_unlikely(r))
@@ -2085,8 +2084,10 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	t = dma_tstats(dd);
 	/* strict or lazy: this thread's stream (stream.c); an installed hook takes the
 	 * allocator path, which asks it at every step */
-	if (!hook && !dma_stream_map(sp, t, bufs, phys, pmax, n, len, dir, KIND_SINGLE, dma))
+	if (!hook && !dma_stream_map(sp, t, bufs, por & ~gm, n, len, dir, KIND_SINGLE, dma))
 		goto counted;
+	for (i = 0; i < n; i++)
+		phys[i] = (uintptr_t)bufs[i] & ~(uintptr_t)gm;
 	r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);
 	if (dg_unlikely(r == -ENOSPC) && !dd->lazy && dma_stream_drain(sp, t))
 		r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);

@@ -376,14 +376,15 @@ static dg_always_inline void stream_rec_write(struct dma_rec *rec, uint64_t len,
  * moved, the template), the record and the address, per buffer. Inline twice: with the
  * output-address masks the caller proved to change nothing, and with the format's. */
 static dg_always_inline void stream_fill(_Atomic uint64_t *pte, struct dma_rec *rec,
-					 void *const *bufs, const uint64_t *phys, unsigned int n,
-					 uint64_t len, uint64_t g, uint64_t iova, uint64_t tmpl,
-					 uint64_t oam, uint64_t ohm, uint64_t w0, uint64_t *dma)
+					 void *const *bufs, unsigned int n, uint64_t len,
+					 uint64_t g, uint64_t iova, uint64_t tmpl, uint64_t oam,
+					 uint64_t ohm, uint64_t w0, uint64_t *dma)
 {
 	const uint64_t gm = g - 1;
 
-	for (unsigned int i = 0; i < n; i++, iova += g) {
-		const uint64_t p = phys[i], off = (uintptr_t)bufs[i] & gm;
+#pragma GCC unroll 2
+	for (size_t i = 0; i < n; i++, iova += g) {
+		const uint64_t a = (uintptr_t)bufs[i], off = a & gm, p = a - off;
 
 		/* Release: pairs with the acquire loads of walkers (as in pt_map_va). The entry
 		 * is clear: see the preamble. */
@@ -429,9 +430,9 @@ static dg_always_inline void live_set(const struct dma_chunk *c, uint64_t cur, u
 	}
 }
 
-int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
-		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
-		   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
+int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs, uint64_t pbits,
+		   unsigned int n, size_t len, enum dg_dma_dir dir, enum dma_kind kind,
+		   uint64_t *dma)
 {
 	struct dma_stream *s = &t->st;
 	const struct pt_slots *sl;
@@ -441,7 +442,8 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 		return 1;
 	c = s->c;
 	sl = c->slots;
-	if (dg_unlikely(pmax >= sl->oa_limit))
+	/* oa_limit is a power of two: some address at or above it has a bit there */
+	if (dg_unlikely(pbits >= sl->oa_limit))
 		return 1; /* the allocator path says -ERANGE */
 	const uint64_t g = sp->granule, gm = sp->gmask, cur = s->cur;
 	const uint64_t tmpl = sl->tmpl[dma_dir_prot(dir)], oam = sl->oa_mask, ohm = sl->oa_hi_mask;
@@ -450,16 +452,16 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 	struct dma_rec *rec = c->rec0 + cur;
 	const uint64_t iova = c->iova + (cur << sp->gshift);
 
-	/* the address bits the buffers can have (every aligned address up to pmax's top bit) */
-	const uint64_t span = pmax ? (~0ull >> __builtin_clzll(pmax)) & ~gm : 0;
+	/* the address bits the buffers can have (every aligned address up to pbits' top bit) */
+	const uint64_t span = pbits ? (~0ull >> __builtin_clzll(pbits)) & ~gm : 0;
 
 	pte_prefetchw(pte, n);
 	if (dg_likely(!(span & ~oam) && !((span >> 36) & ohm)))
 		/* every one of them is its own output-address bits (VT-d's mask reaches bit 51,
 		 * LPAE's PA[51:48] move only for addresses that high) */
-		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, UINT64_MAX, 0, w0, dma);
+		stream_fill(pte, rec, bufs, n, len, g, iova, tmpl, UINT64_MAX, 0, w0, dma);
 	else
-		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, oam, ohm, w0, dma);
+		stream_fill(pte, rec, bufs, n, len, g, iova, tmpl, oam, ohm, w0, dma);
 	live_set(c, cur, n);
 	s->cur = (uint32_t)(cur + n);
 	return 0;
