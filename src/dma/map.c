@@ -2071,6 +2071,7 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	 * sorted out after */
 	if (dg_unlikely(len > g))
 		goto odd;
+#pragma GCC unroll 4
 	for (i = 0; i < n; i++) {
 		const uintptr_t a = (uintptr_t)bufs[i];
 
@@ -2430,16 +2431,26 @@ static dg_always_inline int claim_bulk(struct dma_space *sp, const uint64_t *dma
 			atomic_fetch_or_explicit(lw, old & m, memory_order_release);
 			goto undo;
 		}
-		for (j = 0; j < k; j++) {
-			const uint64_t w = want | (dma[i + j] & gm);
+		{ /* k >= 1; pointers, unrolled: GCC's own loop kept an index and a pointer */
+			const uint64_t *d = dma + i;
+			struct dma_rec *x = rec, *const xe = rec + k;
 
-			/* Relaxed: the acquire AND above made the record visible. */
-			if (dg_unlikely(
-				    (atomic_load_explicit(&rec[j].w0, memory_order_relaxed) ^ w) |
-				    (atomic_load_explicit(&rec[j].w1, memory_order_relaxed) ^ len)))
-				goto undo_group;
-			/* Relaxed: the claim is the bit's (see claim_live()). */
-			atomic_store_explicit(&rec[j].w0, 0, memory_order_relaxed);
+#pragma GCC unroll 2
+			do {
+				const uint64_t w = want | (*d++ & gm);
+
+				/* Relaxed: the acquire AND above made the record visible. */
+				if (dg_unlikely(
+					    (atomic_load_explicit(&x->w0, memory_order_relaxed) ^
+					     w) |
+					    (atomic_load_explicit(&x->w1, memory_order_relaxed) ^
+					     len))) {
+					j = (size_t)(x - rec);
+					goto undo_group;
+				}
+				/* Relaxed: the claim is the bit's (see claim_live()). */
+				atomic_store_explicit(&x->w0, 0, memory_order_relaxed);
+			} while (++x != xe);
 		}
 		/* a stream mapping's IOVA bytes are one granule (w2, stream.c) */
 		putg(ctx, i, a, k, g, rec);

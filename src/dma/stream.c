@@ -382,7 +382,7 @@ static dg_always_inline void stream_fill(_Atomic uint64_t *pte, struct dma_rec *
 {
 	const uint64_t gm = g - 1;
 
-#pragma GCC unroll 2
+#pragma GCC unroll 4
 	for (size_t i = 0; i < n; i++, iova += g) {
 		const uint64_t a = (uintptr_t)bufs[i], off = a & gm, p = a - off;
 
