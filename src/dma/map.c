@@ -589,7 +589,89 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
  * (one over the hull when it is at most four times the bytes unmapped, one per run up to
  * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
  */
+static int batch_issue_slow(struct dg_dma_batch *b);
+
+/*
+ * The common case of batch_issue(), apart: every entry not submitted yet is in a stream run
+ * (b->run_clear: a ring's reaps) and their hull is at most four times their bytes - the runs
+ * cleared through their kept tables, one RANGE command over the hull (with the gather's), no
+ * pass over the entries, no merge. 1: not that case (nothing done), the general way's.
+ */
+static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
+{
+	struct dg_dma_dev *dd = b->dev;
+	struct dma_space *sp = dd->sp;
+	const struct dg_pt_gather *g = &b->gather;
+	const uint32_t nsub = b->nsub;
+	uint64_t start = UINT64_MAX, end = 0, seq = 0, prev = 0;
+	uint32_t j0 = b->nruns, covered = 0, pe[BATCH_PIECES], npe = 0;
+	int r;
+
+	for (uint32_t j = b->nruns; j-- > 0 && b->run_first[j] >= nsub;)
+		j0 = j; /* the runs not submitted yet: the last ones */
+	for (uint32_t j = j0; j < b->nruns; j++) {
+		const uint32_t f = b->run_first[j];
+		const uint64_t a = b->ent[f].addr;
+		/* its last entry's end (a run's entries are one granule each, ascending) */
+		const uint64_t e = b->ent[f + b->run_len[j] - 1].addr + sp->granule;
+
+		if (!(b->run_clear >> j & 1))
+			return 1;
+		if (j == j0 || a < prev)
+			pe[npe++] = f; /* a new ascending piece (as batch_runs() finds them) */
+		prev = e;
+		covered += b->run_len[j];
+		start = a < start ? a : start;
+		end = e > end ? e : end;
+	}
+	if (covered != b->n - nsub || !covered)
+		return 1; /* other entries too (or none of this kind) */
+	if (g->start != g->end) {
+		start = g->start < start ? g->start : start;
+		end = g->end > end ? g->end : end;
+	}
+	if (end - start > 4 * ((uint64_t)covered << sp->gshift))
+		return 1; /* far apart: a command per run, or a DOMAIN one */
+	/* cleared before the command, as every clear; every claim of the batch made */
+	for (uint32_t j = j0; j < b->nruns; j++) {
+		const uint32_t f = b->run_first[j];
+
+		dma_stream_clear(sp, b->ent[f].token, b->ent[f].addr, b->run_len[j]);
+	}
+	/* the pieces of the whole batch so far, as the general way notes them */
+	if (!nsub)
+		b->npieces = 0;
+	if ((!nsub || b->npieces) && b->npieces + npe <= BATCH_PIECES) {
+		for (uint32_t j = 0; j < npe; j++)
+			b->piece[b->npieces + j] = pe[j];
+		b->npieces += npe;
+	} else {
+		b->npieces = 0;
+	}
+	b->nsub = b->n;
+	const struct dg_inval_cmd cmd = {.type = DG_INVAL_RANGE,
+					 .flags = g->leaf_only ? DG_INVAL_LEAF : 0,
+					 .domain = sp->dom_id,
+					 .iova = start,
+					 .size = end - start};
+	/* never fails (as below) */
+	r = dma_inval_submit(dd, &cmd, 1, &seq);
+	assert(!r && seq);
+	if (seq > b->seq)
+		b->seq = seq;
+	return r;
+}
+
 static int batch_issue(struct dg_dma_batch *b)
+{
+	if (b->nsub == b->n)
+		return 0;
+	if (dg_likely(b->run_clear) && !batch_issue_runs(b))
+		return 0;
+	return batch_issue_slow(b);
+}
+
+static dg_noinline int batch_issue_slow(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
@@ -601,8 +683,6 @@ static int batch_issue(struct dg_dma_batch *b)
 	uint32_t niova, nlink, pe[BATCH_PIECES], npe, nclr = 0;
 	int r;
 
-	if (b->nsub == b->n)
-		return 0;
 	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, pe, &npe, &nclr);
 	/* the stream runs of the unmaps not submitted yet (unmap_bulk_strict) cleared through
 	 * their kept tables, every claim made: before the commands, as every clear below */
