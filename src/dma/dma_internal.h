@@ -74,11 +74,12 @@ enum dma_ctr {
 struct dma_chunk;
 
 /*
- * A thread's stream on one device (stream.c): the chunk it hands granules out of, in order.
- * Only its thread reads or writes it. @gen is the space's generation (dma_space.gen) when the
+ * A thread's stream on one device for one direction (stream.c): the chunk it hands granules
+ * out of, in order. Only its thread reads or writes it. @gen is the space's generation (dma_space.gen) when the
  * chunk was taken: a stream of a destroyed space (a policy change) never matches, so its
  * chunk pointer is never followed.
  */
+#define DMA_STREAM_DIRS 3 /* enum dg_dma_dir's values */
 struct dma_stream {
 	uint64_t gen;	     /* dma_space.gen of @c, 0: none */
 	struct dma_chunk *c; /* the current chunk */
@@ -92,7 +93,9 @@ struct dma_tstats {
 	uint64_t owner;		 /* thread id (dma_thread_id()), never reused */
 	_Atomic uint64_t c[CTR_NR];
 	_Atomic uint64_t subpage_max;
-	struct dma_stream st; /* strict's stream (stream.c) */
+	/* strict's and lazy's streams, one per enum dg_dma_dir (stream.c: a ring's buffers,
+	 * rx or tx, keep adjacent IOVAs when a thread maps both) */
+	struct dma_stream st[DMA_STREAM_DIRS];
 };
 
 enum dma_err_kind {

@@ -593,9 +593,11 @@ static int batch_issue_slow(struct dg_dma_batch *b);
 
 /*
  * The common case of batch_issue(), apart: every entry not submitted yet is in a stream run
- * (b->run_clear: a ring's reaps) and their hull is at most four times their bytes - the runs
- * cleared through their kept tables, one RANGE command over the hull (with the gather's), no
- * pass over the entries, no merge. 1: not that case (nothing done), the general way's.
+ * (b->run_clear: a ring's reaps, up to BATCH_PIECES) - the runs cleared through their kept
+ * tables, then one RANGE command over the hull (with the gather's) when it is at most four
+ * times their bytes, else one per run (neighbouring runs joined; at most BATCH_PSI_RUNS), as
+ * the general way decides; no pass over the entries, no merge. 1: not that case (nothing
+ * done), the general way's.
  */
 static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 {
@@ -603,10 +605,12 @@ static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 	struct dma_space *sp = dd->sp;
 	const struct dg_pt_gather *g = &b->gather;
 	const uint32_t nsub = b->nsub;
-	uint64_t start = UINT64_MAX, end = 0, seq = 0, prev = 0;
-	uint32_t j0 = b->nruns, covered = 0, pe[BATCH_PIECES], npe = 0;
+	uint64_t lo[BATCH_PIECES], hi[BATCH_PIECES], start = UINT64_MAX, end = 0, seq = 0;
+	uint32_t j0 = b->nruns, covered = 0, pe[BATCH_PIECES], npe = 0, nr = 0;
+	struct dg_inval_cmd cmds[BATCH_PIECES];
 	int r;
 
+	static_assert(BATCH_PIECES <= BATCH_PSI_RUNS, "a command per run");
 	for (uint32_t j = b->nruns; j-- > 0 && b->run_first[j] >= nsub;)
 		j0 = j; /* the runs not submitted yet: the last ones */
 	for (uint32_t j = j0; j < b->nruns; j++) {
@@ -617,22 +621,21 @@ static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 
 		if (!(b->run_clear >> j & 1))
 			return 1;
-		if (j == j0 || a < prev)
-			pe[npe++] = f; /* a new ascending piece (as batch_runs() finds them) */
-		prev = e;
 		covered += b->run_len[j];
 		start = a < start ? a : start;
 		end = e > end ? e : end;
+		if (nr && a == hi[nr - 1]) { /* the next slots of the same ring */
+			hi[nr - 1] = e;
+			continue;
+		}
+		if (!nr || a < hi[nr - 1])
+			pe[npe++] = f; /* a new ascending piece (as batch_runs() finds them) */
+		lo[nr] = a;
+		hi[nr++] = e;
 	}
 	if (covered != b->n - nsub || !covered)
 		return 1; /* other entries too (or none of this kind) */
-	if (g->start != g->end) {
-		start = g->start < start ? g->start : start;
-		end = g->end > end ? g->end : end;
-	}
-	if (end - start > 4 * ((uint64_t)covered << sp->gshift))
-		return 1; /* far apart: a command per run, or a DOMAIN one */
-	/* cleared before the command, as every clear; every claim of the batch made */
+	/* cleared before the commands, as every clear; every claim of the batch made */
 	for (uint32_t j = j0; j < b->nruns; j++) {
 		const uint32_t f = b->run_first[j];
 
@@ -649,13 +652,29 @@ static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 		b->npieces = 0;
 	}
 	b->nsub = b->n;
-	const struct dg_inval_cmd cmd = {.type = DG_INVAL_RANGE,
-					 .flags = g->leaf_only ? DG_INVAL_LEAF : 0,
-					 .domain = sp->dom_id,
-					 .iova = start,
-					 .size = end - start};
-	/* never fails (as below) */
-	r = dma_inval_submit(dd, &cmd, 1, &seq);
+	if (g->start != g->end) {
+		start = g->start < start ? g->start : start;
+		end = g->end > end ? g->end : end;
+	}
+	const unsigned int flags = g->leaf_only ? DG_INVAL_LEAF : 0;
+
+	if (nr == 1 || end - start <= 4 * ((uint64_t)covered << sp->gshift)) {
+		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+						.flags = flags,
+						.domain = sp->dom_id,
+						.iova = start,
+						.size = end - start};
+		nr = 1;
+	} else {
+		for (uint32_t c = 0; c < nr; c++)
+			cmds[c] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+							.flags = flags,
+							.domain = sp->dom_id,
+							.iova = lo[c],
+							.size = hi[c] - lo[c]};
+	}
+	/* never fails (as in batch_issue_slow) */
+	r = dma_inval_submit(dd, cmds, nr, &seq);
 	assert(!r && seq);
 	if (seq > b->seq)
 		b->seq = seq;

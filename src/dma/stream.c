@@ -434,7 +434,7 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 		   unsigned int n, size_t len, enum dg_dma_dir dir, enum dma_kind kind,
 		   uint64_t *dma)
 {
-	struct dma_stream *s = &t->st;
+	struct dma_stream *s = &t->st[dir];
 	const struct pt_slots *sl;
 	struct dma_chunk *c;
 
@@ -470,7 +470,7 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf, size_t len,
 		       enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
 {
-	struct dma_stream *s = &t->st;
+	struct dma_stream *s = &t->st[dir];
 	const uint64_t gm = sp->gmask, pa = buf & ~gm, off = buf & gm;
 	const struct pt_slots *sl;
 	struct dma_chunk *c;
@@ -503,9 +503,12 @@ bool dma_stream_drain(struct dma_space *sp, struct dma_tstats *t)
 
 	if (!sp->cspan)
 		return false;
-	if (t->st.gen == sp->gen)
-		stream_leave(sp, &t->st);   /* may complete the chunk: spare, given back below */
-	t->st.backoff = DMA_STREAM_BACKOFF; /* do not take a chunk straight back */
+	for (unsigned int d = 0; d < DMA_STREAM_DIRS; d++) {
+		if (t->st[d].gen == sp->gen)
+			stream_leave(sp, &t->st[d]);   /* may complete the chunk: spare, given back
+						      * below */
+		t->st[d].backoff = DMA_STREAM_BACKOFF; /* do not take a chunk straight back */
+	}
 	pthread_mutex_lock(&sp->chunk_lock);
 	list = sp->spare;
 	sp->spare = NULL;

@@ -20,6 +20,8 @@
  *    no such run writes them at once (ent[] poisoned with a live mapping's entry).
  *  - test_fill_oa: the map's entries carry the format's output-address encoding, low and
  *    high (above 2^48) addresses, VT-d and LPAE (the map's short and general loops).
+ *  - test_dir_streams: rx and tx maps in turns keep each ring's IOVAs adjacent (a stream
+ *    per direction): each ring's reap is one stream run of the batch.
  *  - test_exhaust: a small space: chunks pinned by one mapping each until the streams' share
  *    is held, then the allocator path maps on - every granule the streams do not hold - and
  *    once the pins go, spare chunks go back on -ENOSPC so single maps fill the whole space.
@@ -258,14 +260,38 @@ static void test_bad_entry(void **state)
 		enum { M = 12 };
 		uint64_t w[M];
 
-		/* bulk maps (bit mappings): 9 to the device, 1 from it, 2 to it */
-		assert_int_equal(dg_dma_map_bulk(dd, bufs, 9, 64, DG_DMA_TO_DEVICE, 0, w), 0);
-		assert_int_equal(dg_dma_map_bulk(dd, bufs + 9, 1, 64, DG_DMA_FROM_DEVICE, 0, w + 9),
-				 0);
-		assert_int_equal(dg_dma_map_bulk(dd, bufs + 10, 2, 64, DG_DMA_TO_DEVICE, 0, w + 10),
-				 0);
+		/* bulk maps (bit mappings): 9 to the device, 1 from it, 2 to it - adjacent. A
+		 * thread's streams are one per direction (stream.c), so the one from the device
+		 * lands inside the run only where its stream took a chunk another direction's
+		 * stream used before; made here by giving w[9] the other direction's face and
+		 * entry (the device never reached it: nothing cached to invalidate) */
+		assert_int_equal(dg_dma_map_bulk(dd, bufs, 12, 64, DG_DMA_TO_DEVICE, 0, w), 0);
 		for (unsigned int i = 1; i < M; i++)
 			assert_int_equal(w[i], w[i - 1] + PG);
+		{
+			struct dma_rec *r9 =
+				dma_rec_get(&dd->sp->rec, w[9] & ~dd->sp->gmask, false);
+			struct dg_pt *pt = dg_domain_pt(dg_dma_dev_domain(dd));
+			struct dg_pt_gather gth;
+			uint64_t unmapped = 0;
+
+			assert_non_null(r9);
+			dg_pt_gather_init(&gth);
+			assert_int_equal(dg_pt_unmap(pt, w[9] & ~(uint64_t)(PG - 1), PG, &gth,
+						     &unmapped),
+					 0);
+			assert_int_equal(unmapped, PG);
+			assert_int_equal(gth.nr_tables, 0); /* the kept table stays */
+			assert_int_equal(dg_pt_map(pt, w[9] & ~(uint64_t)(PG - 1),
+						   (uintptr_t)(mem + (size_t)9 * PG), PG,
+						   DG_PROT_WRITE, &gth),
+					 0);
+			assert_int_equal(gth.nr_tables, 0);
+			assert_int_equal(atomic_load(&r9->w0),
+					 rec_w0(KIND_SINGLE, DG_DMA_TO_DEVICE, 0, 64) | REC_STREAM);
+			atomic_store(&r9->w0,
+				     rec_w0(KIND_SINGLE, DG_DMA_FROM_DEVICE, 0, 64) | REC_STREAM);
+		}
 		assert_int_equal(dg_dma_unmap_single(dd, w[5], 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
 		assert_int_equal(dg_dma_unmap_bulk(dd, w, M, 64, DG_DMA_TO_DEVICE, 0, NULL),
 				 -ENOENT);
@@ -543,6 +569,17 @@ static void model_unmap(struct model *m, uint64_t *seed)
 		batch_end(m);
 }
 
+/* The chunks this thread's streams hold (one per direction at most). */
+static unsigned int held_chunks(struct dg_dma_dev *dd)
+{
+	const struct dma_tstats *t = dma_tstats(dd);
+	unsigned int n = 0;
+
+	for (unsigned int d = 0; d < DMA_STREAM_DIRS; d++)
+		n += t->st[d].gen == dd->sp->gen && t->st[d].c;
+	return n;
+}
+
 static void test_model(void **state)
 {
 	uint64_t seed = 0x853c49e6748fea9bull;
@@ -583,9 +620,10 @@ static void test_model(void **state)
 			m->on[i] = false;
 		}
 	assert_int_equal(dg_dma_dev_check(m->dd, stderr), 0);
-	/* every chunk but this thread's current one wholly retired: spare */
+	/* every chunk but this thread's current ones (a stream per direction) wholly retired:
+	 * spare */
 	assert_true(m->dd->sp->nchunks >= 2);
-	assert_int_equal(m->dd->sp->nspare, m->dd->sp->nchunks - 1);
+	assert_int_equal(m->dd->sp->nspare, m->dd->sp->nchunks - held_chunks(m->dd));
 	fixture_dev_destroy(m->dd);
 	fixture_fini(&f);
 	free(m->mem);
@@ -869,6 +907,7 @@ static void test_run_entries(void **state)
 	/* 6 x 12 rounds of 48 (ten a chunk): the chunks went round, each retired whole (spare)
 	 * but the current one */
 	assert_true(atomic_load(&t.dd->sp->chunk_gets) >= 5);
+	assert_int_equal(held_chunks(t.dd), 1);
 	assert_int_equal(t.dd->sp->nspare, t.dd->sp->nchunks - 1);
 	re_x_intact(&t);
 	assert_int_equal(dg_dma_unmap_single(t.dd, t.x, 2 * PG, DG_DMA_TO_DEVICE, 0, NULL), 0);
@@ -935,13 +974,13 @@ static void test_fill_oa(void **state)
 			if (high && geos[x].oas != 52) {
 				/* beyond the output: refused, nothing changed (the allocator path
 				 * says -ERANGE) */
-				const uint32_t cur = dma_tstats(dd)->st.cur;
+				const uint32_t cur = dma_tstats(dd)->st[DG_DMA_TO_DEVICE].cur;
 
 				assert_int_equal(dma_stream_map(sp, dma_tstats(dd), bufs, pbits, N,
 								64, DG_DMA_TO_DEVICE, KIND_SINGLE,
 								dma),
 						 1);
-				assert_int_equal(dma_tstats(dd)->st.cur, cur);
+				assert_int_equal(dma_tstats(dd)->st[DG_DMA_TO_DEVICE].cur, cur);
 				assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_TO_DEVICE,
 								 0, dma),
 						 -ERANGE);
@@ -968,6 +1007,67 @@ static void test_fill_oa(void **state)
 	}
 }
 
+/* ---- a stream per direction ---------------------------------------------------------------- */
+
+/*
+ * test_dir_streams: a thread that maps rx buffers (from the device) and tx buffers (to it) in
+ * turns - a forwarding driver's polls - gets adjacent IOVAs for each ring (a stream per
+ * direction), so each ring's reap is one stream run of the batch (run_clear: cleared through
+ * the kept table, its middle entries unwritten); the device faults on every one after the end.
+ */
+static void test_dir_streams(void **state)
+{
+	enum { K = 16, ROUNDS = 4 };
+	uint8_t *mem = page_alloc((size_t)2 * K * PG);
+	uint64_t rx[ROUNDS * K], tx[ROUNDS * K];
+	void *rb[K], *tb[K];
+	struct dg_device *dev = NULL;
+	struct dg_dma_batch b;
+	struct dg_dma_dev *dd;
+	struct dma_fixture f;
+
+	(void)state;
+	assert_non_null(mem);
+	for (unsigned int i = 0; i < K; i++) {
+		rb[i] = mem + (size_t)i * PG + 64;
+		tb[i] = mem + (size_t)(K + i) * PG + 64;
+		mem[(size_t)(K + i) * PG + 64] = (uint8_t)(i + 1);
+	}
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	for (unsigned int r = 0; r < ROUNDS; r++) {
+		assert_int_equal(dg_dma_map_bulk(dd, rb, K, 64, DG_DMA_FROM_DEVICE, 0, rx + r * K),
+				 0);
+		assert_int_equal(dg_dma_map_bulk(dd, tb, K, 64, DG_DMA_TO_DEVICE, 0, tx + r * K),
+				 0);
+	}
+	for (unsigned int i = 1; i < ROUNDS * K; i++) { /* each ring's IOVAs adjacent */
+		assert_int_equal(rx[i], rx[i - 1] + PG);
+		assert_int_equal(tx[i], tx[i - 1] + PG);
+	}
+	for (unsigned int i = 0; i < ROUNDS * K; i++) {
+		reach(dev, rx[i], DG_DMA_FROM_DEVICE, 0x77);
+		reach(dev, tx[i], DG_DMA_TO_DEVICE, (uint8_t)(i % K + 1));
+	}
+	assert_int_equal(held_chunks(dd), 2);
+	dg_dma_batch_begin(dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(dd, rx, ROUNDS * K, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_unmap_bulk(dd, tx, ROUNDS * K, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(b.nruns, 2);
+	assert_int_equal(b.run_clear, 3); /* both stream runs */
+	assert_int_equal(dg_dma_batch_submit(&b), 0);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	for (unsigned int i = 0; i < ROUNDS * K; i++) {
+		faults(dev, rx[i]);
+		faults(dev, tx[i]);
+	}
+	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+	fixture_dev_destroy(dd);
+	fixture_fini(&f);
+	free(mem);
+}
+
 int main(void)
 {
 	static enum dg_dma_policy strict = DG_DMA_STRICT, lazy = DG_DMA_LAZY;
@@ -976,6 +1076,7 @@ int main(void)
 		cmocka_unit_test(test_model),
 		cmocka_unit_test(test_run_entries),
 		cmocka_unit_test(test_fill_oa),
+		cmocka_unit_test(test_dir_streams),
 		cmocka_unit_test_prestate(test_exhaust, &strict),
 		cmocka_unit_test_prestate(test_exhaust, &lazy),
 		cmocka_unit_test_prestate(test_bad_entry, &strict),
