@@ -8,7 +8,9 @@
  * A chunk is one last-level table's span of IOVA space (cspan granules: 512 with 4 KiB
  * granules, 2 MiB), allocated naturally aligned from the space's allocator, its table made
  * present once (pt_slots, pt/pt_fast.h) and its records' leaf created once. A thread's stream
- * (dma_stream, in its counter block of the device) hands the chunk's granules out ascending:
+ * (dma_stream, in its counter block of the device; one per direction, session 12: a driver
+ * mapping its rx refills and its tx sends in turns keeps each ring's IOVAs adjacent, so each
+ * reap is one run for the batch) hands the chunk's granules out ascending:
  *
  *   map (one granule, strict bulk or single call):  iova = chunk + cur++ granules
  *                                         one PTE store into the kept table, the record
@@ -105,11 +107,11 @@
  *
  * Exhaustion: a chunk that cannot be had (no IOVA space, no memory) makes the stream step
  * aside for DMA_STREAM_BACKOFF calls: maps take the allocator path (magazines), which behaves
- * as before. When the allocator itself says -ENOSPC, the caller drains: this thread's chunk's
- * unused rest is abandoned and every spare chunk given back, then it tries once more - so a
- * map the allocator path would have done without streams does not fail for the spares. What
- * streams can still hold is the unused rest of other threads' current chunks (at most
- * cspan - 1 granules per thread mapping on the device) and chunks pinned by long-lived
+ * as before. When the allocator itself says -ENOSPC, the caller drains: the unused rests of
+ * this thread's chunks are abandoned and every spare chunk given back, then it tries once
+ * more - so a map the allocator path would have done without streams does not fail for the
+ * spares. What streams can still hold is the unused rest of other threads' current chunks (at
+ * most cspan - 1 granules per thread and direction mapping on the device) and chunks pinned by long-lived
  * mappings (a chunk with one live granule is held whole): streams are on only for spaces of
  * at least DMA_STREAM_MIN_CHUNKS chunks.
  */
