@@ -2164,20 +2164,26 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	unsigned int i, done;
 	int r;
 
-	/* the arguments of every buffer and whether it fits in one granule, in one pass: a
-	 * buffer inside one granule cannot wrap (its granule ends below 2^64), so the test is
-	 * NULL or not inside one granule (len <= g first: no overflow); the rare odd one is
-	 * sorted out after */
+	/* the arguments of every buffer and whether it fits in one granule, in one pass without
+	 * a branch (GCC vectorizes it): a buffer inside one granule cannot wrap (its granule
+	 * ends below 2^64), so the test is NULL or not inside one granule (len <= g first: no
+	 * overflow). ORed over the buffers: offset + len - 1 (below 2g: the granule's bit is
+	 * set exactly when it leaves its granule) and a - 1 (NULL wraps to the top bit; an
+	 * address from 2^63 up is suspected too). The rare odd one is sorted out after,
+	 * exactly (bulk_args, then the general way). */
 	if (dg_unlikely(len > g))
 		goto odd;
-#pragma GCC unroll 4
-	for (i = 0; i < n; i++) {
-		const uintptr_t a = (uintptr_t)bufs[i];
+	uint64_t ends = 0, below = 0;
 
-		if (dg_unlikely((a & gm) + len > g || !a))
-			goto odd;
+	for (i = 0; i < n; i++) {
+		const uint64_t a = (uintptr_t)bufs[i];
+
+		ends |= (a & gm) + (len - 1);
+		below |= a - 1;
 		por |= a;
 	}
+	if (dg_unlikely((ends & ~gm) | (below >> 63)))
+		goto odd;
 	r = dma_fail(dd, DG_DMA_FAIL_IOVA);
 	if (dg_unlikely(r))
 		return r;

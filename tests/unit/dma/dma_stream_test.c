@@ -22,6 +22,8 @@
  *    high (above 2^48) addresses, VT-d and LPAE (the map's short and general loops).
  *  - test_dir_streams: rx and tx maps in turns keep each ring's IOVAs adjacent (a stream
  *    per direction): each ring's reap is one stream run of the batch.
+ *  - test_map_odd: a bulk map with one buffer leaving its granule, at any position, maps
+ *    every buffer whole; one NULL buffer refuses the call.
  *  - test_exhaust: a small space: chunks pinned by one mapping each until the streams' share
  *    is held, then the allocator path maps on - every granule the streams do not hold - and
  *    once the pins go, spare chunks go back on -ENOSPC so single maps fill the whole space.
@@ -1068,6 +1070,62 @@ static void test_dir_streams(void **state)
 	free(mem);
 }
 
+/* ---- bulk maps' argument pass ---------------------------------------------------------------- */
+
+/*
+ * test_map_odd: dg_dma_map_bulk's argument pass (one branch-free pass over the buffers) sends
+ * a call with one buffer that leaves its granule - at any position, through the last byte
+ * of its page - to the general way: every buffer is mapped whole (the device reads all its
+ * bytes), then unmapped; a NULL one anywhere refuses the call with -EINVAL, nothing mapped.
+ */
+static void test_map_odd(void **state)
+{
+	enum { N = 11, LEN = 100 };
+	uint8_t *mem = page_alloc((size_t)(2 * N + 1) * PG);
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dma_fixture f;
+
+	(void)state;
+	assert_non_null(mem);
+	for (size_t i = 0; i < (size_t)(2 * N + 1) * PG; i++)
+		mem[i] = (uint8_t)(i * 7 + i / PG);
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	for (unsigned int at = 0; at < N; at++) {
+		for (unsigned int cross = 1; cross < LEN; cross += 49) {
+			uint64_t dma[N];
+			void *bufs[N];
+
+			for (unsigned int i = 0; i < N; i++) /* page 2i, offset 64 */
+				bufs[i] = mem + (size_t)2 * i * PG + 64;
+			/* @cross bytes of buffer @at in the next page */
+			bufs[at] = mem + (size_t)2 * at * PG + PG - (LEN - cross);
+			assert_int_equal(
+				dg_dma_map_bulk(dd, bufs, N, LEN, DG_DMA_TO_DEVICE, 0, dma), 0);
+			for (unsigned int i = 0; i < N; i++) {
+				uint8_t got[LEN];
+
+				assert_int_equal(dg_dev_read(dev, dma[i], got, LEN), 0);
+				assert_memory_equal(got, bufs[i], LEN);
+			}
+			assert_int_equal(
+				dg_dma_unmap_bulk(dd, dma, N, LEN, DG_DMA_TO_DEVICE, 0, NULL), 0);
+			for (unsigned int i = 0; i < N; i++)
+				faults(dev, dma[i]);
+			bufs[at] = NULL;
+			assert_int_equal(dg_dma_map_bulk(dd, bufs, N, LEN, DG_DMA_TO_DEVICE, 0,
+							 dma),
+					 -EINVAL);
+		}
+	}
+	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+	fixture_dev_destroy(dd);
+	fixture_fini(&f);
+	free(mem);
+}
+
 int main(void)
 {
 	static enum dg_dma_policy strict = DG_DMA_STRICT, lazy = DG_DMA_LAZY;
@@ -1077,6 +1135,7 @@ int main(void)
 		cmocka_unit_test(test_run_entries),
 		cmocka_unit_test(test_fill_oa),
 		cmocka_unit_test(test_dir_streams),
+		cmocka_unit_test(test_map_odd),
 		cmocka_unit_test_prestate(test_exhaust, &strict),
 		cmocka_unit_test_prestate(test_exhaust, &lazy),
 		cmocka_unit_test_prestate(test_bad_entry, &strict),
