@@ -267,7 +267,9 @@ struct dg_dma_batch {
 	uint32_t run_first[DG_DMA_BATCH_PIECES];
 	uint32_t run_len[DG_DMA_BATCH_PIECES];
 	uint32_t run_clear; /* bit j: run j is a stream's, cleared through its kept table when
-			     * the batch is submitted (private) */
+			     * the batch is submitted; only its first and last entries are
+			     * written (the others follow from them: adjacent granules of one
+			     * chunk), the library writes them when it needs them (private) */
 	struct {
 		uint64_t addr;	/* IOVA (or shadow address) to give back after the wait */
 		uint64_t size;	/* its size; low bits: DMA_BATCH_* kind (library private) */

@@ -74,11 +74,12 @@ enum dma_ctr {
 struct dma_chunk;
 
 /*
- * A thread's stream on one device (stream.c): the chunk it hands granules out of, in order.
- * Only its thread reads or writes it. @gen is the space's generation (dma_space.gen) when the
+ * A thread's stream on one device for one direction (stream.c): the chunk it hands granules
+ * out of, in order. Only its thread reads or writes it. @gen is the space's generation (dma_space.gen) when the
  * chunk was taken: a stream of a destroyed space (a policy change) never matches, so its
  * chunk pointer is never followed.
  */
+#define DMA_STREAM_DIRS 3 /* enum dg_dma_dir's values */
 struct dma_stream {
 	uint64_t gen;	     /* dma_space.gen of @c, 0: none */
 	struct dma_chunk *c; /* the current chunk */
@@ -92,7 +93,9 @@ struct dma_tstats {
 	uint64_t owner;		 /* thread id (dma_thread_id()), never reused */
 	_Atomic uint64_t c[CTR_NR];
 	_Atomic uint64_t subpage_max;
-	struct dma_stream st; /* strict's stream (stream.c) */
+	/* strict's and lazy's streams, one per enum dg_dma_dir (stream.c: a ring's buffers,
+	 * rx or tx, keep adjacent IOVAs when a thread maps both) */
+	struct dma_stream st[DMA_STREAM_DIRS];
 };
 
 enum dma_err_kind {
@@ -781,15 +784,16 @@ void dma_stream_init(struct dma_space *sp, bool on);
 void dma_stream_fini(struct dma_space *sp);
 
 /*
- * Map @n one-granule buffers (bufs[i], page phys[i], every phys[i] <= @pmax, each inside one
- * granule, checked by the caller) from this thread's stream @t of @sp, writing their records:
+ * Map @n one-granule buffers (bufs[i], each inside one granule, checked by the caller;
+ * @pbits: the OR of their granules' addresses) from this thread's stream @t of @sp, writing
+ * their records:
  * 0 with dma[] set, or 1 when the stream cannot take them (nothing changed: the caller takes
  * the allocator path). Strict and lazy (not the reference). Records of @kind (a bulk
  * call's and dg_dma_map_single()'s KIND_SINGLE, dg_dma_map_page()'s KIND_PAGE).
  */
-int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
-		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
-		   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma);
+int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs, uint64_t pbits,
+		   unsigned int n, size_t len, enum dg_dma_dir dir, enum dma_kind kind,
+		   uint64_t *dma);
 
 /* Clear the entries of the @n granules from @iova, claimed stream granules of the chunk of
  * @token that dma_stream_within() said lie in it: a bulk unmap's run (b->run_clear), cleared

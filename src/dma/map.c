@@ -353,6 +353,30 @@ int dma_quarantine_retry(struct dg_dma_dev *dd, bool wait)
  */
 #define BATCH_PIECES DG_DMA_BATCH_PIECES
 
+/*
+ * The entries of a stream run (b->run_clear bit j: unmap_bulk_strict) between its first and
+ * its last are not written: they are the run's adjacent granules of one chunk, one granule
+ * each, with the first's token. The batch end's common way reads the ends only (batch_runs,
+ * batch_flush's retire pass); the others (a sort, a mixed batch, non-stream entries to give
+ * back, a failed wait's quarantine) write them first. Idempotent.
+ */
+static dg_noinline void batch_expand(struct dg_dma_batch *b)
+{
+	for (uint32_t j = 0, rc = b->run_clear; rc && j < b->nruns; j++) {
+		const uint32_t f = b->run_first[j], k = b->run_len[j];
+		const uint64_t a = b->ent[f].addr, size = b->ent[f].size, tok = b->ent[f].token;
+		const uint64_t g = size & ~(uint64_t)BATCH_KIND;
+
+		if (!(rc >> j & 1))
+			continue;
+		for (uint32_t i = 1; i + 1 < k; i++) {
+			b->ent[f + i].addr = a + i * g;
+			b->ent[f + i].size = size;
+			b->ent[f + i].token = tok;
+		}
+	}
+}
+
 /* Merge the @k ascending lists of runs [seg[j], seg[j + 1]) of lo/hi[0..m) into one
  * ascending list (adjacent runs joined); returns its length. seg[k] must be m. */
 static size_t runs_merge(uint64_t *lo, uint64_t *hi, size_t m, const uint32_t *seg, unsigned int k)
@@ -396,7 +420,7 @@ static size_t runs_merge(uint64_t *lo, uint64_t *hi, size_t m, const uint32_t *s
  * unmap recorded (b->run_first[], dg_dma_unmap_bulk) are taken whole: their first entry's
  * address and their last one's end, the entries between unread.
  */
-static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
+static size_t batch_runs(struct dg_dma_batch *b, uint32_t from, uint64_t *lo, uint64_t *hi,
 			 uint64_t *sum, uint32_t *niova, uint32_t *nlink, uint32_t *pe,
 			 uint32_t *npe, uint32_t *nclr)
 {
@@ -462,6 +486,7 @@ static size_t batch_runs(const struct dg_dma_batch *b, uint32_t from, uint64_t *
 sort:
 	s = 0;
 	ni = 0;
+	batch_expand(b); /* every entry read */
 	for (uint32_t i = from; i < b->n; i++) {
 		const uint64_t k = b->ent[i].size & BATCH_KIND;
 
@@ -564,7 +589,108 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
  * (one over the hull when it is at most four times the bytes unmapped, one per run up to
  * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
  */
+static int batch_issue_slow(struct dg_dma_batch *b);
+
+/*
+ * The common case of batch_issue(), apart: every entry not submitted yet is in a stream run
+ * (b->run_clear: a ring's reaps, up to BATCH_PIECES) - the runs cleared through their kept
+ * tables, then one RANGE command over the hull (with the gather's) when it is at most four
+ * times their bytes, else one per run (neighbouring runs joined; at most BATCH_PSI_RUNS), as
+ * the general way decides; no pass over the entries, no merge. 1: not that case (nothing
+ * done), the general way's.
+ */
+static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
+{
+	struct dg_dma_dev *dd = b->dev;
+	struct dma_space *sp = dd->sp;
+	const struct dg_pt_gather *g = &b->gather;
+	const uint32_t nsub = b->nsub;
+	uint64_t lo[BATCH_PIECES], hi[BATCH_PIECES], start = UINT64_MAX, end = 0, seq = 0;
+	uint32_t j0 = b->nruns, covered = 0, pe[BATCH_PIECES], npe = 0, nr = 0;
+	struct dg_inval_cmd cmds[BATCH_PIECES];
+	int r;
+
+	static_assert(BATCH_PIECES <= BATCH_PSI_RUNS, "a command per run");
+	for (uint32_t j = b->nruns; j-- > 0 && b->run_first[j] >= nsub;)
+		j0 = j; /* the runs not submitted yet: the last ones */
+	for (uint32_t j = j0; j < b->nruns; j++) {
+		const uint32_t f = b->run_first[j];
+		const uint64_t a = b->ent[f].addr;
+		/* its last entry's end (a run's entries are one granule each, ascending) */
+		const uint64_t e = b->ent[f + b->run_len[j] - 1].addr + sp->granule;
+
+		if (!(b->run_clear >> j & 1))
+			return 1;
+		covered += b->run_len[j];
+		start = a < start ? a : start;
+		end = e > end ? e : end;
+		if (nr && a == hi[nr - 1]) { /* the next slots of the same ring */
+			hi[nr - 1] = e;
+			continue;
+		}
+		if (!nr || a < hi[nr - 1])
+			pe[npe++] = f; /* a new ascending piece (as batch_runs() finds them) */
+		lo[nr] = a;
+		hi[nr++] = e;
+	}
+	if (covered != b->n - nsub || !covered)
+		return 1; /* other entries too (or none of this kind) */
+	/* cleared before the commands, as every clear; every claim of the batch made */
+	for (uint32_t j = j0; j < b->nruns; j++) {
+		const uint32_t f = b->run_first[j];
+
+		dma_stream_clear(sp, b->ent[f].token, b->ent[f].addr, b->run_len[j]);
+	}
+	/* the pieces of the whole batch so far, as the general way notes them */
+	if (!nsub)
+		b->npieces = 0;
+	if ((!nsub || b->npieces) && b->npieces + npe <= BATCH_PIECES) {
+		for (uint32_t j = 0; j < npe; j++)
+			b->piece[b->npieces + j] = pe[j];
+		b->npieces += npe;
+	} else {
+		b->npieces = 0;
+	}
+	b->nsub = b->n;
+	if (g->start != g->end) {
+		start = g->start < start ? g->start : start;
+		end = g->end > end ? g->end : end;
+	}
+	const unsigned int flags = g->leaf_only ? DG_INVAL_LEAF : 0;
+
+	if (nr == 1 || end - start <= 4 * ((uint64_t)covered << sp->gshift)) {
+		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+						.flags = flags,
+						.domain = sp->dom_id,
+						.iova = start,
+						.size = end - start};
+		nr = 1;
+	} else {
+		for (uint32_t c = 0; c < nr; c++)
+			cmds[c] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+							.flags = flags,
+							.domain = sp->dom_id,
+							.iova = lo[c],
+							.size = hi[c] - lo[c]};
+	}
+	/* never fails (as in batch_issue_slow) */
+	r = dma_inval_submit(dd, cmds, nr, &seq);
+	assert(!r && seq);
+	if (seq > b->seq)
+		b->seq = seq;
+	return r;
+}
+
 static int batch_issue(struct dg_dma_batch *b)
+{
+	if (b->nsub == b->n)
+		return 0;
+	if (dg_likely(b->run_clear) && !batch_issue_runs(b))
+		return 0;
+	return batch_issue_slow(b);
+}
+
+static dg_noinline int batch_issue_slow(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
@@ -576,8 +702,6 @@ static int batch_issue(struct dg_dma_batch *b)
 	uint32_t niova, nlink, pe[BATCH_PIECES], npe, nclr = 0;
 	int r;
 
-	if (b->nsub == b->n)
-		return 0;
 	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, pe, &npe, &nclr);
 	/* the stream runs of the unmaps not submitted yet (unmap_bulk_strict) cleared through
 	 * their kept tables, every claim made: before the commands, as every clear below */
@@ -610,6 +734,7 @@ static int batch_issue(struct dg_dma_batch *b)
 		for (size_t i = 0; i < nr; i++)
 			pt_unmap_granules(sp->pt, lo[i], (hi[i] - lo[i]) >> sp->gshift, g);
 	} else if (niova) { /* mixed: never unmap over a two-step range (its tables are kept) */
+		batch_expand(b);
 		for (uint32_t i = b->nsub; i < b->n; i++) {
 			const uint64_t a = b->ent[i].addr;
 			const uint64_t sz = b->ent[i].size & ~(uint64_t)BATCH_KIND;
@@ -772,7 +897,8 @@ static int batch_flush(struct dg_dma_batch *b)
 		stok = sn = 0;
 		if (dg_likely(!nother))
 			goto done;
-		if (ns == 1) { /* one piece (a ring's reap): back to front */
+		batch_expand(b); /* every entry read below */
+		if (ns == 1) {	 /* one piece (a ring's reap): back to front */
 			for (uint32_t i = b->n; i-- > 0;)
 				give_one(sp, &tc, b->ent[i].addr,
 					 b->ent[i].size & ~(uint64_t)BATCH_KIND, b->ent[i].token,
@@ -818,6 +944,7 @@ static int batch_flush(struct dg_dma_batch *b)
 	}
 	/* back to front: a batch unmapped in ascending order (a ring's) lands in fr[] in the
 	 * descending order dma_order_frees() would make - checked on the way, no sort then */
+	batch_expand(b); /* every entry read */
 	for (uint32_t i = b->n; i-- > 0;) {
 		const uint64_t k = b->ent[i].size & BATCH_KIND, a = b->ent[i].addr;
 
@@ -2029,7 +2156,7 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	const uint64_t g = sp->granule, gm = sp->gmask;
 	const unsigned int prot = dma_dir_prot(dir);
 	uint64_t iova[DG_DMA_BULK_MAX], token[DG_DMA_BULK_MAX], phys[DG_DMA_BULK_MAX];
-	uint64_t sub, waste, pmax = 0;
+	uint64_t sub, waste, por = 0; /* the OR of the buffers' addresses */
 	/* Acquire pairs with the release store in dg_dma_set_fail_hook() (as in dma_fail). */
 	const bool hook = atomic_load_explicit(&dd->dma->fail, memory_order_acquire) != NULL;
 	struct dg_pt_gather gth;
@@ -2037,28 +2164,36 @@ static int map_bulk_fast(struct dg_dma_dev *dd, void *const *bufs, unsigned int 
 	unsigned int i, done;
 	int r;
 
-	/* the arguments of every buffer and whether it fits in one granule, in one pass: a
-	 * buffer inside one granule cannot wrap (its granule ends below 2^64), so the test is
-	 * NULL or not inside one granule (len <= g first: no overflow); the rare odd one is
-	 * sorted out after */
+	/* the arguments of every buffer and whether it fits in one granule, in one pass without
+	 * a branch (GCC vectorizes it): a buffer inside one granule cannot wrap (its granule
+	 * ends below 2^64), so the test is NULL or not inside one granule (len <= g first: no
+	 * overflow). ORed over the buffers: offset + len - 1 (below 2g: the granule's bit is
+	 * set exactly when it leaves its granule) and a - 1 (NULL wraps to the top bit; an
+	 * address from 2^63 up is suspected too). The rare odd one is sorted out after,
+	 * exactly (bulk_args, then the general way). */
 	if (dg_unlikely(len > g))
 		goto odd;
-	for (i = 0; i < n; i++) {
-		const uintptr_t a = (uintptr_t)bufs[i];
+	uint64_t ends = 0, below = 0;
 
-		if (dg_unlikely((a & gm) + len > g || !a))
-			goto odd;
-		phys[i] = a & ~(uintptr_t)gm;
-		pmax = phys[i] > pmax ? phys[i] : pmax;
+	for (i = 0; i < n; i++) {
+		const uint64_t a = (uintptr_t)bufs[i];
+
+		ends |= (a & gm) + (len - 1);
+		below |= a - 1;
+		por |= a;
 	}
+	if (dg_unlikely((ends & ~gm) | (below >> 63)))
+		goto odd;
 	r = dma_fail(dd, DG_DMA_FAIL_IOVA);
 	if (dg_unlikely(r))
 		return r;
 	t = dma_tstats(dd);
 	/* strict or lazy: this thread's stream (stream.c); an installed hook takes the
 	 * allocator path, which asks it at every step */
-	if (!hook && !dma_stream_map(sp, t, bufs, phys, pmax, n, len, dir, KIND_SINGLE, dma))
+	if (!hook && !dma_stream_map(sp, t, bufs, por & ~gm, n, len, dir, KIND_SINGLE, dma))
 		goto counted;
+	for (i = 0; i < n; i++)
+		phys[i] = (uintptr_t)bufs[i] & ~(uintptr_t)gm;
 	r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);
 	if (dg_unlikely(r == -ENOSPC) && !dd->lazy && dma_stream_drain(sp, t))
 		r = iova_alloc_owned_bulk(sp->iova, g, sp->limit, n, iova, token);
@@ -2188,22 +2323,88 @@ static dg_noinline struct dma_rec *claim_rec(struct dma_space *sp, uint64_t a, u
 }
 
 /* Where claim_bulk() puts its claimed entry @i: IOVA @a (granule aligned), its IOVA bytes and
- * the allocator's (or stream's) token. */
+ * the allocator's (or stream's) token (the slow way, entry by entry). */
 typedef void claim_put_fn(void *ctx, size_t i, uint64_t a, uint64_t size, uint64_t token);
+/* The fast way's: entries [i, i + k) claimed at once, at the adjacent granules from @a (@g
+ * apart), their records rec[0..k) (stream records: IOVA bytes one granule, token w3). */
+typedef void claim_putg_fn(void *ctx, size_t i, uint64_t a, size_t k, uint64_t g,
+			   const struct dma_rec *rec);
+/* The slow way starts over: forget what the fast way put. */
+typedef void claim_restart_fn(void *ctx);
 
 /* A batch entry (its type is unnamed in dma.h). */
 typedef __typeof__(((struct dg_dma_batch *)NULL)->ent[0]) batch_ent;
 
-/* A strict bulk unmap's entries go straight into the batch: @ctx is &b->ent[b->n] (room
- * made). */
+/*
+ * A strict bulk unmap's entries go straight into the batch: e is &b->ent[b->n] (room made).
+ * A fast-way group of one chunk (its first and last records' tokens equal: a chunk is one
+ * contiguous range, and every record of a held chunk has its token) puts its two ends only
+ * and is noted in grp[]: its middle entries are (a + j granules, one granule, the token) and
+ * are written only if the call does not end up as a stream run of the batch (batch_put_fill;
+ * a run's middles are written back by batch_expand() when the batch end needs them).
+ */
+struct batch_put {
+	batch_ent *e;
+	uint32_t ng;			  /* groups whose middles are not written */
+	uint16_t grp[DG_DMA_BULK_MAX][2]; /* their first entry and count */
+};
+
 static dg_always_inline void put_batch(void *ctx, size_t i, uint64_t a, uint64_t size,
 				       uint64_t token)
 {
-	batch_ent *e = (batch_ent *)ctx + i;
+	batch_ent *e = ((struct batch_put *)ctx)->e + i;
 
 	e->addr = a;
 	e->size = size | BATCH_IOVA;
 	e->token = token;
+}
+
+static dg_always_inline void putg_batch(void *ctx, size_t i, uint64_t a, size_t k, uint64_t g,
+					const struct dma_rec *rec)
+{
+	struct batch_put *o = ctx;
+	batch_ent *e = o->e + i;
+	/* Relaxed: the claim's acquire AND made the records visible (claim_bulk). */
+	const uint64_t t0 = atomic_load_explicit(&rec[0].w3, memory_order_relaxed);
+	const uint64_t tl = atomic_load_explicit(&rec[k - 1].w3, memory_order_relaxed);
+
+	e[0] = (batch_ent){.addr = a, .size = g | BATCH_IOVA, .token = t0};
+	e[k - 1] = (batch_ent){.addr = a + (k - 1) * g, .size = g | BATCH_IOVA, .token = tl};
+	if (dg_likely(t0 == tl)) {
+		if (k > 2) {
+			o->grp[o->ng][0] = (uint16_t)i;
+			o->grp[o->ng++][1] = (uint16_t)k;
+		}
+		return;
+	}
+	for (size_t j = 1; j + 1 < k; j++) /* two chunks' records: each its own token */
+		e[j] = (batch_ent){.addr = a + j * g,
+				   .size = g | BATCH_IOVA,
+				   .token = atomic_load_explicit(&rec[j].w3, memory_order_relaxed)};
+}
+
+static dg_always_inline void restart_batch(void *ctx)
+{
+	((struct batch_put *)ctx)->ng = 0; /* the slow way writes every entry */
+}
+
+/* Write the middles of e[first, + k) (its ends written): entries of one chunk's adjacent
+ * granules. */
+static dg_always_inline void fill_middles(batch_ent *e, uint32_t k)
+{
+	const uint64_t a = e[0].addr, size = e[0].size, tok = e[0].token;
+	const uint64_t g = size & ~(uint64_t)BATCH_KIND;
+
+	for (uint32_t j = 1; j + 1 < k; j++)
+		e[j] = (batch_ent){.addr = a + j * g, .size = size, .token = tok};
+}
+
+/* The call did not become a stream run of the batch: its groups' middles written now. */
+static dg_noinline void batch_put_fill(struct batch_put *o)
+{
+	for (uint32_t x = 0; x < o->ng; x++)
+		fill_middles(o->e + o->grp[x][0], o->grp[x][1]);
+	o->ng = 0;
 }
 
 /* Lazy's and the reference's: sizes and tokens in two arrays (the addresses are dma[]). */
@@ -2220,6 +2421,24 @@ static dg_always_inline void put_arrays(void *ctx, size_t i, uint64_t a, uint64_
 	(void)a;
 	o->size[i] = size;
 	o->token[i] = token;
+}
+
+static dg_always_inline void putg_arrays(void *ctx, size_t i, uint64_t a, size_t k, uint64_t g,
+					 const struct dma_rec *rec)
+{
+	struct claim_arrays *o = ctx;
+
+	(void)a;
+	for (size_t j = 0; j < k; j++) {
+		o->size[i + j] = g; /* a stream mapping's IOVA bytes are one granule (w2) */
+		/* Relaxed: the claim's acquire AND made the records visible (claim_bulk). */
+		o->token[i + j] = atomic_load_explicit(&rec[j].w3, memory_order_relaxed);
+	}
+}
+
+static dg_always_inline void restart_arrays(void *ctx)
+{
+	(void)ctx; /* the slow way writes every entry */
 }
 
 /* Give back claim_bulk()'s claims of dma[0..n) (mappings of @len, @dir, all live all along,
@@ -2248,7 +2467,8 @@ static dg_noinline void claim_undo(struct dma_space *sp, const uint64_t *dma, un
 /*
  * The claim pass of dg_dma_unmap_bulk() (every policy that translates: strict's batch, lazy's
  * flush queue, the reference): @n buffers of @len, @dir (KIND_SINGLE) claimed, each put
- * (@put) with its IOVA range and token; *run: the entries are adjacent ascending granules (a
+ * (@put entry by entry, @putg a fast-way group at once, @restart when the slow way starts
+ * over) with its IOVA range and token; *run: the entries are adjacent ascending granules (a
  * ring's reap). 0, or the first bad entry's error (-ERANGE first if any address wraps) with
  * nothing changed: a bad address or record (-ENOENT, -EINVAL), a claim lost to a racing unmap
  * or to an address given twice (-ENOENT) gives back this call's claims (the mappings were
@@ -2268,7 +2488,8 @@ static dg_noinline void claim_undo(struct dma_space *sp, const uint64_t *dma, un
  */
 static dg_always_inline int claim_bulk(struct dma_space *sp, const uint64_t *dma, unsigned int n,
 				       size_t len, enum dg_dma_dir dir, claim_put_fn *put,
-				       void *ctx, bool *run)
+				       claim_putg_fn *putg, claim_restart_fn *restart, void *ctx,
+				       bool *run)
 {
 	const uint64_t gm = sp->gmask, g = sp->granule, wdir = rec_w0(KIND_SINGLE, dir, 0, 0);
 	const uint64_t want = wdir | REC_STREAM;
@@ -2297,7 +2518,13 @@ static dg_always_inline int claim_bulk(struct dma_space *sp, const uint64_t *dma
 			goto undo;
 		b = (unsigned int)(gi & 63);
 		lim = n - i < 64 - b ? n - i : 64 - b; /* entries that could share the word */
-		for (k = 1; k < lim && (dma[i + k] & ~gm) == na; k++)
+		/* the adjacent entries: four at a time (one test of their XORs), then one by one */
+		for (k = 1; k + 4 <= lim; k += 4, na += 4 * g)
+			if (((dma[i + k] ^ na) | (dma[i + k + 1] ^ (na + g)) |
+			     (dma[i + k + 2] ^ (na + 2 * g)) | (dma[i + k + 3] ^ (na + 3 * g))) &
+			    ~gm)
+				break;
+		for (; k < lim && (dma[i + k] & ~gm) == na; k++)
 			na += g;
 		m = (k == 64 ? ~0ull : (1ull << k) - 1) << b;
 		lw = dma_rec_live(rec, gi);
@@ -2309,20 +2536,29 @@ static dg_always_inline int claim_bulk(struct dma_space *sp, const uint64_t *dma
 			atomic_fetch_or_explicit(lw, old & m, memory_order_release);
 			goto undo;
 		}
-		for (j = 0; j < k; j++) {
-			const uint64_t w = want | (dma[i + j] & gm);
+		{ /* k >= 1; pointers, unrolled: GCC's own loop kept an index and a pointer */
+			const uint64_t *d = dma + i;
+			struct dma_rec *x = rec, *const xe = rec + k;
 
-			/* Relaxed: the acquire AND above made the record visible. */
-			if (dg_unlikely(
-				    atomic_load_explicit(&rec[j].w0, memory_order_relaxed) != w ||
-				    atomic_load_explicit(&rec[j].w1, memory_order_relaxed) != len))
-				goto undo_group;
-			/* Relaxed: the claim is the bit's (see claim_live()). */
-			atomic_store_explicit(&rec[j].w0, 0, memory_order_relaxed);
-			/* a stream mapping's IOVA bytes are one granule (w2, stream.c) */
-			put(ctx, i + j, a + (uint64_t)j * g, g,
-			    atomic_load_explicit(&rec[j].w3, memory_order_relaxed));
+#pragma GCC unroll 2
+			do {
+				const uint64_t w = want | (*d++ & gm);
+
+				/* Relaxed: the acquire AND above made the record visible. */
+				if (dg_unlikely(
+					    (atomic_load_explicit(&x->w0, memory_order_relaxed) ^
+					     w) |
+					    (atomic_load_explicit(&x->w1, memory_order_relaxed) ^
+					     len))) {
+					j = (size_t)(x - rec);
+					goto undo_group;
+				}
+				/* Relaxed: the claim is the bit's (see claim_live()). */
+				atomic_store_explicit(&x->w0, 0, memory_order_relaxed);
+			} while (++x != xe);
 		}
+		/* a stream mapping's IOVA bytes are one granule (w2, stream.c) */
+		putg(ctx, i, a, k, g, rec);
 		adj &= !i || a == next;
 		next = na;
 		i += k;
@@ -2339,6 +2575,7 @@ undo:
 	if (i)
 		claim_undo(sp, dma, (unsigned int)i, dir, NULL);
 slow:
+	restart(ctx);
 	memset(stream, 0, sizeof(stream));
 	adj = true;
 	next = 1;
@@ -2397,9 +2634,10 @@ bad:
 
 /*
  * The strict way of dg_dma_unmap_bulk() (not lazy, not the reference): the claim pass
- * (claim_bulk) writes each entry straight into the batch (room made for all first, counted
- * in b->n once all are claimed); a failure refuses the call, nothing having entered the
- * batch. @b is the caller's batch or its own (begun before, ended after). A run of one stream
+ * (claim_bulk) writes the entries straight into the batch (room made for all first, counted
+ * in b->n once all are claimed; a fast-way group of one chunk its two ends only, the rest
+ * written at the end of the call unless the call is a stream run: put_batch); a failure
+ * refuses the call, nothing having entered the batch. @b is the caller's batch or its own (begun before, ended after). A run of one stream
  * chunk is marked (b->run_clear) and its PTE lines asked for (prefetchw); batch_issue clears
  * it through the kept table before the batch's commands, so no claim of this call or of a
  * later one in the batch (a poll's rx then tx reap) waits in its locked read-modify-write for
@@ -2408,13 +2646,16 @@ bad:
 static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *dma, unsigned int n,
 					 size_t len, enum dg_dma_dir dir, struct dg_dma_batch *b)
 {
+	struct batch_put o;
 	uint32_t bn;
 	bool run;
 	int r;
 
 	dma_batch_room(b, n);
 	bn = b->n;
-	r = claim_bulk(sp, dma, n, len, dir, put_batch, &b->ent[bn], &run);
+	o.e = &b->ent[bn];
+	o.ng = 0;
+	r = claim_bulk(sp, dma, n, len, dir, put_batch, putg_batch, restart_batch, &o, &run);
 	if (dg_unlikely(r))
 		return r;
 	b->n = bn + n;
@@ -2423,16 +2664,21 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 
 		/* a stream's run in one chunk (both ends of it there): its entries are cleared
 		 * through the kept table, in one tight loop, when the batch is submitted (after
-		 * every claim of the batch: no claim waits behind the clears' stores) */
+		 * every claim of the batch: no claim waits behind the clears' stores); its middle
+		 * entries stay unwritten (batch_expand() writes them for a batch end that reads
+		 * them) */
 		if (dma_token_stream(tok) && b->ent[bn + n - 1].token == tok &&
 		    dma_stream_within(sp, tok, b->ent[bn].addr, n)) {
 			b->run_clear |= 1u << b->nruns;
 			/* their lines asked for now (a hint), owned by the time of the clears */
 			dma_stream_prefetch(sp, tok, b->ent[bn].addr, n);
+			o.ng = 0;
 		}
 		b->run_first[b->nruns] = bn;
 		b->run_len[b->nruns++] = n;
 	}
+	if (dg_unlikely(o.ng))
+		batch_put_fill(&o);
 	return 0;
 }
 
@@ -2505,7 +2751,7 @@ strict:
 	}
 	/* lazy, the reference: the same claim pass, then retired - lazy all at once on its flush
 	 * queue (lazy.c), the reference one by one */
-	r = claim_bulk(sp, dma, n, len, dir, put_arrays, &out, &run);
+	r = claim_bulk(sp, dma, n, len, dir, put_arrays, putg_arrays, restart_arrays, &out, &run);
 	if (dg_unlikely(r))
 		return dma_err(dd, r);
 	if (dd->lazy) {

@@ -8,7 +8,9 @@
  * A chunk is one last-level table's span of IOVA space (cspan granules: 512 with 4 KiB
  * granules, 2 MiB), allocated naturally aligned from the space's allocator, its table made
  * present once (pt_slots, pt/pt_fast.h) and its records' leaf created once. A thread's stream
- * (dma_stream, in its counter block of the device) hands the chunk's granules out ascending:
+ * (dma_stream, in its counter block of the device; one per direction, session 12: a driver
+ * mapping its rx refills and its tx sends in turns keeps each ring's IOVAs adjacent, so each
+ * reap is one run for the batch) hands the chunk's granules out ascending:
  *
  *   map (one granule, strict bulk or single call):  iova = chunk + cur++ granules
  *                                         one PTE store into the kept table, the record
@@ -105,11 +107,11 @@
  *
  * Exhaustion: a chunk that cannot be had (no IOVA space, no memory) makes the stream step
  * aside for DMA_STREAM_BACKOFF calls: maps take the allocator path (magazines), which behaves
- * as before. When the allocator itself says -ENOSPC, the caller drains: this thread's chunk's
- * unused rest is abandoned and every spare chunk given back, then it tries once more - so a
- * map the allocator path would have done without streams does not fail for the spares. What
- * streams can still hold is the unused rest of other threads' current chunks (at most
- * cspan - 1 granules per thread mapping on the device) and chunks pinned by long-lived
+ * as before. When the allocator itself says -ENOSPC, the caller drains: the unused rests of
+ * this thread's chunks are abandoned and every spare chunk given back, then it tries once
+ * more - so a map the allocator path would have done without streams does not fail for the
+ * spares. What streams can still hold is the unused rest of other threads' current chunks (at
+ * most cspan - 1 granules per thread and direction mapping on the device) and chunks pinned by long-lived
  * mappings (a chunk with one live granule is held whole): streams are on only for spaces of
  * at least DMA_STREAM_MIN_CHUNKS chunks.
  */
@@ -376,14 +378,15 @@ static dg_always_inline void stream_rec_write(struct dma_rec *rec, uint64_t len,
  * moved, the template), the record and the address, per buffer. Inline twice: with the
  * output-address masks the caller proved to change nothing, and with the format's. */
 static dg_always_inline void stream_fill(_Atomic uint64_t *pte, struct dma_rec *rec,
-					 void *const *bufs, const uint64_t *phys, unsigned int n,
-					 uint64_t len, uint64_t g, uint64_t iova, uint64_t tmpl,
-					 uint64_t oam, uint64_t ohm, uint64_t w0, uint64_t *dma)
+					 void *const *bufs, unsigned int n, uint64_t len,
+					 uint64_t g, uint64_t iova, uint64_t tmpl, uint64_t oam,
+					 uint64_t ohm, uint64_t w0, uint64_t *dma)
 {
 	const uint64_t gm = g - 1;
 
-	for (unsigned int i = 0; i < n; i++, iova += g) {
-		const uint64_t p = phys[i], off = (uintptr_t)bufs[i] & gm;
+#pragma GCC unroll 4
+	for (size_t i = 0; i < n; i++, iova += g) {
+		const uint64_t a = (uintptr_t)bufs[i], off = a & gm, p = a - off;
 
 		/* Release: pairs with the acquire loads of walkers (as in pt_map_va). The entry
 		 * is clear: see the preamble. */
@@ -429,11 +432,11 @@ static dg_always_inline void live_set(const struct dma_chunk *c, uint64_t cur, u
 	}
 }
 
-int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs,
-		   const uint64_t *phys, uint64_t pmax, unsigned int n, size_t len,
-		   enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
+int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs, uint64_t pbits,
+		   unsigned int n, size_t len, enum dg_dma_dir dir, enum dma_kind kind,
+		   uint64_t *dma)
 {
-	struct dma_stream *s = &t->st;
+	struct dma_stream *s = &t->st[dir];
 	const struct pt_slots *sl;
 	struct dma_chunk *c;
 
@@ -441,7 +444,8 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 		return 1;
 	c = s->c;
 	sl = c->slots;
-	if (dg_unlikely(pmax >= sl->oa_limit))
+	/* oa_limit is a power of two: some address at or above it has a bit there */
+	if (dg_unlikely(pbits >= sl->oa_limit))
 		return 1; /* the allocator path says -ERANGE */
 	const uint64_t g = sp->granule, gm = sp->gmask, cur = s->cur;
 	const uint64_t tmpl = sl->tmpl[dma_dir_prot(dir)], oam = sl->oa_mask, ohm = sl->oa_hi_mask;
@@ -450,12 +454,16 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 	struct dma_rec *rec = c->rec0 + cur;
 	const uint64_t iova = c->iova + (cur << sp->gshift);
 
+	/* the address bits the buffers can have (every aligned address up to pbits' top bit) */
+	const uint64_t span = pbits ? (~0ull >> __builtin_clzll(pbits)) & ~gm : 0;
+
 	pte_prefetchw(pte, n);
-	if (dg_likely(!ohm && oam == ((sl->oa_limit - 1) & ~gm)))
-		/* every aligned address below oa_limit is its own output-address bits */
-		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, UINT64_MAX, 0, w0, dma);
+	if (dg_likely(!(span & ~oam) && !((span >> 36) & ohm)))
+		/* every one of them is its own output-address bits (VT-d's mask reaches bit 51,
+		 * LPAE's PA[51:48] move only for addresses that high) */
+		stream_fill(pte, rec, bufs, n, len, g, iova, tmpl, UINT64_MAX, 0, w0, dma);
 	else
-		stream_fill(pte, rec, bufs, phys, n, len, g, iova, tmpl, oam, ohm, w0, dma);
+		stream_fill(pte, rec, bufs, n, len, g, iova, tmpl, oam, ohm, w0, dma);
 	live_set(c, cur, n);
 	s->cur = (uint32_t)(cur + n);
 	return 0;
@@ -464,7 +472,7 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf, size_t len,
 		       enum dg_dma_dir dir, enum dma_kind kind, uint64_t *dma)
 {
-	struct dma_stream *s = &t->st;
+	struct dma_stream *s = &t->st[dir];
 	const uint64_t gm = sp->gmask, pa = buf & ~gm, off = buf & gm;
 	const struct pt_slots *sl;
 	struct dma_chunk *c;
@@ -497,9 +505,12 @@ bool dma_stream_drain(struct dma_space *sp, struct dma_tstats *t)
 
 	if (!sp->cspan)
 		return false;
-	if (t->st.gen == sp->gen)
-		stream_leave(sp, &t->st);   /* may complete the chunk: spare, given back below */
-	t->st.backoff = DMA_STREAM_BACKOFF; /* do not take a chunk straight back */
+	for (unsigned int d = 0; d < DMA_STREAM_DIRS; d++) {
+		if (t->st[d].gen == sp->gen)
+			stream_leave(sp, &t->st[d]);   /* may complete the chunk: spare, given back
+						      * below */
+		t->st[d].backoff = DMA_STREAM_BACKOFF; /* do not take a chunk straight back */
+	}
 	pthread_mutex_lock(&sp->chunk_lock);
 	list = sp->spare;
 	sp->spare = NULL;

@@ -133,8 +133,10 @@ static uint64_t stream_rest(struct dg_dma_dev *dd, uint64_t tok)
 	/* Acquire pairs with the release CAS that pushes a block (dma_stats.c). */
 	for (struct dma_tstats *t = atomic_load_explicit(&dd->tstats, memory_order_acquire); t;
 	     t = t->next)
-		if (t->st.gen == dd->sp->gen && ((uintptr_t)t->st.c | DMA_TOKEN_STREAM) == tok)
-			rest += t->st.end - t->st.cur;
+		for (unsigned int d = 0; d < DMA_STREAM_DIRS; d++)
+			if (t->st[d].gen == dd->sp->gen &&
+			    ((uintptr_t)t->st[d].c | DMA_TOKEN_STREAM) == tok)
+				rest += t->st[d].end - t->st[d].cur;
 	return rest;
 }
 
