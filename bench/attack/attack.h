@@ -14,7 +14,7 @@
  * A breach is then checked against what the policy documents as exposed (docs/dma-api.md) and
  * what the library itself reported at run time: identity exposes all memory, window its direct
  * region, pool its pools, the translated policies the rest of a mapped buffer's pages
- * (sub-page), lazy an unmapped buffer's pages until the flush that covers it - no longer than
+ * (sub-page; not the buffer itself), lazy an unmapped buffer's pages until the flush that covers it - no longer than
  * the window dg_dma_dev_stats() reports, and only that old buffer - and any policy the buffer
  * of an unmap that returned -ETIMEDOUT until it is confirmed. A breach outside all of that is
  * undocumented: the policy is VULNERABLE.
@@ -26,7 +26,8 @@
  *                  mapping and unmapping (the lazy window, measured in ns and in unmaps)
  *   subpage        64 B and 2 KiB buffers with kernel data in the rest of the page: reads and
  *                  writes of the whole page and of the cells next to the buffer (Thunderclap)
- *   perm           writes to device-read-only buffers, reads of device-write-only ones
+ *   perm           writes to device-read-only buffers, reads of device-write-only ones (after
+ *                  the kernel wrote them again: not only the device's own data)
  *   out-of-range   IOVAs just outside a mapping, straddling its end, beyond the domain,
  *                  wrapping past 2^64
  *   other-domain   a second device uses the first device's DMA and host addresses

@@ -168,7 +168,13 @@ static void attack_subpage(struct atk_world *w, unsigned int rounds)
 	}
 }
 
-/* perm: writes to device-read-only buffers, reads of device-write-only ones. */
+/*
+ * perm: writes to device-read-only buffers, reads of device-write-only ones. The device's
+ * legitimate write (drv_map) has filled the write-only buffer with its own data, which it may
+ * read back wherever it lands; so the kernel writes the buffer again before the reads: data a
+ * write-only mapping grants the device no access to, which a policy that maps it readable
+ * would hand over (without this write such a policy passed as protected).
+ */
 static void attack_perm(struct atk_world *w, unsigned int rounds)
 {
 	for (unsigned int i = 0; i < rounds; i++) {
@@ -182,6 +188,7 @@ static void attack_perm(struct atk_world *w, unsigned int rounds)
 			drv_unmap(w, to);
 		}
 		if (from) {
+			drv_kernel_write(w, from);
 			dev_access(w, 0, false, from->dma, len, NULL);
 			dev_access(w, 0, false, from->dma + 64, 64, NULL);
 			drv_unmap(w, from);

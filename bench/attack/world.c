@@ -313,6 +313,10 @@ static int doc_reason(struct atk_world *w, unsigned int dev, uintptr_t h, uint64
 			continue;
 		switch (m->state) {
 		case MAP_LIVE:
+			/* the rest of its pages; its own bytes are the device's only as its
+			 * direction grants (a breach there is an access it forbids) */
+			if (h >= (uintptr_t)m->buf && h - (uintptr_t)m->buf < m->len)
+				break;
 			return ATK_DOC_SUBPAGE;
 		case MAP_UNCONFIRMED:
 			return ATK_DOC_UNCONFIRMED;
@@ -525,6 +529,11 @@ int drv_unmap(struct atk_world *w, struct atk_map *m)
 	/* The kernel reuses the memory at once: what a stale access must not see. */
 	orc_kernel_write(&w->orc, m->buf, m->len);
 	return 0;
+}
+
+void drv_kernel_write(struct atk_world *w, struct atk_map *m)
+{
+	orc_kernel_write(&w->orc, m->buf, m->len);
 }
 
 void drv_traffic(struct atk_world *w, unsigned int dev)

@@ -140,6 +140,9 @@ struct atk_map *drv_map(struct atk_world *w, unsigned int dev, size_t len, size_
 			enum dg_dma_dir dir, bool direct);
 /* Driver: unmap; returns what the library returned. */
 int drv_unmap(struct atk_world *w, struct atk_map *m);
+/* Driver: the kernel writes new data into a live buffer (a receive buffer re-armed while
+ * mapped): the new content is given only to devices the buffer's mapping lets read it. */
+void drv_kernel_write(struct atk_world *w, struct atk_map *m);
 /* Driver: other I/O of the device (map, legitimate read and write checked, unmap), on a
  * buffer outside the tagged memory: it moves the flush queues along. */
 void drv_traffic(struct atk_world *w, unsigned int dev);

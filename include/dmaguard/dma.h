@@ -602,7 +602,11 @@ struct dg_dma_stats {
 	uint64_t err_iova_space;   /* -ENOSPC from the IOVA allocator (exhausted or injected) */
 	uint64_t err_shadow_space; /* -ENOSPC: no bounce shadow slot */
 	uint64_t err_nomem;	   /* -ENOMEM */
-	uint64_t err_timeout;	   /* -ETIMEDOUT invalidation waits */
+	uint64_t err_timeout;	   /* calls that returned -ETIMEDOUT (an invalidation left
+					unconfirmed): once per call however many of its waits
+					timed out - a batch's early flushes are reported and
+					counted by its end; housekeeping's retries count nothing.
+					The waits are dg_iommu_stats.wait_timeouts */
 	uint64_t err_other;	   /* -EPERM, -EBUSY, -EEXIST, -EOPNOTSUPP, ... */
 	uint64_t quarantined;	   /* IOVA ranges held back after a timed-out wait, now */
 	/* Exposure: what the device can reach beyond the buffers it was given. */

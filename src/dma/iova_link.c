@@ -867,10 +867,20 @@ int dg_dma_iova_unlink_bulk(struct dg_dma_iova_state *st, uint64_t offset, uint6
 		one &= link_span(v, l->gshift) == st->granule;
 	}
 	if (!one || !l->slots) { /* the general way: nothing left to refuse */
+		/* without @b in a batch of its own: one invalidation and one wait for all (one
+		 * each blocked a call for n timeouts when the device did not answer) */
+		if (!b)
+			dg_dma_batch_begin(dd, b = &local);
 		for (i = 0, r = 0; i < n; i++) {
 			int e = dg_dma_iova_unlink(st, offset + i * stride, len, dir, b);
 
 			if (e && !r)
+				r = e;
+		}
+		if (b == &local) {
+			int e = dg_dma_batch_end(&local);
+
+			if (!r)
 				r = e;
 		}
 		return r;

@@ -2745,8 +2745,11 @@ strict:
 				dg_dma_batch_end(&local); /* empty */
 			return dma_err(dd, r);
 		}
-		if (own)
+		if (own) { /* the end counts its own error: the call's one count */
 			r = dg_dma_batch_end(&local);
+			ctr_add(dma_tstats(dd), CTR_UNMAPS, n + fixed);
+			return r;
+		}
 		goto counted;
 	}
 	/* lazy, the reference: the same claim pass, then retired - lazy all at once on its flush

@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What dg_dma_stats.err_timeout counts (dma.h): calls on the device that returned
+ * -ETIMEDOUT, once per call however many of its invalidation waits timed out, like every
+ * err_* counter (each counts failures returned to the caller). The waits themselves are
+ * dg_iommu_stats.wait_timeouts. So:
+ *  - a batch whose early flush (a full ent[]) times out and whose end times out too: the
+ *    unmap that flushed returns 0 (the early flush's error is the end's to report), the end
+ *    returns -ETIMEDOUT: one count, two timed-out waits;
+ *  - a batch whose early flush timed out and whose end's own wait completes: the end still
+ *    returns -ETIMEDOUT (the early flush's buffers were not confirmed by it): one count;
+ *  - an unmap without a batch, a bulk unmap without a batch (one wait for all): one each;
+ *  - lazy's full flush queue whose wait times out and whose rest retires the strict way with
+ *    one more wait that times out: one count for the call;
+ *  - dg_dma_batch_submit() while the device does not answer (it does not wait) and a
+ *    housekeeping pass that finds the quarantine still unconfirmed: none.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dmaguard/dev.h>
+#include <dmaguard/dma.h>
+#include <dmaguard/iommu.h>
+
+#include "dma_test_util.h"
+
+#define TIMEOUT_NS 5000000ull /* waits give up after 5 ms */
+#define G	   4096u
+#define N	   320u /* two bulk calls of 160: more than DG_DMA_BATCH_MAX */
+
+static uint64_t err_timeout(struct dg_dma_dev *dd)
+{
+	struct dg_dma_stats st;
+
+	assert_int_equal(dg_dma_dev_stats(dd, &st), 0);
+	return st.err_timeout;
+}
+
+static uint64_t wait_timeouts(struct dma_fixture *f)
+{
+	struct dg_iommu_stats s;
+
+	dg_iommu_stats(f->mmu, &s);
+	return s.wait_timeouts;
+}
+
+/* The device reaches a quiescent point and from then on acknowledges while idle. */
+static void device_answers(struct dg_device *dev)
+{
+	dg_dev_quiesce(dev);
+	dg_dev_set_auto_offline(dev, true);
+	dg_dev_offline(dev);
+}
+
+struct env {
+	struct dma_fixture f;
+	struct dg_device *dev;
+	struct dg_dma_dev *dd;
+	uint8_t *mem;
+	void *bufs[N];
+	uint64_t dma[N];
+};
+
+/* A strict (or lazy) device with N one-page buffers mapped in two bulk calls; the device
+ * did one DMA and stays online without acknowledging: every wait times out. */
+static void env_init(struct env *e, enum dg_dma_policy policy, uint32_t lazy_queue)
+{
+	struct dg_dma_dev_config c;
+	uint8_t got[8];
+
+	assert_int_equal(fixture_init(&e->f, false, TIMEOUT_NS), 0);
+	dg_dma_dev_config_init(&c);
+	c.policy = policy;
+	if (lazy_queue)
+		c.lazy.queue_size = lazy_queue;
+	e->dd = fixture_dev(&e->f, 1, policy, &c, &e->dev);
+	assert_non_null(e->dd);
+	e->mem = page_alloc(N * G);
+	for (unsigned int i = 0; i < N; i++)
+		e->bufs[i] = e->mem + (size_t)i * G;
+	assert_int_equal(dg_dma_map_bulk(e->dd, e->bufs, N / 2, 64, DG_DMA_TO_DEVICE, 0, e->dma),
+			 0);
+	assert_int_equal(dg_dma_map_bulk(e->dd, e->bufs + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0,
+					 e->dma + N / 2),
+			 0);
+	assert_int_equal(dg_dev_read(e->dev, e->dma[0], got, sizeof(got)), 0);
+}
+
+/* Recovery and the end: every unmapped address faults, nothing leaks. */
+static void env_fini(struct env *e)
+{
+	struct dg_dma_stats st;
+	uint8_t got[8];
+
+	device_answers(e->dev);
+	fixture_advance(&e->f, 1000000000ull);
+	assert_int_equal(dg_dma_housekeep(e->f.dma), 0);
+	assert_int_equal(dg_dma_housekeep(e->f.dma), 0);
+	assert_int_equal(dg_dma_dev_stats(e->dd, &st), 0);
+	assert_int_equal(st.quarantined, 0);
+	assert_int_equal(st.live, 0);
+	for (unsigned int i = 0; i < N; i++)
+		assert_int_equal(dg_dev_read(e->dev, e->dma[i], got, sizeof(got)), -EFAULT);
+	fixture_faults(&e->f);
+	assert_int_equal(fixture_end(&e->f, e->dd), 0);
+	free(e->mem);
+}
+
+/* Early flush and end both time out: one call failed, one count, two waits timed out. */
+static void test_batch_two_timeouts_one_count(void **state)
+{
+	struct env e;
+	struct dg_dma_batch b;
+	uint64_t e0, w0;
+
+	(void)state;
+	env_init(&e, DG_DMA_STRICT, 0);
+	e0 = err_timeout(e.dd);
+	w0 = wait_timeouts(&e.f);
+	dg_dma_batch_begin(e.dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, e.dma, N / 2, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+	/* no wait: nothing counted while the device does not answer */
+	assert_int_equal(dg_dma_batch_submit(&b), 0);
+	assert_int_equal(err_timeout(e.dd) - e0, 0);
+	/* flushed first (a full ent[]), the wait times out; the call still succeeds */
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, e.dma + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0, &b),
+			 0);
+	assert_int_equal(b.flushes, 1);
+	assert_int_equal(wait_timeouts(&e.f) - w0, 1);
+	assert_int_equal(err_timeout(e.dd) - e0, 0);
+	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
+	assert_int_equal(wait_timeouts(&e.f) - w0, 2);
+	assert_int_equal(err_timeout(e.dd) - e0, 1);
+	/* housekeeping that finds nothing confirmed counts nothing */
+	assert_int_equal(dg_dma_housekeep(e.f.dma), 0);
+	assert_int_equal(err_timeout(e.dd) - e0, 1);
+	env_fini(&e);
+}
+
+/* The early flush times out, the end's own wait completes: the end still reports the early
+ * flush's -ETIMEDOUT (counted once); its buffers stay quarantined until housekeeping. */
+static void test_batch_early_timeout_end_reports(void **state)
+{
+	struct env e;
+	struct dg_dma_batch b;
+	struct dg_dma_stats st;
+	uint64_t e0, w0;
+
+	(void)state;
+	env_init(&e, DG_DMA_STRICT, 0);
+	e0 = err_timeout(e.dd);
+	w0 = wait_timeouts(&e.f);
+	dg_dma_batch_begin(e.dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, e.dma, N / 2, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, e.dma + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0, &b),
+			 0);
+	assert_int_equal(wait_timeouts(&e.f) - w0, 1);
+	device_answers(e.dev);
+	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
+	assert_int_equal(wait_timeouts(&e.f) - w0, 1);
+	assert_int_equal(err_timeout(e.dd) - e0, 1);
+	assert_int_equal(dg_dma_dev_stats(e.dd, &st), 0);
+	assert_true(st.quarantined >= 1);
+	env_fini(&e);
+}
+
+/* Unmaps without a batch: one count per call, a bulk call's one wait included. */
+static void test_unbatched_one_count_per_call(void **state)
+{
+	struct env e;
+	uint64_t e0, w0;
+
+	(void)state;
+	env_init(&e, DG_DMA_STRICT, 0);
+	e0 = err_timeout(e.dd);
+	w0 = wait_timeouts(&e.f);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, e.dma, N / 2, 64, DG_DMA_TO_DEVICE, 0, NULL),
+			 -ETIMEDOUT);
+	assert_int_equal(wait_timeouts(&e.f) - w0, 1);
+	assert_int_equal(err_timeout(e.dd) - e0, 1);
+	for (unsigned int i = N / 2; i < N / 2 + 3; i++)
+		assert_int_equal(dg_dma_unmap_single(e.dd, e.dma[i], 64, DG_DMA_TO_DEVICE, 0, NULL),
+				 -ETIMEDOUT);
+	assert_int_equal(wait_timeouts(&e.f) - w0, 4);
+	assert_int_equal(err_timeout(e.dd) - e0, 4);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, e.dma + N / 2 + 3, N / 2 - 3, 64, DG_DMA_TO_DEVICE,
+					   0, NULL),
+			 -ETIMEDOUT);
+	assert_int_equal(err_timeout(e.dd) - e0, 5);
+	env_fini(&e);
+}
+
+/* Lazy's full queue: two waits time out in one call (the queue's flush, the strict rest). */
+static void test_lazy_full_queue_one_count(void **state)
+{
+	struct env e;
+	uint64_t e0, w0;
+
+	(void)state;
+	env_init(&e, DG_DMA_LAZY, 16);
+	e0 = err_timeout(e.dd);
+	w0 = wait_timeouts(&e.f);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, e.dma, 64, 64, DG_DMA_TO_DEVICE, 0, NULL),
+			 -ETIMEDOUT);
+	assert_int_equal(wait_timeouts(&e.f) - w0, 2);
+	assert_int_equal(err_timeout(e.dd) - e0, 1);
+	/* the rest: each call that returns -ETIMEDOUT counts once */
+	for (unsigned int i = 64; i < N; i += 64) {
+		uint64_t c = err_timeout(e.dd);
+		int r = dg_dma_unmap_bulk(e.dd, e.dma + i, 64, 64, DG_DMA_TO_DEVICE, 0, NULL);
+
+		assert_true(r == 0 || r == -ETIMEDOUT);
+		assert_int_equal(err_timeout(e.dd) - c, r ? 1 : 0);
+	}
+	env_fini(&e);
+}
+
+/* A bulk unlink of links over a granule (dg_dma_iova_unlink_bulk()'s general way) without a
+ * batch: dma.h promises one invalidation and one wait for all of them. */
+static void test_unlink_bulk_one_wait(void **state)
+{
+	enum { NL = 8 };
+	struct env e;
+	struct dg_dma_iova_state st = {0};
+	uint8_t *lm = page_alloc(NL * 2 * G), got[8];
+	void *lb[NL];
+	uint64_t ld[NL], e0, w0;
+
+	(void)state;
+	env_init(&e, DG_DMA_STRICT, 0);
+	assert_int_equal(dg_dma_iova_alloc(e.dd, NL * 2 * G, &st), 0);
+	for (unsigned int i = 0; i < NL; i++)
+		lb[i] = lm + (size_t)i * 2 * G;
+	assert_int_equal(dg_dma_iova_link_bulk(&st, 0, 2 * G, lb, NL, 2 * G, DG_DMA_TO_DEVICE, ld),
+			 0);
+	assert_int_equal(dg_dma_iova_sync(&st, 0, NL * 2 * G), 0);
+	assert_int_equal(dg_dev_read(e.dev, ld[NL - 1] + G, got, sizeof(got)), 0);
+	e0 = err_timeout(e.dd);
+	w0 = wait_timeouts(&e.f);
+	assert_int_equal(dg_dma_iova_unlink_bulk(&st, 0, 2 * G, NL, 2 * G, DG_DMA_TO_DEVICE, NULL),
+			 -ETIMEDOUT);
+	assert_int_equal(wait_timeouts(&e.f) - w0, 1);
+	assert_int_equal(err_timeout(e.dd) - e0, 1);
+	/* unconfirmed: not linkable again yet */
+	assert_int_equal(dg_dma_iova_link(&st, 0, lb[0], 2 * G, DG_DMA_TO_DEVICE, &ld[0]), -EEXIST);
+	device_answers(e.dev);
+	assert_int_equal(dg_dma_housekeep(e.f.dma), 0);
+	for (unsigned int i = 0; i < NL; i++) {
+		assert_int_equal(dg_dev_read(e.dev, st.addr + (uint64_t)i * 2 * G, got, 8),
+				 -EFAULT);
+		assert_int_equal(dg_dev_read(e.dev, st.addr + (uint64_t)i * 2 * G + G, got, 8),
+				 -EFAULT);
+	}
+	assert_int_equal(dg_dma_iova_free(&st), 0);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, e.dma, N / 2, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(
+		dg_dma_unmap_bulk(e.dd, e.dma + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	env_fini(&e);
+	free(lm);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_batch_two_timeouts_one_count),
+		cmocka_unit_test(test_batch_early_timeout_end_reports),
+		cmocka_unit_test(test_unbatched_one_count_per_call),
+		cmocka_unit_test(test_lazy_full_queue_one_count),
+		cmocka_unit_test(test_unlink_bulk_one_wait),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

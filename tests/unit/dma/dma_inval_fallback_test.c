@@ -1,0 +1,312 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The invalidation submit's fallbacks (src/dma/map.c dma_inval_submit()): the commands as
+ * asked; refused, one DOMAIN command; that refused too, one GLOBAL command. Every strict
+ * caller relies on it never failing (the page-table entries are cleared already), so each
+ * fallback must cover everything the refused commands covered, and nothing it does may
+ * take a translation that is still mapped.
+ *
+ *  - RANGE -> DOMAIN: an IOMMU with a 16-slot ring refuses (-E2BIG) a batch end's per-run
+ *    RANGE commands when they need more slots than that. Leaf-only ranges take at most two
+ *    slots each (inval.c leaf_cover), so eight runs never overflow 16 slots: the batch must
+ *    free a table page (a 2 MiB mapping in 4 KiB pages, its last-level table covered whole;
+ *    with a two-step unlink in the batch, batch_issue() unmaps each entry by dg_pt_unmap(),
+ *    which unlinks it), so that its eight runs become exact, non-leaf blocks: 1 + 6 x 3 + 1
+ *    = 20 slots.
+ *  - DOMAIN -> GLOBAL: a DOMAIN command is refused only for a domain id that names no
+ *    domain (-ENOENT), which the DMA layer never sends while its space lives. The test
+ *    forges it (white box, as dma_api_test does): the space's dom_id points at an id no
+ *    domain has while a batch end and a strict single unmap submit, so their RANGE and
+ *    DOMAIN commands are refused and only a GLOBAL one can cover them.
+ *
+ * After each: the device faults on every granule unmapped (it read each one just before, so
+ * its IOTLB held the translation: a refused command left uncovered would still reach), every
+ * mapping not unmapped still translates (to its own bytes), and the iommu statistics show
+ * which command was queued (the fallback was taken, not the normal path).
+ */
+#include "dma/dma_internal.h" /* before cmocka.h: it defines fail() */
+#include "dma_test_util.h"
+
+#include <dmaguard/dev.h>
+#include <dmaguard/iommu.h>
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#define G    4096u
+#define RING 16u /* the smallest ring dg_iommu_create() takes */
+#define BIG  (2u << 20)
+
+/* The fixture of dma_test_util.h with a 16-slot invalidation ring. */
+static void tiny_init(struct dma_fixture *f)
+{
+	struct dg_iommu_config ic;
+	struct dg_dma_config dc = {0};
+
+	memset(f, 0, sizeof(*f));
+	atomic_init(&f->now_ns, 1000000000ull);
+	dg_iommu_config_init(&ic);
+	ic.inval_queue_len = RING;
+	ic.log = NULL;
+	f->mmu = dg_iommu_create(&ic);
+	assert_non_null(f->mmu);
+	dc.no_housekeeping = true;
+	dc.clock = fixture_clock;
+	dc.clock_cookie = f;
+	f->dma = dg_dma_create(f->mmu, &dc);
+	assert_non_null(f->dma);
+}
+
+static struct dg_iommu_stats mmu_stats(struct dma_fixture *f)
+{
+	struct dg_iommu_stats s;
+
+	dg_iommu_stats(f->mmu, &s);
+	return s;
+}
+
+/* The device reads every granule of [iova, iova + len): fills its IOTLB. */
+static void touch(struct dg_device *dev, uint64_t iova, uint64_t len)
+{
+	uint8_t b[8];
+
+	for (uint64_t a = iova & ~(uint64_t)(G - 1); a < iova + len; a += G)
+		assert_int_equal(dg_dev_read(dev, a < iova ? iova : a, b, sizeof(b)), 0);
+}
+
+/* Every granule of [iova, iova + len) faults for the device. */
+static void all_fault(struct dg_device *dev, uint64_t iova, uint64_t len)
+{
+	uint8_t b[8];
+
+	for (uint64_t a = iova & ~(uint64_t)(G - 1); a < iova + len; a += G)
+		assert_int_equal(dg_dev_read(dev, a, b, sizeof(b)), -EFAULT);
+}
+
+/* The device reads @len bytes at @iova and gets @want's. */
+static void reads(struct dg_device *dev, uint64_t iova, const void *want, size_t len)
+{
+	uint8_t b[64];
+
+	assert_true(len <= sizeof(b));
+	assert_int_equal(dg_dev_read(dev, iova, b, len), 0);
+	assert_memory_equal(b, want, len);
+}
+
+struct run {
+	uint64_t lo, hi;
+};
+
+static int run_cmp(const void *x, const void *y)
+{
+	const struct run *a = x, *b = y;
+
+	return a->lo < b->lo ? -1 : a->lo > b->lo;
+}
+
+/*
+ * RANGE -> DOMAIN. Eight runs far apart (so batch_issue() asks for one RANGE per run, not
+ * one over their hull, and not a DOMAIN command of its own: at most BATCH_PSI_RUNS runs),
+ * a table page freed (non-leaf: exact blocks), 20 slots: the ring refuses them, one DOMAIN
+ * command must cover all eight.
+ */
+static void test_range_refused_domain(void **state)
+{
+	enum { NS = 6, NK = 4 };
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_batch b;
+	struct dg_dma_iova_state fill[3] = {{0}}, lst = {0};
+	uint8_t *bigmem = NULL, *smem = page_alloc(NS * 8 * G), *kmem = page_alloc(NK * G);
+	uint8_t *lmem = page_alloc(G);
+	uint64_t dbig, ds[NS], dk[NK], dlink, sum = 0;
+	struct run runs[NS + 2];
+	struct dg_iommu_stats s0, s1;
+
+	(void)state;
+	tiny_init(&f);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	/* 2 MiB at a host address 4 KiB past a 2 MiB boundary: mapped in 4 KiB pages, so its
+	 * (2 MiB aligned) IOVA range is one whole last-level table */
+	assert_int_equal(posix_memalign((void **)&bigmem, BIG, 2 * BIG), 0);
+	for (size_t i = 0; i < 2 * BIG; i += G)
+		bigmem[i] = (uint8_t)(i / G);
+	assert_int_equal(dg_dma_map_single(dd, bigmem + G, BIG, DG_DMA_BIDIRECTIONAL, 0, &dbig), 0);
+	assert_int_equal(dbig % BIG, 0);
+	/* 14 MiB reserved next to it (the allocator hands out naturally aligned ranges from the
+	 * top down: these fill the rest of its 16 MiB block), so the runs below lie far apart */
+	for (unsigned int i = 0; i < 3; i++)
+		assert_int_equal(dg_dma_iova_alloc(dd, (uint64_t)BIG << i, &fill[i]), 0);
+	/* a two-step link: the batch is mixed, so batch_issue() unmaps entry by entry */
+	assert_int_equal(dg_dma_iova_alloc(dd, 4 * G, &lst), 0);
+	memset(lmem, 0x6c, G);
+	assert_int_equal(dg_dma_iova_link(&lst, 0, lmem, G, DG_DMA_BIDIRECTIONAL, &dlink), 0);
+	assert_int_equal(dg_dma_iova_sync(&lst, 0, 4 * G), 0);
+	/* six runs of 7 granules (IOVAs 8-granule aligned: 4 + 2 + 1, three exact blocks) */
+	for (unsigned int i = 0; i < NS; i++) {
+		memset(smem + (size_t)i * 8 * G, 0x10 + i, 7 * G);
+		assert_int_equal(dg_dma_map_single(dd, smem + (size_t)i * 8 * G, 7 * G,
+						   DG_DMA_TO_DEVICE, 0, &ds[i]),
+				 0);
+	}
+	/* mappings that stay */
+	for (unsigned int i = 0; i < NK; i++) {
+		memset(kmem + (size_t)i * G, 0xa0 + i, G);
+		assert_int_equal(dg_dma_map_single(dd, kmem + (size_t)i * G, G, DG_DMA_TO_DEVICE, 0,
+						   &dk[i]),
+				 0);
+	}
+	/* the precondition: eight runs, none adjacent, their hull over four times their bytes */
+	runs[0] = (struct run){dbig, dbig + BIG};
+	runs[1] = (struct run){dlink, dlink + G};
+	for (unsigned int i = 0; i < NS; i++)
+		runs[2 + i] = (struct run){ds[i], ds[i] + 7 * G};
+	qsort(runs, NS + 2, sizeof(runs[0]), run_cmp);
+	for (unsigned int i = 0; i < NS + 2; i++) {
+		sum += runs[i].hi - runs[i].lo;
+		if (i)
+			assert_true(runs[i].lo > runs[i - 1].hi);
+	}
+	assert_true(runs[NS + 1].hi - runs[0].lo > 4 * sum);
+	/* the device has read all of it: every translation is in its IOTLB */
+	touch(dev, dbig, BIG);
+	touch(dev, dlink, G);
+	for (unsigned int i = 0; i < NS; i++)
+		touch(dev, ds[i], 7 * G);
+	for (unsigned int i = 0; i < NK; i++)
+		touch(dev, dk[i], G);
+
+	s0 = mmu_stats(&f);
+	dg_dma_batch_begin(dd, &b);
+	assert_int_equal(dg_dma_unmap_single(dd, dbig, BIG, DG_DMA_BIDIRECTIONAL, 0, &b), 0);
+	for (unsigned int i = 0; i < NS; i++)
+		assert_int_equal(dg_dma_unmap_single(dd, ds[i], 7 * G, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_iova_unlink(&lst, 0, G, DG_DMA_BIDIRECTIONAL, &b), 0);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	s1 = mmu_stats(&f);
+	/* strict: nothing unmapped reaches, everything else does */
+	all_fault(dev, dbig, BIG);
+	all_fault(dev, dlink, G);
+	for (unsigned int i = 0; i < NS; i++)
+		all_fault(dev, ds[i], 7 * G);
+	for (unsigned int i = 0; i < NK; i++)
+		reads(dev, dk[i], kmem + (size_t)i * G, 64);
+	/* the per-run RANGEs were refused (nothing queued by them), one DOMAIN command went */
+	assert_int_equal(s1.submits - s0.submits, 1);
+	assert_int_equal(s1.inval_ranges - s0.inval_ranges, 0);
+	assert_int_equal(s1.inval_cmds[DG_INVAL_PAGE] - s0.inval_cmds[DG_INVAL_PAGE], 0);
+	assert_int_equal(s1.inval_cmds[DG_INVAL_DOMAIN] - s0.inval_cmds[DG_INVAL_DOMAIN], 1);
+	assert_int_equal(s1.inval_cmds[DG_INVAL_GLOBAL] - s0.inval_cmds[DG_INVAL_GLOBAL], 0);
+
+	/* the IOVAs came back: mapped again, the device reaches the new buffers */
+	assert_int_equal(dg_dma_map_single(dd, bigmem + G, BIG, DG_DMA_BIDIRECTIONAL, 0, &dbig), 0);
+	reads(dev, dbig + 5 * G, bigmem + 6 * G, 1);
+	assert_int_equal(dg_dma_unmap_single(dd, dbig, BIG, DG_DMA_BIDIRECTIONAL, 0, NULL), 0);
+	for (unsigned int i = 0; i < NK; i++)
+		assert_int_equal(dg_dma_unmap_single(dd, dk[i], G, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_iova_free(&lst), 0);
+	for (unsigned int i = 0; i < 3; i++)
+		assert_int_equal(dg_dma_iova_free(&fill[i]), 0);
+	fixture_faults(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(bigmem);
+	free(smem);
+	free(kmem);
+	free(lmem);
+}
+
+/*
+ * DOMAIN -> GLOBAL: the space's domain id forged to one no domain has, around a batch end
+ * (four runs) and a strict single unmap. The GLOBAL commands must cover both, and a second
+ * device in its own domain keeps translating its mapping.
+ */
+static void test_domain_refused_global(void **state)
+{
+	enum { N = 4 };
+	struct dma_fixture f;
+	struct dg_device *dev = NULL, *dev2 = NULL;
+	struct dg_dma_dev *dd, *dd2;
+	struct dg_dma_batch b;
+	uint8_t *mem = page_alloc((N + 3) * 4 * G), *mem2 = page_alloc(G);
+	uint64_t d[N], one, keep, d2;
+	uint32_t saved;
+	struct dg_iommu_stats s0, s1;
+
+	(void)state;
+	tiny_init(&f);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	dd2 = fixture_idle_dev(&f, 2, DG_DMA_STRICT, false, &dev2);
+	assert_non_null(dd);
+	assert_non_null(dd2);
+	for (size_t i = 0; i < (N + 3) * 4 * G; i++)
+		mem[i] = (uint8_t)(i * 7 + i / G);
+	memset(mem2, 0x77, G);
+	for (unsigned int i = 0; i < N; i++)
+		assert_int_equal(dg_dma_map_single(dd, mem + (size_t)i * 4 * G, 3 * G,
+						   DG_DMA_TO_DEVICE, 0, &d[i]),
+				 0);
+	assert_int_equal(dg_dma_map_single(dd, mem + (size_t)N * 4 * G, 2 * G, DG_DMA_TO_DEVICE, 0,
+					   &one),
+			 0);
+	assert_int_equal(dg_dma_map_single(dd, mem + (size_t)(N + 1) * 4 * G, 2 * G,
+					   DG_DMA_TO_DEVICE, 0, &keep),
+			 0);
+	assert_int_equal(dg_dma_map_single(dd2, mem2, G, DG_DMA_TO_DEVICE, 0, &d2), 0);
+	for (unsigned int i = 0; i < N; i++)
+		touch(dev, d[i], 3 * G);
+	touch(dev, one, 2 * G);
+	touch(dev, keep, 2 * G);
+	touch(dev2, d2, G);
+
+	/* no domain has this id (two were created: ids far below it) */
+	assert_true(dg_domain_id(dg_dma_dev_domain(dd)) < DG_DOMAIN_ID_MAX);
+	assert_true(dg_domain_id(dg_dma_dev_domain(dd2)) < DG_DOMAIN_ID_MAX);
+	saved = dd->sp->dom_id;
+	dd->sp->dom_id = DG_DOMAIN_ID_MAX;
+	s0 = mmu_stats(&f);
+	dg_dma_batch_begin(dd, &b);
+	for (unsigned int i = 0; i < N; i++)
+		assert_int_equal(dg_dma_unmap_single(dd, d[i], 3 * G, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	assert_int_equal(dg_dma_unmap_single(dd, one, 2 * G, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	s1 = mmu_stats(&f);
+	dd->sp->dom_id = saved;
+	/* strict: nothing unmapped reaches, everything else does */
+	for (unsigned int i = 0; i < N; i++)
+		all_fault(dev, d[i], 3 * G);
+	all_fault(dev, one, 2 * G);
+	reads(dev, keep, mem + (size_t)(N + 1) * 4 * G, 64);
+	reads(dev, keep + G, mem + (size_t)(N + 1) * 4 * G + G, 64);
+	reads(dev2, d2, mem2, 64);
+	/* two submits, each queued one GLOBAL command and nothing else */
+	assert_int_equal(s1.submits - s0.submits, 2);
+	assert_int_equal(s1.inval_cmds[DG_INVAL_GLOBAL] - s0.inval_cmds[DG_INVAL_GLOBAL], 2);
+	assert_int_equal(s1.inval_cmds[DG_INVAL_DOMAIN] - s0.inval_cmds[DG_INVAL_DOMAIN], 0);
+	assert_int_equal(s1.inval_cmds[DG_INVAL_PAGE] - s0.inval_cmds[DG_INVAL_PAGE], 0);
+
+	assert_int_equal(dg_dma_unmap_single(dd, keep, 2 * G, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_unmap_single(dd2, d2, G, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	fixture_faults(&f);
+	assert_int_equal(dg_dma_dev_check(dd2, stderr), 0);
+	fixture_dev_destroy(dd2);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(mem);
+	free(mem2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_range_refused_domain),
+		cmocka_unit_test(test_domain_refused_global),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
