@@ -166,6 +166,8 @@ static void *mapper_main(void *arg)
 		r->m_err = dg_pt_map(r->pt, r->region, r->region + OFFSET, r->granule,
 				     DG_PROT_READ | DG_PROT_WRITE, &r->mg);
 		atomic_store_explicit(&r->m_done, true, memory_order_relaxed);
+		/* Free-running, no table allocated (reported as an error): let U go on. */
+		atomic_store_explicit(&r->m_ready, true, memory_order_relaxed);
 		pthread_barrier_wait(&r->done);
 	}
 	return NULL;
@@ -237,6 +239,13 @@ static int run(const struct race_cfg *c, unsigned int depth, bool forced, unsign
 		atomic_store_explicit(&r.sweep_armed, forced, memory_order_relaxed);
 		pthread_barrier_wait(&r.start); /* orders the stores above before both threads */
 		pthread_barrier_wait(&r.done);	/* orders their results before us */
+		if (!forced && atomic_load_explicit(&r.alloc_armed, memory_order_relaxed)) {
+			fprintf(stderr,
+				"stress_pt_unmap_race: %s depth %u: M allocated no table: the race "
+				"was not set up\n",
+				c->name, depth);
+			rc = 1;
+		}
 		atomic_store_explicit(&r.sweep_armed, false, memory_order_relaxed);
 		wrong = r.m_err || r.u_err != -ENOENT || r.u_bytes ||
 			dg_pt_walk(r.pt, r.region, &w) || w.phys != r.region + OFFSET;
