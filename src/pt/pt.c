@@ -31,7 +31,10 @@
  *    into an empty slot. A new table is zero-filled by the allocator, then published with one
  *    compare-and-swap (release); the loser frees its own, never-published table and descends
  *    into the winner's. Leaves and covered tables are only ever touched by the caller that owns
- *    their range.
+ *    their range. So an entry of a shared table that a map or unmap read as empty may hold a
+ *    table the next time it reads it: unmap's sweep, which loads again the slot at which its
+ *    descent stopped, then goes on from its own address, never from the slot's start below it
+ *    (pt_unmap_sweep).
  *  - Walkers (device threads, dg_pt_walk) never lock: they load each entry with acquire and see
  *    either the old or the new entry.
  *  - An unlinked table is never freed at once: a walker or a walk cache may still hold it. It is
@@ -368,6 +371,8 @@ static dg_noinline void pt_unmap_sweep(struct dg_pt *pt, _Atomic uint64_t *table
 	const uint64_t step = l->size, va = *vap;
 	uint64_t base = va & ~(step - 1);
 
+	if (dg_unlikely(pt->sweep_hook)) /* tests only (dg_pt_set_sweep_hook) */
+		pt->sweep_hook(pt->sweep_hook_arg, va + pt->iova_base, d);
 	for (uint64_t i = (va >> l->shift) & l->index_mask; i <= l->index_mask && base < end;
 	     i++, base += step) {
 		/* Acquire: a table here was linked by a release CAS (pt_install_table). */
@@ -390,9 +395,17 @@ static dg_noinline void pt_unmap_sweep(struct dg_pt *pt, _Atomic uint64_t *table
 		acc->lo = base < acc->lo ? base : acc->lo;
 		acc->hi = base + step;
 	}
-	/* Progress: the caller descended as far as the range covers, so the first entry is a
-	 * leaf, empty, or a table covered whole, never a break. */
-	*vap = base;
+	/*
+	 * Where the caller goes on: at base, but never below va. The first entry can stop the
+	 * sweep although the caller's descent stopped here because that very entry was empty: a
+	 * concurrent map elsewhere in its span may have linked a table into it since (the CAS of
+	 * pt_install_table; the entry's span begins below va, where others own pages). Going on
+	 * at base would sweep that table from its start, clearing the others' leaves and counting
+	 * them as ours. At va the caller descends into the new table. Progress: a table stays
+	 * linked while we own part of its span (only an owner of the whole span unlinks one), so
+	 * that descent goes deeper and the next sweep starts past this entry.
+	 */
+	*vap = base > va ? base : va;
 }
 
 /*
@@ -1313,6 +1326,13 @@ void dg_pt_destroy(struct dg_pt *pt)
 		return;
 	pt_free_subtree(pt, pt->root, 0);
 	free(pt);
+}
+
+void dg_pt_set_sweep_hook(struct dg_pt *pt,
+			  void (*fn)(void *arg, uint64_t iova, unsigned int depth), void *arg)
+{
+	pt->sweep_hook = fn;
+	pt->sweep_hook_arg = arg;
 }
 
 int dg_pt_hint_check(const struct dg_pt *pt, FILE *why)

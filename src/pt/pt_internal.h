@@ -122,6 +122,10 @@ struct dg_pt {
 	/* Written concurrently by map/unmap (relaxed: statistics, no ordering), own line. */
 	_Atomic uint64_t nr_tables dg_cacheline; /* tables allocated (linked + on gathers) */
 	_Atomic uint64_t nr_pending;		 /* tables on gathers, not yet released */
+	/* Test hook (dg_pt_set_sweep_hook), NULL but in tests; set while no map/unmap runs.
+	 * Here, not above: the fields above keep the cache lines they had without it. */
+	void (*sweep_hook)(void *arg, uint64_t iova, unsigned int depth);
+	void *sweep_hook_arg;
 };
 
 extern const struct pt_fmt_ops pt_fmt_vtd_ops;
@@ -174,5 +178,15 @@ int dg_pt_lpae_regs(const struct dg_pt *pt, struct pt_lpae_regs *out);
  * The caller must not run map/unmap concurrently on the hinted range.
  */
 int dg_pt_hint_check(const struct dg_pt *pt, FILE *why);
+
+/*
+ * Test hook: every unmap calls @fn(@arg, iova, depth), from the unmapping thread with nothing
+ * held, just before it sweeps a table above the last level (depth @depth) from @iova on: after
+ * its descent read the entry there, before the sweep reads it again. A test runs another
+ * thread's map in that window (tests/stress/pt/pt_unmap_race.c). @fn NULL removes it. Set
+ * only while no map or unmap runs on @pt. Private: tests only.
+ */
+void dg_pt_set_sweep_hook(struct dg_pt *pt,
+			  void (*fn)(void *arg, uint64_t iova, unsigned int depth), void *arg);
 
 #endif /* DG_PT_INTERNAL_H */
