@@ -233,6 +233,15 @@ static void emit(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint64_t *s
 	inv_queue_write(&mmu->inv, (*seq)++, &ic);
 }
 
+/* Set bits of @x, inline (the build targets no POPCNT instruction: no libgcc call). */
+static inline uint32_t popcount64(uint64_t x)
+{
+	x -= (x >> 1) & 0x5555555555555555ull;
+	x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+	return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
 /*
  * The blocks of the exact split of [a, last] (count_blocks()) without walking them: with h
  * the highest bit in which a and e = last + 1 differ and m = e with the bits below h cleared,
@@ -245,7 +254,7 @@ static inline uint32_t count_blocks_fast(uint64_t a, uint64_t last)
 	const unsigned int h = 63 - (unsigned int)__builtin_clzll(a ^ e);
 	const uint64_t m = e & ~((1ull << h) - 1);
 
-	return (uint32_t)(__builtin_popcountll(m - a) + __builtin_popcountll(e - m));
+	return popcount64(m - a) + popcount64(e - m);
 }
 
 /*
@@ -280,12 +289,12 @@ static int submit_range(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint
 	if (c->size > mmu->cfg.inval_domain_threshold) {
 		ic.op = INV_OP_DOMAIN;
 		total = 1;
+	} else if (ic.leaf) { /* a DMA batch's: two blocks at most, looked at */
+		cover = over_two_blocks(a, last);
+		total = cover ? 2 : count_blocks(a, last); /* leaf_cover()'s two, or 1 or 2 */
 	} else {
 		total = dg_likely(last != UINT64_MAX) ? count_blocks_fast(a, last) :
 							count_blocks(a, last);
-		cover = ic.leaf && total > 2;
-		if (cover)
-			total = 2; /* leaf_cover()'s two blocks */
 	}
 	if (total > mmu->inv.len)
 		return -E2BIG;
