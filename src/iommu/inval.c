@@ -257,60 +257,87 @@ static inline uint32_t count_blocks_fast(uint64_t a, uint64_t last)
 	return popcount64(m - a) + popcount64(e - m);
 }
 
-/*
- * dg_inval_submit() of one RANGE command (a DMA batch's, nearly always): validate()'s checks
- * and emit()'s slots in one pass, the slot count without a walk (count_blocks_fast()) - the
- * same slots, marks and errors as the general way (inval_cover_test.c compares them).
- */
-static int submit_range(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint64_t *seq)
-{
-	struct inv_cmd ic = {.op = INV_OP_BLOCK,
-			     .leaf = (uint8_t)(c->flags & DG_INVAL_LEAF),
-			     .mark = INV_MARK_SUBMIT | INV_MARK_RANGE,
-			     .id = c->domain};
-	const struct dg_domain *dom;
-	uint64_t a = c->iova, last, start, s, at[2];
-	uint32_t total;
-	uint8_t order[2];
-	bool owner, cover = false;
+/* A command of submit_ranges(): how its slots are written. */
+enum { RW_DOMAIN, RW_COVER, RW_EXACT };
 
-	if (c->flags & ~DG_INVAL_LEAF)
-		return -EINVAL;
-	dom = find_domain(mmu, c->domain);
-	if (!dom)
-		return -ENOENT;
-	if (!c->size || !dg_is_aligned(a | c->size, dom->granule))
-		return -EINVAL;
-	last = a + (c->size - 1);
-	if (last < a)
-		return -EOVERFLOW;
-	if (a < dom->in_first || last > dom->in_last)
-		return -ERANGE;
-	if (c->size > mmu->cfg.inval_domain_threshold) {
-		ic.op = INV_OP_DOMAIN;
-		total = 1;
-	} else if (ic.leaf) { /* a DMA batch's: two blocks at most, looked at */
-		cover = over_two_blocks(a, last);
-		total = cover ? 2 : count_blocks(a, last); /* leaf_cover()'s two, or 1 or 2 */
-	} else {
-		total = dg_likely(last != UINT64_MAX) ? count_blocks_fast(a, last) :
-							count_blocks(a, last);
-	}
-	if (total > mmu->inv.len)
-		return -E2BIG;
-	start = inv_queue_reserve(&mmu->inv, total, &owner);
-	s = start;
-	if (ic.op == INV_OP_DOMAIN) {
-		inv_queue_write(&mmu->inv, s++, &ic);
-	} else if (cover) {
-		leaf_cover(a, last, at, order);
-		for (unsigned int i = 0; i < 2; i++) {
-			ic.iova = at[i];
-			ic.order = order[i];
-			inv_queue_write(&mmu->inv, s++, &ic);
-			ic.mark = 0;
+/*
+ * dg_inval_submit() of up to SUBMIT_RANGES RANGE commands (a DMA batch's: one, or one per
+ * run): validate()'s checks and emit()'s slots with each command's split decided once (a
+ * leaf-only range looks at two blocks at most, the exact count is popcounts, not a walk) -
+ * the same slots, marks and errors as the general way (inval_cover_test.c compares them).
+ */
+#define SUBMIT_RANGES 8
+static int submit_ranges(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n,
+			 uint64_t *seq)
+{
+	uint8_t way[SUBMIT_RANGES];
+	uint64_t start, s, total = 0;
+	bool owner;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct dg_inval_cmd *c = &cmds[i];
+		const struct dg_domain *dom;
+		const uint64_t a = c->iova;
+		uint64_t last;
+		uint32_t slots;
+
+		if (c->flags & ~DG_INVAL_LEAF)
+			return -EINVAL;
+		dom = find_domain(mmu, c->domain);
+		if (!dom)
+			return -ENOENT;
+		if (!c->size || !dg_is_aligned(a | c->size, dom->granule))
+			return -EINVAL;
+		last = a + (c->size - 1);
+		if (last < a)
+			return -EOVERFLOW;
+		if (a < dom->in_first || last > dom->in_last)
+			return -ERANGE;
+		if (c->size > mmu->cfg.inval_domain_threshold) {
+			way[i] = RW_DOMAIN;
+			slots = 1;
+		} else if (c->flags & DG_INVAL_LEAF) { /* two blocks at most, looked at */
+			const bool cover = over_two_blocks(a, last);
+
+			way[i] = cover ? RW_COVER : RW_EXACT;
+			slots = cover ? 2 : count_blocks(a, last); /* leaf_cover()'s, or 1 or 2 */
+		} else {
+			way[i] = RW_EXACT;
+			slots = dg_likely(last != UINT64_MAX) ? count_blocks_fast(a, last) :
+								count_blocks(a, last);
 		}
-	} else {
+		total += slots;
+		if (total > mmu->inv.len)
+			return -E2BIG;
+	}
+	start = inv_queue_reserve(&mmu->inv, (uint32_t)total, &owner);
+	s = start;
+	for (size_t i = 0; i < n; i++) {
+		const struct dg_inval_cmd *c = &cmds[i];
+		struct inv_cmd ic = {.op = INV_OP_BLOCK,
+				     .leaf = (uint8_t)(c->flags & DG_INVAL_LEAF),
+				     .mark = (uint8_t)(i ? INV_MARK_RANGE :
+							   INV_MARK_SUBMIT | INV_MARK_RANGE),
+				     .id = c->domain};
+		uint64_t a = c->iova, at[2];
+		const uint64_t last = a + (c->size - 1);
+		uint8_t order[2];
+
+		if (way[i] == RW_DOMAIN) {
+			ic.op = INV_OP_DOMAIN;
+			inv_queue_write(&mmu->inv, s++, &ic);
+			continue;
+		}
+		if (way[i] == RW_COVER) {
+			leaf_cover(a, last, at, order);
+			for (unsigned int k = 0; k < 2; k++) {
+				ic.iova = at[k];
+				ic.order = order[k];
+				inv_queue_write(&mmu->inv, s++, &ic);
+				ic.mark = 0;
+			}
+			continue;
+		}
 		for (;;) {
 			ic.order = (uint8_t)next_block(a, last);
 			ic.iova = a;
@@ -322,7 +349,7 @@ static int submit_range(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint
 		}
 	}
 	assert(s == start + total);
-	inv_queue_commit(&mmu->inv, start, total, owner);
+	inv_queue_commit(&mmu->inv, start, (uint32_t)total, owner);
 	*seq = start + total;
 	return 0;
 }
@@ -334,8 +361,14 @@ int dg_inval_submit(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_
 
 	if (!mmu || !cmds || !n || !seq)
 		return -EINVAL;
-	if (n == 1 && cmds[0].type == DG_INVAL_RANGE)
-		return submit_range(mmu, cmds, seq);
+	if (n <= SUBMIT_RANGES) {
+		size_t k = 0;
+
+		while (k < n && cmds[k].type == DG_INVAL_RANGE)
+			k++;
+		if (k == n)
+			return submit_ranges(mmu, cmds, n, seq);
+	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t slots;
 		int r = validate(mmu, &cmds[i], &slots);

@@ -9,11 +9,12 @@
  *    slot count validate() reserved (the queue's tail moves by exactly what was written);
  *    checked on edge cases and 20,000 seeded random ranges, read back with inv_queue_read()
  *    (ranges above inval_domain_threshold stay one DOMAIN command);
- *  - one RANGE command (dg_inval_submit()'s own way, submit_range()) writes the same slots,
- *    marks included, and refuses with the same error as the general way (the command
- *    followed by a DOMAIN one, which takes validate() and emit()): edge cases, 20,000 seeded
- *    random ranges (leaf-only and not) and every refusal validate() makes (-EINVAL,
- *    -ENOENT, -EOVERFLOW, -ERANGE, -E2BIG);
+ *  - one to three RANGE commands (dg_inval_submit()'s own way for up to eight, submit_ranges())
+ *    write the same slots, marks included, and refuse with the same error as the general way
+ *    (the commands followed by a DOMAIN one, which takes validate() and emit()): edge cases,
+ *    20,000 seeded random ranges (leaf-only and not, alone and in twos and threes with a
+ *    refused one at any place) and every refusal validate() makes (-EINVAL, -ENOENT,
+ *    -EOVERFLOW, -ERANGE, -E2BIG);
  *  - on a device: pages of such a range cached in its IOTLB, unmapped, then the leaf-only
  *    range invalidated: no page of the range translates any more (a stale IOTLB entry would),
  *    and the still-mapped pages that the wider cover dropped translate again correctly.
@@ -165,17 +166,20 @@ static void read_slots(struct dg_iommu *mmu, uint64_t from, uint64_t to, struct 
 		assert_int_equal(inv_queue_read(&mmu->inv, s, &out[s - from]), 0);
 }
 
-/* @c alone (submit_range) and followed by a DOMAIN command (the general way): the same error,
- * or the same slots for @c. */
-static void check_same(struct dg_iommu *mmu, uint32_t did, const struct dg_inval_cmd *c)
+/* The @k RANGE commands @c (dg_inval_submit()'s own way for them, submit_ranges) and the same
+ * followed by a DOMAIN command (the general way): the same error, or the same slots for @c. */
+static void check_same(struct dg_iommu *mmu, uint32_t did, const struct dg_inval_cmd *c, size_t k)
 {
-	struct dg_inval_cmd two[2] = {*c, {.type = DG_INVAL_DOMAIN, .domain = did}};
-	struct inv_cmd a[80], b[80];
+	struct dg_inval_cmd more[4];
+	struct inv_cmd a[200], b[200];
 	uint64_t t0 = inv_queue_tail(&mmu->inv), s1 = 0, s2 = 0, t1;
-	int r1 = dg_inval_submit(mmu, c, 1, &s1), r2;
+	int r1 = dg_inval_submit(mmu, c, k, &s1), r2;
 
+	assert_true(k < 4);
+	memcpy(more, c, k * sizeof(*c));
+	more[k] = (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = did};
 	t1 = inv_queue_tail(&mmu->inv);
-	r2 = dg_inval_submit(mmu, two, 2, &s2);
+	r2 = dg_inval_submit(mmu, more, k + 1, &s2);
 	assert_int_equal(r1, r2);
 	if (r1) { /* nothing written by either */
 		assert_int_equal(t1, t0);
@@ -183,7 +187,7 @@ static void check_same(struct dg_iommu *mmu, uint32_t did, const struct dg_inval
 		return;
 	}
 	assert_int_equal(s1, t1);
-	assert_true(s1 - t0 <= 80);
+	assert_true(s1 - t0 <= 200);
 	assert_int_equal(s2 - t1, s1 - t0 + 1); /* the general way's slots for c, and the DOMAIN */
 	read_slots(mmu, t0, s1, a);
 	read_slots(mmu, t1, s2 - 1, b);
@@ -200,12 +204,12 @@ static void check_same(struct dg_iommu *mmu, uint32_t did, const struct dg_inval
 static void test_range_way(void **state)
 {
 	(void)state;
-	struct dg_iommu *mmu = mk_iommu(64, 0);
+	struct dg_iommu *mmu = mk_iommu(512, 0); /* both ways' slots of a check stay readable */
 	struct dg_domain *dom = mk_vtd(mmu);
 	uint32_t did = dg_domain_id(dom);
 	uint64_t rng = 0x13198a2e03707344ull;
 	const uint64_t top = 1ull << 48;
-	struct dg_inval_cmd c;
+	struct dg_inval_cmd c, prev = {.type = DG_INVAL_RANGE, .domain = 0, .iova = 0, .size = 0};
 
 	/* every refusal of validate() for a RANGE */
 	const struct dg_inval_cmd bad[] = {
@@ -221,11 +225,15 @@ static void test_range_way(void **state)
 		{.type = DG_INVAL_RANGE, .domain = did, .iova = top, .size = K4},
 	};
 
-	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+	const size_t nbad = sizeof(bad) / sizeof(bad[0]);
+
+	prev.domain = did;
+	prev.size = K4;
+	for (size_t i = 0; i < nbad; i++) {
 		uint64_t s = 0;
 
 		assert_int_not_equal(dg_inval_submit(mmu, &bad[i], 1, &s), 0);
-		check_same(mmu, did, &bad[i]);
+		check_same(mmu, did, &bad[i], 1);
 	}
 	/* edge cases and random ranges, leaf-only and not */
 	for (unsigned int i = 0; i < 20000; i++) {
@@ -245,14 +253,28 @@ static void test_range_way(void **state)
 					  .flags = i & 2 ? DG_INVAL_LEAF : 0,
 					  .iova = a,
 					  .size = pages * K4};
-		check_same(mmu, did, &c);
+		check_same(mmu, did, &c, 1);
+		/* with the one before (and one refused, now and then), as a batch's runs */
+		{
+			struct dg_inval_cmd set[3] = {prev, c, bad[i % nbad]};
+
+			check_same(mmu, did, set, 2);
+			check_same(mmu, did, set + 1, 1);
+			if (i % 16 == 0) {
+				check_same(mmu, did, set, 3);
+				set[2] = set[0];
+				set[0] = bad[i % nbad];
+				check_same(mmu, did, set, 3);
+			}
+		}
+		prev = c;
 	}
 	/* above the threshold: one DOMAIN slot either way */
 	c = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
 				  .domain = did,
 				  .iova = 0,
 				  .size = mmu->cfg.inval_domain_threshold + K4};
-	check_same(mmu, did, &c);
+	check_same(mmu, did, &c, 1);
 	assert_int_equal(inv_queue_check(&mmu->inv, stderr), 0);
 	assert_int_equal(dg_domain_destroy(dom), 0);
 	dg_iommu_destroy(mmu);
@@ -268,9 +290,17 @@ static void test_range_way(void **state)
 
 		assert_int_equal(dg_inval_submit(mmu, &c, 1, &s), -E2BIG);
 	}
-	check_same(mmu, did, &c);
+	check_same(mmu, did, &c, 1);
 	c.flags = DG_INVAL_LEAF; /* two blocks: fits */
-	check_same(mmu, did, &c);
+	check_same(mmu, did, &c, 1);
+	{ /* 2 + 2 slots fit; 2 + 2 + 22 do not: -E2BIG at the third command */
+		struct dg_inval_cmd set[3] = {c, c, c};
+
+		check_same(mmu, did, set, 2);
+		set[2].flags = 0;
+		check_same(mmu, did, set, 3);
+		assert_int_equal(dg_inval_submit(mmu, set, 3, &(uint64_t){0}), -E2BIG);
+	}
 	assert_int_equal(inv_queue_check(&mmu->inv, stderr), 0);
 	assert_int_equal(dg_domain_destroy(dom), 0);
 	dg_iommu_destroy(mmu);
