@@ -267,8 +267,8 @@ enum { RW_DOMAIN, RW_COVER, RW_EXACT };
  * the same slots, marks and errors as the general way (inval_cover_test.c compares them).
  */
 #define SUBMIT_RANGES 8
-static int submit_ranges(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n,
-			 uint64_t *seq)
+static dg_always_inline int submit_ranges(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds,
+					  size_t n, uint64_t *seq)
 {
 	uint8_t way[SUBMIT_RANGES];
 	uint64_t start, s, total = 0;
@@ -361,6 +361,8 @@ int dg_inval_submit(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_
 
 	if (!mmu || !cmds || !n || !seq)
 		return -EINVAL;
+	if (n == 1 && cmds[0].type == DG_INVAL_RANGE)
+		return submit_ranges(mmu, cmds, 1, seq); /* a copy for one (no loops) */
 	if (n <= SUBMIT_RANGES) {
 		size_t k = 0;
 
