@@ -19,7 +19,10 @@
  * invalidation), batched (unmaps in batches of 32, one wait each, the NAPI pattern) and bulk
  * (the 32 maps in one dg_dma_map_bulk() / dg_dma_iova_link_bulk() call, the 32 unmaps in one
  * dg_dma_unmap_bulk() / dg_dma_iova_unlink_bulk() into a batch: a ring's refill and reap;
- * identity, strict, strict-2step and lazy, single buffers).
+ * identity, strict, strict-2step and lazy, single buffers) and poll4/poll16/poll64 (identity
+ * and strict, 64 B: a NAPI poll of n = 4, 16, 64 buffers - batch_begin, unmap_bulk of n
+ * adjacent stream buffers, batch_submit, map_bulk of n others, batch_end of the previous
+ * poll's batch; callgrind's instr/op = a / n + b gives the per-poll part a, docs/dma-api.md).
  * Threads: 1 and 2, each mapping its own buffers on the same device, pinned to its own CPU.
  *
  * An operation is one map plus one unmap (in batched mode the batch's end is included,
@@ -77,7 +80,7 @@ static const char *const cfg_name[NCFG] = {"identity", "strict", "strict-2step",
 
 enum size { S64, S1500, S4K, S64K, SSG, NSIZE };
 enum { MODE_SINGLE, MODE_BATCH, MODE_BULK, MODE_POLL4, MODE_POLL16, MODE_POLL64, NMODE };
-static const char *const mode_name[NMODE] = {"single", "batch", "bulk",
+static const char *const mode_name[NMODE] = {"single", "batch",	 "bulk",
 					     "poll4",  "poll16", "poll64"};
 /* buffers a poll mode's poll reaps and refills (0: not a poll mode) */
 static const unsigned int poll_n[NMODE] = {0, 0, 0, 4, 16, 64};

@@ -9,6 +9,10 @@
  * page-selective invalidation widens its address mask). A DMA batch's run of unmapped
  * buffers (tcp: 5-20 pages, 2-6 exact blocks) is then two commands at most.
  *
+ * A submit of RANGE commands only (up to eight: a DMA batch's one, or one per run) takes
+ * submit_ranges(): each command's split decided once, its slot count without a walk; the
+ * same slots, marks and errors as validate() + emit() (the general way).
+ *
  * A wait for seq S completes when the batch holding S has been published and every online
  * device has acknowledged S (agent.c). Completion is then recorded by one memory write,
  * `completed` (the VT-d wait descriptor's status write), which every later wait for S' <= S

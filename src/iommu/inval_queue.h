@@ -124,9 +124,8 @@ void inv_queue_wait_space(struct inv_queue *q, uint64_t seq);
 static inline void inv_queue_write(struct inv_queue *q, uint64_t seq, const struct inv_cmd *c)
 {
 	struct inv_slot *s = &q->slots[seq & q->mask];
-	const uint64_t word = (uint64_t)c->op | (uint64_t)c->leaf << 8 |
-			      (uint64_t)c->order << 16 | (uint64_t)c->mark << 24 |
-			      (uint64_t)c->id << 32;
+	const uint64_t word = (uint64_t)c->op | (uint64_t)c->leaf << 8 | (uint64_t)c->order << 16 |
+			      (uint64_t)c->mark << 24 | (uint64_t)c->id << 32;
 
 	/*
 	 * Space: the slot's previous command (seq - len) must have been published before it is
