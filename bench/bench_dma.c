@@ -668,8 +668,7 @@ static int bench_dma_main(int argc, char **argv)
 						continue;
 					if (o.quick &&
 					    (s == S1500 || (s == S64K && b != MODE_BATCH) ||
-					     (b == MODE_BULK && s != S64) || b == MODE_POLL4 ||
-					     b == MODE_POLL64))
+					     (b == MODE_BULK && s != S64) || poll_n[b]))
 						continue;
 					any = true;
 					measure(&o, &e, (enum size)s, b, thr_list[k], name);
