@@ -19,7 +19,10 @@
  * invalidation), batched (unmaps in batches of 32, one wait each, the NAPI pattern) and bulk
  * (the 32 maps in one dg_dma_map_bulk() / dg_dma_iova_link_bulk() call, the 32 unmaps in one
  * dg_dma_unmap_bulk() / dg_dma_iova_unlink_bulk() into a batch: a ring's refill and reap;
- * identity, strict, strict-2step and lazy, single buffers).
+ * identity, strict, strict-2step and lazy, single buffers) and poll4/poll16/poll64 (identity
+ * and strict, 64 B: a NAPI poll of n = 4, 16, 64 buffers - batch_begin, unmap_bulk of n
+ * adjacent stream buffers, batch_submit, map_bulk of n others, batch_end of the previous
+ * poll's batch; callgrind's instr/op = a / n + b gives the per-poll part a, docs/dma-api.md).
  * Threads: 1 and 2, each mapping its own buffers on the same device, pinned to its own CPU.
  *
  * An operation is one map plus one unmap (in batched mode the batch's end is included,
@@ -76,8 +79,13 @@ static const char *const cfg_name[NCFG] = {"identity", "strict", "strict-2step",
 					   "bounce",   "pool",	 "linux-ref"};
 
 enum size { S64, S1500, S4K, S64K, SSG, NSIZE };
-enum { MODE_SINGLE, MODE_BATCH, MODE_BULK, NMODE };
-static const char *const mode_name[NMODE] = {"single", "batch", "bulk"};
+enum { MODE_SINGLE, MODE_BATCH, MODE_BULK, MODE_POLL4, MODE_POLL16, MODE_POLL64, NMODE };
+static const char *const mode_name[NMODE] = {"single", "batch",	 "bulk",
+					     "poll4",  "poll16", "poll64"};
+/* buffers a poll mode's poll reaps and refills (0: not a poll mode) */
+static const unsigned int poll_n[NMODE] = {0, 0, 0, 4, 16, 64};
+#define POLL_MAX  64
+#define POLL_STEP 2048 /* a poll mode's buffers: 2 x POLL_MAX of 2 KiB, as an rx ring's */
 static const char *const size_name[NSIZE] = {"64", "1500", "4096", "65536", "sg16"};
 static const size_t size_bytes[NSIZE] = {64, 1500, 4096, 65536, SGN * 4096};
 
@@ -106,6 +114,12 @@ struct thr {
 	uint64_t dma[NBUF];
 	struct dg_dma_sg sg[NBUF][SGN];
 	struct dg_dma_iova_state st;
+	/* poll modes: two sets of buffers, the one mapped (dma_p[cur]) and the one in the
+	   pending batch (bt[cur ^ 1] while pend) */
+	uint64_t dma_p[2][POLL_MAX];
+	struct dg_dma_batch bt[2];
+	unsigned int cur;
+	bool pend;
 	int err;
 };
 
@@ -251,6 +265,12 @@ static void env_fini(struct env *e)
 
 /* ---- one thread's work ----------------------------------------------------------------------- */
 
+/* Buffer @i of a poll mode's set @set: 2 KiB apart, inside the thread's part of the arena. */
+static void *poll_buf(struct thr *t, unsigned int set, unsigned int i)
+{
+	return t->e->arena + (size_t)t->id * NBUF * STRIDE + (set * POLL_MAX + i) * POLL_STEP;
+}
+
 static void thr_setup(struct thr *t)
 {
 	struct env *e = t->e;
@@ -272,10 +292,30 @@ static void thr_setup(struct thr *t)
 	}
 	if (e->cfg == C_STRICT2 && dg_dma_iova_alloc(e->dd, (uint64_t)NBUF * SLOT2(BUFSZ), &t->st))
 		die("iova alloc", ENOSPC);
+	if (poll_n[t->mode]) {
+		void *bufs[POLL_MAX];
+		unsigned int n = poll_n[t->mode];
+
+		for (unsigned int i = 0; i < n; i++)
+			bufs[i] = poll_buf(t, 0, i);
+		if (dg_dma_map_bulk(e->dd, bufs, n, size_bytes[t->size], DG_DMA_FROM_DEVICE, 0,
+				    t->dma_p[0]))
+			die("poll map", ENOSPC);
+		t->cur = 0;
+		t->pend = false;
+	}
 }
 
 static void thr_teardown(struct thr *t)
 {
+	if (poll_n[t->mode]) {
+		if (t->pend && dg_dma_batch_end(&t->bt[t->cur ^ 1]))
+			die("poll batch end", EIO);
+		t->pend = false;
+		if (dg_dma_unmap_bulk(t->e->dd, t->dma_p[t->cur], poll_n[t->mode],
+				      size_bytes[t->size], DG_DMA_FROM_DEVICE, 0, NULL))
+			die("poll unmap", EINVAL);
+	}
 	if (t->e->cfg == C_STRICT2 && dg_dma_iova_free(&t->st))
 		die("iova free", EBUSY);
 	if (t->e->pool)
@@ -297,6 +337,46 @@ static int unmap_one(struct thr *t, unsigned int i, size_t len, struct dg_dma_ba
 	return dg_dma_unmap_single(dd, t->dma[i], len, DG_DMA_TO_DEVICE, 0, bp);
 }
 
+/*
+ * One poll of a NAPI driver (bench/workloads/wl_nic.c's order): unmap the n buffers the device
+ * filled (one bulk unmap of adjacent IOVAs into this poll's batch), submit the batch, refill
+ * the ring with the other n buffers (one bulk map), end the previous poll's batch. Every call
+ * has n buffers: instr/op = a / n + b separates the per-poll part a from the per-buffer b.
+ */
+static void poll_once(struct thr *t)
+{
+	struct dg_dma_dev *dd = t->e->dd;
+	const unsigned int n = poll_n[t->mode], c = t->cur;
+	const size_t len = size_bytes[t->size];
+	struct dg_dma_batch *b = &t->bt[c];
+	void *bufs[POLL_MAX];
+	int r;
+
+	dg_dma_batch_begin(dd, b);
+	r = dg_dma_unmap_bulk(dd, t->dma_p[c], n, len, DG_DMA_FROM_DEVICE, 0, b);
+	if (!r)
+		r = dg_dma_batch_submit(b);
+	for (unsigned int i = 0; i < n; i++)
+		bufs[i] = poll_buf(t, c ^ 1, i);
+	if (!r)
+		r = dg_dma_map_bulk(dd, bufs, n, len, DG_DMA_FROM_DEVICE, 0, t->dma_p[c ^ 1]);
+	if (t->pend) {
+		int re = dg_dma_batch_end(&t->bt[c ^ 1]);
+
+		r = r ? r : re;
+	}
+	t->pend = true;
+	t->cur = c ^ 1;
+	if (r && !t->err)
+		t->err = r;
+}
+
+/* Operations (map + unmap) of one round. */
+static unsigned int round_ops(int mode)
+{
+	return poll_n[mode] ? poll_n[mode] : NBUF;
+}
+
 static void round_once(struct thr *t)
 {
 	struct dg_dma_dev *dd = t->e->dd;
@@ -305,6 +385,10 @@ static void round_once(struct thr *t)
 	unsigned int nr, i;
 	int r = 0;
 
+	if (poll_n[t->mode]) {
+		poll_once(t);
+		return;
+	}
 	if (t->mode == MODE_BULK) {
 		void *bufs[NBUF];
 
@@ -395,6 +479,8 @@ static void case_name(char *buf, size_t n, enum cfg c, enum size s, int mode, un
 
 static bool case_applies(enum cfg c, enum size s, int mode)
 {
+	if (poll_n[mode]) /* a poll's bulk calls: strict against identity, 64-byte buffers */
+		return s == S64 && (c == C_IDENTITY || c == C_STRICT);
 	if (mode == MODE_BULK) /* the policies with bulk calls, single buffers */
 		return s != SSG &&
 		       (c == C_IDENTITY || c == C_STRICT || c == C_STRICT2 || c == C_LAZY);
@@ -418,10 +504,10 @@ static void measure(const struct bench_opts *o, struct env *e, enum size s, int 
 	bench_lockstep_round(&ls, 2); /* warm-up */
 	dg_dma_dev_stats(e->dd, &a);
 	if (o->ops) {
-		uint64_t n = (o->ops + NBUF - 1) / NBUF;
+		uint64_t n = (o->ops + round_ops(mode) - 1) / round_ops(mode);
 
 		bench_lockstep_round(&ls, n);
-		r.ops = n * NBUF;
+		r.ops = n * round_ops(mode);
 	} else {
 		double budget_ns = o->duration_s * 1e9 / (o->quick ? 2.0 : 4.0) / o->rounds;
 		double samples[1000];
@@ -430,8 +516,8 @@ static void measure(const struct bench_opts *o, struct env *e, enum size s, int 
 		dg_dma_dev_stats(e->dd, &a);
 		for (unsigned int i = 0; i < o->rounds && i < 1000; i++) {
 			ns = bench_lockstep_round(&ls, per);
-			samples[i] = (double)ns / (double)(per * NBUF);
-			r.ops += per * NBUF;
+			samples[i] = (double)ns / (double)(per * round_ops(mode));
+			r.ops += per * round_ops(mode);
 		}
 		bench_summarize(samples, o->rounds < 1000 ? o->rounds : 1000, &r.ns);
 	}
@@ -582,7 +668,7 @@ static int bench_dma_main(int argc, char **argv)
 						continue;
 					if (o.quick &&
 					    (s == S1500 || (s == S64K && b != MODE_BATCH) ||
-					     (b == MODE_BULK && s != S64)))
+					     (b == MODE_BULK && s != S64) || poll_n[b]))
 						continue;
 					any = true;
 					measure(&o, &e, (enum size)s, b, thr_list[k], name);

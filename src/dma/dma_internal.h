@@ -800,9 +800,9 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
  * by batch_issue before it submits the invalidation. */
 void dma_stream_clear(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
 bool dma_stream_within(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
-/* A hint: start taking the cache lines of the entries of the @n granules from @iova (inside
- * the chunk of @token: dma_stream_within()) for writing, ahead of dma_stream_clear(). */
-void dma_stream_prefetch(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
+/* dma_stream_within(), and when true a hint: start taking the cache lines of the entries of
+ * the @n granules from @iova for writing, ahead of dma_stream_clear() (a bulk unmap's run). */
+bool dma_stream_run(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
 
 /* dma_stream_map() of one buffer at @buf (inside one granule, not NULL): the single calls. */
 int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf, size_t len,

@@ -681,13 +681,19 @@ static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 	return r;
 }
 
-static int batch_issue(struct dg_dma_batch *b)
+static dg_noinline int batch_issue_new(struct dg_dma_batch *b)
 {
-	if (b->nsub == b->n)
-		return 0;
 	if (dg_likely(b->run_clear) && !batch_issue_runs(b))
 		return 0;
 	return batch_issue_slow(b);
+}
+
+/* Inline: a batch end after its submit (a poll's) has nothing to issue - no call for it. */
+static dg_always_inline int batch_issue(struct dg_dma_batch *b)
+{
+	if (b->nsub == b->n)
+		return 0;
+	return batch_issue_new(b);
 }
 
 static dg_noinline int batch_issue_slow(struct dg_dma_batch *b)
@@ -2668,10 +2674,10 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 		 * entries stay unwritten (batch_expand() writes them for a batch end that reads
 		 * them) */
 		if (dma_token_stream(tok) && b->ent[bn + n - 1].token == tok &&
-		    dma_stream_within(sp, tok, b->ent[bn].addr, n)) {
+		    dma_stream_run(sp, tok, b->ent[bn].addr, n)) {
+			/* in the chunk, and their lines asked for (a hint): owned by the time
+			 * of the clears */
 			b->run_clear |= 1u << b->nruns;
-			/* their lines asked for now (a hint), owned by the time of the clears */
-			dma_stream_prefetch(sp, tok, b->ent[bn].addr, n);
 			o.ng = 0;
 		}
 		b->run_first[b->nruns] = bn;

@@ -19,7 +19,7 @@
  * one it read waits for a request for ownership. A bulk map asks for the lines of its
  * entries first (prefetchw: the requests overlap instead of queueing one by one in the store
  * buffer behind the record stores); a bulk unmap of a run does so at the end of its claims
- * (dma_stream_prefetch), and the run's entries are cleared when the batch is submitted
+ * (dma_stream_run), and the run's entries are cleared when the batch is submitted
  * (dma_stream_clear from batch_issue, after every claim of the batch: a claim's locked
  * read-modify-write drains the store buffer, and then has no PTE clear to wait for).
  *
@@ -603,12 +603,16 @@ void dma_stream_clear(struct dma_space *sp, uint64_t token, uint64_t iova, uint3
 		atomic_store_explicit(&pte[i], 0, memory_order_relaxed);
 }
 
-void dma_stream_prefetch(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n)
+bool dma_stream_run(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n)
 {
 	const struct dma_chunk *c =
 		(const struct dma_chunk *)(uintptr_t)(token & ~DMA_TOKEN_STREAM);
+	const uint64_t first = (iova - c->iova) >> sp->gshift;
 
-	pte_prefetchw(c->pte0 + ((iova - c->iova) >> sp->gshift), n);
+	if (iova < c->iova || first + n > sp->cspan)
+		return false;
+	pte_prefetchw(c->pte0 + first, n);
+	return true;
 }
 
 bool dma_stream_within(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n)

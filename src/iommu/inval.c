@@ -9,6 +9,10 @@
  * page-selective invalidation widens its address mask). A DMA batch's run of unmapped
  * buffers (tcp: 5-20 pages, 2-6 exact blocks) is then two commands at most.
  *
+ * A submit of RANGE commands only (up to eight: a DMA batch's one, or one per run) takes
+ * submit_ranges(): each command's split decided once, its slot count without a walk; the
+ * same slots, marks and errors as validate() + emit() (the general way).
+ *
  * A wait for seq S completes when the batch holding S has been published and every online
  * device has acknowledged S (agent.c). Completion is then recorded by one memory write,
  * `completed` (the VT-d wait descriptor's status write), which every later wait for S' <= S
@@ -29,6 +33,7 @@
 
 #include "base/clock.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdarg.h>
@@ -232,6 +237,127 @@ static void emit(struct dg_iommu *mmu, const struct dg_inval_cmd *c, uint64_t *s
 	inv_queue_write(&mmu->inv, (*seq)++, &ic);
 }
 
+/* Set bits of @x, inline (the build targets no POPCNT instruction: no libgcc call). */
+static inline uint32_t popcount64(uint64_t x)
+{
+	x -= (x >> 1) & 0x5555555555555555ull;
+	x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0full;
+	return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+/*
+ * The blocks of the exact split of [a, last] (count_blocks()) without walking them: with h
+ * the highest bit in which a and e = last + 1 differ and m = e with the bits below h cleared,
+ * the split takes the set bits of m - a ascending (each aligned where it starts, none larger
+ * fits below m) and then those of e - m descending. Needs last + 1 != 0.
+ */
+static inline uint32_t count_blocks_fast(uint64_t a, uint64_t last)
+{
+	const uint64_t e = last + 1;
+	const unsigned int h = 63 - (unsigned int)__builtin_clzll(a ^ e);
+	const uint64_t m = e & ~((1ull << h) - 1);
+
+	return popcount64(m - a) + popcount64(e - m);
+}
+
+/* A command of submit_ranges(): how its slots are written. */
+enum { RW_DOMAIN, RW_COVER, RW_EXACT };
+
+/*
+ * dg_inval_submit() of up to SUBMIT_RANGES RANGE commands (a DMA batch's: one, or one per
+ * run): validate()'s checks and emit()'s slots with each command's split decided once (a
+ * leaf-only range looks at two blocks at most, the exact count is popcounts, not a walk) -
+ * the same slots, marks and errors as the general way (inval_cover_test.c compares them).
+ */
+#define SUBMIT_RANGES 8
+static dg_always_inline int submit_ranges(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds,
+					  size_t n, uint64_t *seq)
+{
+	uint8_t way[SUBMIT_RANGES];
+	uint64_t start, s, total = 0;
+	bool owner;
+
+	for (size_t i = 0; i < n; i++) {
+		const struct dg_inval_cmd *c = &cmds[i];
+		const struct dg_domain *dom;
+		const uint64_t a = c->iova;
+		uint64_t last;
+		uint32_t slots;
+
+		if (c->flags & ~DG_INVAL_LEAF)
+			return -EINVAL;
+		dom = find_domain(mmu, c->domain);
+		if (!dom)
+			return -ENOENT;
+		if (!c->size || !dg_is_aligned(a | c->size, dom->granule))
+			return -EINVAL;
+		last = a + (c->size - 1);
+		if (last < a)
+			return -EOVERFLOW;
+		if (a < dom->in_first || last > dom->in_last)
+			return -ERANGE;
+		if (c->size > mmu->cfg.inval_domain_threshold) {
+			way[i] = RW_DOMAIN;
+			slots = 1;
+		} else if (c->flags & DG_INVAL_LEAF) { /* two blocks at most, looked at */
+			const bool cover = over_two_blocks(a, last);
+
+			way[i] = cover ? RW_COVER : RW_EXACT;
+			slots = cover ? 2 : count_blocks(a, last); /* leaf_cover()'s, or 1 or 2 */
+		} else {
+			way[i] = RW_EXACT;
+			slots = dg_likely(last != UINT64_MAX) ? count_blocks_fast(a, last) :
+								count_blocks(a, last);
+		}
+		total += slots;
+		if (total > mmu->inv.len)
+			return -E2BIG;
+	}
+	start = inv_queue_reserve(&mmu->inv, (uint32_t)total, &owner);
+	s = start;
+	for (size_t i = 0; i < n; i++) {
+		const struct dg_inval_cmd *c = &cmds[i];
+		struct inv_cmd ic = {.op = INV_OP_BLOCK,
+				     .leaf = (uint8_t)(c->flags & DG_INVAL_LEAF),
+				     .mark = (uint8_t)(i ? INV_MARK_RANGE :
+							   INV_MARK_SUBMIT | INV_MARK_RANGE),
+				     .id = c->domain};
+		uint64_t a = c->iova, at[2];
+		const uint64_t last = a + (c->size - 1);
+		uint8_t order[2];
+
+		if (way[i] == RW_DOMAIN) {
+			ic.op = INV_OP_DOMAIN;
+			inv_queue_write(&mmu->inv, s++, &ic);
+			continue;
+		}
+		if (way[i] == RW_COVER) {
+			leaf_cover(a, last, at, order);
+			for (unsigned int k = 0; k < 2; k++) {
+				ic.iova = at[k];
+				ic.order = order[k];
+				inv_queue_write(&mmu->inv, s++, &ic);
+				ic.mark = 0;
+			}
+			continue;
+		}
+		for (;;) {
+			ic.order = (uint8_t)next_block(a, last);
+			ic.iova = a;
+			inv_queue_write(&mmu->inv, s++, &ic);
+			ic.mark = 0;
+			if (last - a <= (1ull << ic.order) - 1)
+				break;
+			a += 1ull << ic.order;
+		}
+	}
+	assert(s == start + total);
+	inv_queue_commit(&mmu->inv, start, (uint32_t)total, owner);
+	*seq = start + total;
+	return 0;
+}
+
 int dg_inval_submit(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq)
 {
 	uint64_t total = 0, start, s;
@@ -239,6 +365,16 @@ int dg_inval_submit(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_
 
 	if (!mmu || !cmds || !n || !seq)
 		return -EINVAL;
+	if (n == 1 && cmds[0].type == DG_INVAL_RANGE)
+		return submit_ranges(mmu, cmds, 1, seq); /* a copy for one (no loops) */
+	if (n <= SUBMIT_RANGES) {
+		size_t k = 0;
+
+		while (k < n && cmds[k].type == DG_INVAL_RANGE)
+			k++;
+		if (k == n)
+			return submit_ranges(mmu, cmds, n, seq);
+	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t slots;
 		int r = validate(mmu, &cmds[i], &slots);

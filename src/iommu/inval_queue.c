@@ -94,28 +94,13 @@ uint64_t inv_queue_reserve(struct inv_queue *q, uint32_t n, bool *owner)
 	return pub + (uint32_t)(RESV_TAIL(old) - (uint32_t)pub);
 }
 
-void inv_queue_write(struct inv_queue *q, uint64_t seq, const struct inv_cmd *c)
+void inv_queue_wait_space(struct inv_queue *q, uint64_t seq)
 {
-	struct inv_slot *s = &q->slots[seq & q->mask];
-	uint64_t word = (uint64_t)c->op | (uint64_t)c->leaf << 8 | (uint64_t)c->order << 16 |
-			(uint64_t)c->mark << 24 | (uint64_t)c->id << 32;
 	unsigned int spins = 0;
 
-	/*
-	 * Space: the slot's previous command (seq - len) must have been published before it is
-	 * overwritten. Acquire pairs with the owner's release store of published.
-	 */
+	/* Acquire pairs with the owner's release store of published. */
 	while (seq >= atomic_load_explicit(&q->published, memory_order_acquire) + q->len)
 		backoff(&spins);
-	atomic_store_explicit(&s->stamp, 0, memory_order_relaxed);
-	/*
-	 * Release on the fields orders the stamp = 0 above before them: a lapped reader that
-	 * reads one of these new values then sees the stamp changed (inv_queue_read).
-	 */
-	atomic_store_explicit(&s->word, word, memory_order_release);
-	atomic_store_explicit(&s->iova, c->iova, memory_order_release);
-	/* Release pairs with the acquire loads of the stamp in publish() and inv_queue_read(). */
-	atomic_store_explicit(&s->stamp, seq + 1, memory_order_release);
 }
 
 /* Only the owner of the moment writes the counters (see struct inv_queue). */
@@ -132,8 +117,9 @@ static void note_batch(struct inv_queue *q, uint64_t n)
 		atomic_store_explicit(&q->batch_max, n, memory_order_relaxed);
 }
 
-/* Owner: wait until the slots [cur, end) are written, then make them visible. */
-static void publish(struct inv_queue *q, uint64_t cur, uint64_t end)
+/* Owner: wait until the slots [cur, end) are written, then make them visible. Inline in
+ * commit (one call per submit, not two). */
+static dg_always_inline void publish(struct inv_queue *q, uint64_t cur, uint64_t end)
 {
 	for (uint64_t s = cur; s < end; s++) {
 		const struct inv_slot *slot = &q->slots[s & q->mask];

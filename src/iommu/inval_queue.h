@@ -116,8 +116,33 @@ void inv_queue_fini(struct inv_queue *q);
  */
 uint64_t inv_queue_reserve(struct inv_queue *q, uint32_t n, bool *owner);
 
-/* Write command @c into reserved slot @seq (waits while the slot is not yet free). */
-void inv_queue_write(struct inv_queue *q, uint64_t seq, const struct inv_cmd *c);
+/* Wait until slot @seq is free (its previous command published): inv_queue_write()'s. */
+void inv_queue_wait_space(struct inv_queue *q, uint64_t seq);
+
+/* Write command @c into reserved slot @seq (waits while the slot is not yet free). Inline:
+ * a submit's few slots are four stores each, not a call each. */
+static inline void inv_queue_write(struct inv_queue *q, uint64_t seq, const struct inv_cmd *c)
+{
+	struct inv_slot *s = &q->slots[seq & q->mask];
+	const uint64_t word = (uint64_t)c->op | (uint64_t)c->leaf << 8 | (uint64_t)c->order << 16 |
+			      (uint64_t)c->mark << 24 | (uint64_t)c->id << 32;
+
+	/*
+	 * Space: the slot's previous command (seq - len) must have been published before it is
+	 * overwritten. Acquire pairs with the owner's release store of published.
+	 */
+	if (dg_unlikely(seq >= atomic_load_explicit(&q->published, memory_order_acquire) + q->len))
+		inv_queue_wait_space(q, seq);
+	atomic_store_explicit(&s->stamp, 0, memory_order_relaxed);
+	/*
+	 * Release on the fields orders the stamp = 0 above before them: a lapped reader that
+	 * reads one of these new values then sees the stamp changed (inv_queue_read).
+	 */
+	atomic_store_explicit(&s->word, word, memory_order_release);
+	atomic_store_explicit(&s->iova, c->iova, memory_order_release);
+	/* Release pairs with the acquire loads of the stamp in publish() and inv_queue_read(). */
+	atomic_store_explicit(&s->stamp, seq + 1, memory_order_release);
+}
 
 /* Publish, or leave to the owner, the @n slots from @start (all written). */
 void inv_queue_commit(struct inv_queue *q, uint64_t start, uint32_t n, bool owner);

@@ -9,6 +9,12 @@
  *    slot count validate() reserved (the queue's tail moves by exactly what was written);
  *    checked on edge cases and 20,000 seeded random ranges, read back with inv_queue_read()
  *    (ranges above inval_domain_threshold stay one DOMAIN command);
+ *  - one to three RANGE commands (dg_inval_submit()'s own way for up to eight, submit_ranges())
+ *    write the same slots, marks included, and refuse with the same error as the general way
+ *    (the commands followed by a DOMAIN one, which takes validate() and emit()): edge cases,
+ *    20,000 seeded random ranges (leaf-only and not, alone and in twos and threes with a
+ *    refused one at any place) and every refusal validate() makes (-EINVAL, -ENOENT,
+ *    -EOVERFLOW, -ERANGE, -E2BIG);
  *  - on a device: pages of such a range cached in its IOTLB, unmapped, then the leaf-only
  *    range invalidated: no page of the range translates any more (a stale IOTLB entry would),
  *    and the still-mapped pages that the wider cover dropped translate again correctly.
@@ -153,6 +159,153 @@ static void test_blocks(void **state)
 	dg_iommu_destroy(mmu);
 }
 
+/* The slots [from, to) read back. */
+static void read_slots(struct dg_iommu *mmu, uint64_t from, uint64_t to, struct inv_cmd *out)
+{
+	for (uint64_t s = from; s < to; s++)
+		assert_int_equal(inv_queue_read(&mmu->inv, s, &out[s - from]), 0);
+}
+
+/* The @k RANGE commands @c (dg_inval_submit()'s own way for them, submit_ranges) and the same
+ * followed by a DOMAIN command (the general way): the same error, or the same slots for @c. */
+static void check_same(struct dg_iommu *mmu, uint32_t did, const struct dg_inval_cmd *c, size_t k)
+{
+	struct dg_inval_cmd more[4];
+	struct inv_cmd a[200], b[200];
+	uint64_t t0 = inv_queue_tail(&mmu->inv), s1 = 0, s2 = 0, t1;
+	int r1 = dg_inval_submit(mmu, c, k, &s1), r2;
+
+	assert_true(k < 4);
+	memcpy(more, c, k * sizeof(*c));
+	more[k] = (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = did};
+	t1 = inv_queue_tail(&mmu->inv);
+	r2 = dg_inval_submit(mmu, more, k + 1, &s2);
+	assert_int_equal(r1, r2);
+	if (r1) { /* nothing written by either */
+		assert_int_equal(t1, t0);
+		assert_int_equal(inv_queue_tail(&mmu->inv), t0);
+		return;
+	}
+	assert_int_equal(s1, t1);
+	assert_true(s1 - t0 <= 200);
+	assert_int_equal(s2 - t1, s1 - t0 + 1); /* the general way's slots for c, and the DOMAIN */
+	read_slots(mmu, t0, s1, a);
+	read_slots(mmu, t1, s2 - 1, b);
+	for (uint64_t i = 0; i < s1 - t0; i++) {
+		assert_int_equal(a[i].op, b[i].op);
+		assert_int_equal(a[i].leaf, b[i].leaf);
+		assert_int_equal(a[i].order, b[i].order);
+		assert_int_equal(a[i].mark, b[i].mark);
+		assert_int_equal(a[i].id, b[i].id);
+		assert_int_equal(a[i].iova, b[i].iova);
+	}
+}
+
+static void test_range_way(void **state)
+{
+	(void)state;
+	struct dg_iommu *mmu = mk_iommu(512, 0); /* both ways' slots of a check stay readable */
+	struct dg_domain *dom = mk_vtd(mmu);
+	uint32_t did = dg_domain_id(dom);
+	uint64_t rng = 0x13198a2e03707344ull;
+	const uint64_t top = 1ull << 48;
+	struct dg_inval_cmd c, prev = {.type = DG_INVAL_RANGE, .domain = 0, .iova = 0, .size = 0};
+
+	/* every refusal of validate() for a RANGE */
+	const struct dg_inval_cmd bad[] = {
+		{.type = DG_INVAL_RANGE, .domain = did, .flags = 2, .iova = K4, .size = K4},
+		{.type = DG_INVAL_RANGE, .domain = 0, .iova = K4, .size = K4},
+		{.type = DG_INVAL_RANGE, .domain = did + 1, .iova = K4, .size = K4},
+		{.type = DG_INVAL_RANGE, .domain = DG_DOMAIN_ID_MAX + 1, .iova = K4, .size = K4},
+		{.type = DG_INVAL_RANGE, .domain = did, .iova = K4, .size = 0},
+		{.type = DG_INVAL_RANGE, .domain = did, .iova = K4 + 8, .size = K4},
+		{.type = DG_INVAL_RANGE, .domain = did, .iova = K4, .size = K4 + 8},
+		{.type = DG_INVAL_RANGE, .domain = did, .iova = ~(K4 - 1), .size = 2 * K4},
+		{.type = DG_INVAL_RANGE, .domain = did, .iova = top - K4, .size = 2 * K4},
+		{.type = DG_INVAL_RANGE, .domain = did, .iova = top, .size = K4},
+	};
+
+	const size_t nbad = sizeof(bad) / sizeof(bad[0]);
+
+	prev.domain = did;
+	prev.size = K4;
+	for (size_t i = 0; i < nbad; i++) {
+		uint64_t s = 0;
+
+		assert_int_not_equal(dg_inval_submit(mmu, &bad[i], 1, &s), 0);
+		check_same(mmu, did, &bad[i], 1);
+	}
+	/* edge cases and random ranges, leaf-only and not */
+	for (unsigned int i = 0; i < 20000; i++) {
+		uint64_t a, pages;
+
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		pages = 1 + (rng >> 20) % (1ull << (1 + (rng & 15) + (rng >> 60)));
+		a = ((rng >> 8) & (top - 1)) & ~(K4 - 1);
+		if (i < 64) /* the top of the space and ranges from 0 */
+			a = i & 1 ? top - pages * K4 : 0;
+		if (a + pages * K4 > top)
+			a = top - pages * K4;
+		c = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+					  .domain = did,
+					  .flags = i & 2 ? DG_INVAL_LEAF : 0,
+					  .iova = a,
+					  .size = pages * K4};
+		check_same(mmu, did, &c, 1);
+		/* with the one before (and one refused, now and then), as a batch's runs */
+		{
+			struct dg_inval_cmd set[3] = {prev, c, bad[i % nbad]};
+
+			check_same(mmu, did, set, 2);
+			check_same(mmu, did, set + 1, 1);
+			if (i % 16 == 0) {
+				check_same(mmu, did, set, 3);
+				set[2] = set[0];
+				set[0] = bad[i % nbad];
+				check_same(mmu, did, set, 3);
+			}
+		}
+		prev = c;
+	}
+	/* above the threshold: one DOMAIN slot either way */
+	c = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+				  .domain = did,
+				  .iova = 0,
+				  .size = mmu->cfg.inval_domain_threshold + K4};
+	check_same(mmu, did, &c, 1);
+	assert_int_equal(inv_queue_check(&mmu->inv, stderr), 0);
+	assert_int_equal(dg_domain_destroy(dom), 0);
+	dg_iommu_destroy(mmu);
+
+	/* more slots than the ring: -E2BIG either way (22 exact blocks, a ring of 16) */
+	mmu = mk_iommu(16, 0);
+	dom = mk_vtd(mmu);
+	did = dg_domain_id(dom);
+	c = (struct dg_inval_cmd){
+		.type = DG_INVAL_RANGE, .domain = did, .iova = K4, .size = (1ull << 24) - 2 * K4};
+	{
+		uint64_t s = 0;
+
+		assert_int_equal(dg_inval_submit(mmu, &c, 1, &s), -E2BIG);
+	}
+	check_same(mmu, did, &c, 1);
+	c.flags = DG_INVAL_LEAF; /* two blocks: fits */
+	check_same(mmu, did, &c, 1);
+	{ /* 2 + 2 slots fit; 2 + 2 + 22 do not: -E2BIG at the third command */
+		struct dg_inval_cmd set[3] = {c, c, c};
+
+		check_same(mmu, did, set, 2);
+		set[2].flags = 0;
+		check_same(mmu, did, set, 3);
+		assert_int_equal(dg_inval_submit(mmu, set, 3, &(uint64_t){0}), -E2BIG);
+	}
+	assert_int_equal(inv_queue_check(&mmu->inv, stderr), 0);
+	assert_int_equal(dg_domain_destroy(dom), 0);
+	dg_iommu_destroy(mmu);
+}
+
 static int xlat(struct dg_device *dev, uint64_t iova, uint64_t *host_out)
 {
 	struct dg_sg sg;
@@ -218,6 +371,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_blocks),
+		cmocka_unit_test(test_range_way),
 		cmocka_unit_test(test_device),
 	};
 
