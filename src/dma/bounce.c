@@ -51,7 +51,8 @@
  * after theirs) - and a bad entry gives back the claims made, under that lock, before
  * anyone could see them: all or nothing. A batch defers the frees to dg_dma_batch_end(); a
  * bulk unmap's slots go into it as ONE entry, chained through their records (rec->u.fl.next,
- * dead once claimed) from a head of kind KIND_CHAIN, which dma_bounce_free() walks.
+ * dead once claimed) from a head of kind KIND_CHAIN whose word's nents field holds the
+ * chain's length, which dma_bounce_free() walks.
  *
  * Small-slot fast path (orders below TC_ORDERS, 64 B .. 2 KiB: packet buffers): every thread
  * keeps, per bounce instance, direction and order, a free stack of slots ("thread cache",
@@ -181,6 +182,7 @@ enum { ST_FREE = 1, ST_ALLOC = 2, ST_CLAIMED = 3, ST_CACHED = 4 };
 /* The kind of a CLAIMED head that leads a chain of a bulk unmap's slots (batch: one entry). */
 #define KIND_CHAIN 7u
 static_assert(KIND_CHAIN > KIND_COHERENT && KIND_CHAIN <= 7, "a kind no mapping has");
+static_assert(DG_DMA_BULK_MAX <= 0xffff, "a chain's length fits its head word's nents field");
 
 struct bounce_rec {
 	union {
@@ -1329,8 +1331,10 @@ static dg_always_inline int claim(struct dma_bounce *bo, uint64_t dma, uint64_t 
 
 /*
  * Give back the claimed slots of a chain from its head @g (state word @st): slots of one
- * direction and order (one bulk unmap's), linked through rec->u.fl.next up to BOUNCE_NONE.
- * Small slots go on this thread's stack, looked up once; the rest one by one.
+ * direction and order (one bulk unmap's), linked through rec->u.fl.next up to BOUNCE_NONE,
+ * ST_NENTS(@st) of them. Small slots go on this thread's stack, looked up once - when the
+ * stack has room for the whole chain, in a loop without the test for a full stack; the rest
+ * one by one.
  */
 static dg_noinline void chain_release(struct dma_bounce *bo, uint32_t g, uint32_t st)
 {
@@ -1352,6 +1356,17 @@ static dg_noinline void chain_release(struct dma_bounce *bo, uint32_t g, uint32_
 	max = bo->tc_max[order];
 	tc_get(tc);
 	n = tc_n(tc, dir, order);
+	if (dg_likely(ST_NENTS(st) <= max - n)) { /* room for all: no test of a full stack */
+		for (uint32_t k = ST_NENTS(st); k; k--) {
+			const uint32_t next = recs[g].u.fl.next;
+
+			atomic_store_explicit(&recs[g].st, ST(ST_CACHED, 0, 0, order, 0),
+					      memory_order_relaxed);
+			stk[n++] = g;
+			g = next;
+		}
+		assert(g == BOUNCE_NONE); /* the chain was as long as its head says */
+	}
 	while (g != BOUNCE_NONE) {
 		const uint32_t next = recs[g].u.fl.next;
 
@@ -1617,17 +1632,21 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 		const unsigned int ai = (unsigned int)((dma[0] - base) >> bo->area_shift);
 		const uint64_t abase = base + ((uint64_t)ai << bo->area_shift);
 		struct bounce_area *a = &bo->area[ai];
+		/* loop invariants in locals: the stores to the records below could alias them */
+		struct bounce_rec *const arec = a->rec;
+		const uint32_t g0 = (uint32_t)(arec - recs); /* the area's first global unit */
 
 		dg_spin_lock(&a->lock);
 		for (; i < n; i++) {
 			const uint64_t off = dma[i] - abase; /* in this area */
 			struct bounce_rec *rec;
+			uint32_t u;
 
 			if (dg_unlikely(off >= bo->area_size ||
 					(off & ((1u << BOUNCE_UNIT_SHIFT) - 1))))
 				break;
-			rec = (struct bounce_rec *)((char *)a->rec +
-						    (off >> (BOUNCE_UNIT_SHIFT - 4)));
+			u = (uint32_t)(off >> BOUNCE_UNIT_SHIFT);
+			rec = &arec[u];
 			/* Acquire pairs with the release store of the map (map_single(),
 			 * bounce_map_list(), map_bulk_pop()): orig and len are visible. */
 			st = atomic_load_explicit(&rec->st, memory_order_acquire);
@@ -1643,7 +1662,7 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 				return dma_err(dd, unmap_bulk_err(dma, bad, n, len, st));
 			}
 			atomic_store_explicit(&rec->st, claimed, memory_order_relaxed);
-			gs[i] = (uint32_t)((dma[i] - base) >> BOUNCE_UNIT_SHIFT);
+			gs[i] = g0 + u;
 		}
 		dg_spin_unlock(&a->lock);
 	}
@@ -1679,7 +1698,7 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 		for (i = 0; i + 1 < n; i++)
 			recs[gs[i]].u.fl.next = gs[i + 1];
 		recs[gs[n - 1]].u.fl.next = BOUNCE_NONE;
-		atomic_store_explicit(&recs[gs[0]].st, ST(ST_CLAIMED, KIND_CHAIN, dir, order, 0),
+		atomic_store_explicit(&recs[gs[0]].st, ST(ST_CLAIMED, KIND_CHAIN, dir, order, n),
 				      memory_order_relaxed);
 		dma_batch_add_bounce(b, dma[0]);
 	} else if (dg_likely(order < TC_ORDERS && (tc = tcache_peek(bo)) != NULL) &&
@@ -1938,8 +1957,16 @@ static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_
 {
 	if (len > SMALL_COPY)
 		return bounce_sync_big(dd, dma, len, dir, for_cpu);
-	if (for_cpu) /* the branch once: each way a leaf with its constant */
+	/* The branches once: each way a leaf with its constants - the usual direction of each
+	 * way (the device wrote it / will read it) with the record's expected word a constant
+	 * and no test of the direction left. */
+	if (for_cpu) {
+		if (dg_likely(dir == DG_DMA_FROM_DEVICE))
+			return sync_small(dd, dma, len, DG_DMA_FROM_DEVICE, true);
 		return sync_small(dd, dma, len, dir, true);
+	}
+	if (dg_likely(dir == DG_DMA_TO_DEVICE))
+		return sync_small(dd, dma, len, DG_DMA_TO_DEVICE, false);
 	return sync_small(dd, dma, len, dir, false);
 }
 
