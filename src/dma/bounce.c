@@ -1590,6 +1590,46 @@ static dg_noinline int unmap_bulk_err(const uint64_t *dma, unsigned int i, unsig
 }
 
 /*
+ * The claims of dma_bounce_unmap_bulk() in one area (records @arec, first global unit @g0,
+ * @asize bytes of IOVA from @abase), its lock held: dma[0..) while in the area, each checked
+ * (a live single slot of @len, word @want) and claimed (the same word, ST_CLAIMED), its
+ * global unit into
+ * gs[]. Returns the index of the first entry not claimed (@n: all), with *stp its slot's word
+ * when that entry is bad (never 0: @want has a state), else 0 (outside this area: the caller
+ * claims the rest one by one). Out of line so that its loop has the registers to itself.
+ */
+static dg_noinline unsigned int claim_area(struct bounce_rec *arec, uint64_t abase, uint64_t asize,
+					   uint32_t g0, const uint64_t *dma, unsigned int n,
+					   uint64_t len, uint32_t want, uint32_t *gs, uint32_t *stp)
+{
+	const uint64_t *p = dma, *const end = dma + n;
+
+	/* the claimed word is the live one with the next state, ST_CLAIMED */
+	static_assert(ST_CLAIMED == ST_ALLOC + 1, "claimed = want + 1");
+	for (; p != end; p++, gs++) {
+		const uint64_t off = *p - abase; /* in this area */
+		struct bounce_rec *rec;
+		uint32_t st, u;
+
+		if (dg_unlikely(off >= asize || (off & ((1u << BOUNCE_UNIT_SHIFT) - 1))))
+			break;
+		u = (uint32_t)(off >> BOUNCE_UNIT_SHIFT);
+		rec = &arec[u];
+		/* Acquire pairs with the release store of the map (map_single(),
+		 * bounce_map_list(), map_bulk_pop()): orig and len are visible. */
+		st = atomic_load_explicit(&rec->st, memory_order_acquire);
+		if (dg_unlikely(st != want) || dg_unlikely(rec->len != len)) {
+			*stp = st ? st : ST(0, 0, 0, 0, 1); /* nonzero: bad, not elsewhere */
+			return (unsigned int)(p - dma);
+		}
+		atomic_store_explicit(&rec->st, want + 1, memory_order_relaxed);
+		*gs = g0 + u;
+	}
+	*stp = 0;
+	return (unsigned int)(p - dma);
+}
+
+/*
  * Unmap dma[0..n) (@len, @dir, mapped by a single or bulk map), all or nothing: each slot is
  * checked and claimed (ALLOC -> CLAIMED: a double or racing unmap, or an address given twice,
  * finds it claimed) in one pass, those of the first entry's area under one hold of its lock,
@@ -1632,37 +1672,19 @@ int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned i
 		const unsigned int ai = (unsigned int)((dma[0] - base) >> bo->area_shift);
 		const uint64_t abase = base + ((uint64_t)ai << bo->area_shift);
 		struct bounce_area *a = &bo->area[ai];
-		/* loop invariants in locals: the stores to the records below could alias them */
-		struct bounce_rec *const arec = a->rec;
-		const uint32_t g0 = (uint32_t)(arec - recs); /* the area's first global unit */
+		const uint32_t g0 = (uint32_t)(a->rec - recs); /* the area's first global unit */
 
 		dg_spin_lock(&a->lock);
-		for (; i < n; i++) {
-			const uint64_t off = dma[i] - abase; /* in this area */
-			struct bounce_rec *rec;
-			uint32_t u;
+		i = claim_area(a->rec, abase, bo->area_size, g0, dma, n, len, want, gs, &st);
+		if (dg_unlikely(i < n) && st != 0) { /* a bad entry in this area */
+			const unsigned int bad = i;
 
-			if (dg_unlikely(off >= bo->area_size ||
-					(off & ((1u << BOUNCE_UNIT_SHIFT) - 1))))
-				break;
-			u = (uint32_t)(off >> BOUNCE_UNIT_SHIFT);
-			rec = &arec[u];
-			/* Acquire pairs with the release store of the map (map_single(),
-			 * bounce_map_list(), map_bulk_pop()): orig and len are visible. */
-			st = atomic_load_explicit(&rec->st, memory_order_acquire);
-			if (dg_unlikely(st != want) || dg_unlikely(rec->len != len)) {
-				const unsigned int bad = i;
-
-				/* the claims given back at once, under the lock: nobody else
-				 * could claim anything in between */
-				while (i--)
-					atomic_store_explicit(&recs[gs[i]].st, want,
-							      memory_order_relaxed);
-				dg_spin_unlock(&a->lock);
-				return dma_err(dd, unmap_bulk_err(dma, bad, n, len, st));
-			}
-			atomic_store_explicit(&rec->st, claimed, memory_order_relaxed);
-			gs[i] = g0 + u;
+			/* the claims given back at once, under the lock: nobody else could
+			 * claim anything in between */
+			while (i--)
+				atomic_store_explicit(&recs[gs[i]].st, want, memory_order_relaxed);
+			dg_spin_unlock(&a->lock);
+			return dma_err(dd, unmap_bulk_err(dma, bad, n, len, st));
 		}
 		dg_spin_unlock(&a->lock);
 	}

@@ -1006,6 +1006,73 @@ static void test_bulk_double_unmap(void **state)
 	free(mem);
 }
 
+/*
+ * A bulk unmap with the length of the slots' order but not the one they were mapped with:
+ * refused (-EINVAL) whether the wrong entry is the first, in the middle (a single map of 90
+ * bytes among bulk maps of 100, all 128-byte slots of one area) or all of them, with or
+ * without a batch, and nothing unmapped (the claims made before it given back); then the
+ * right lengths unmap all, the sync of a 64-byte frame of each copying exactly its bytes.
+ */
+static void test_bulk_wrong_len(void **state)
+{
+	uint8_t *mem = page_alloc(16 * 256);
+	struct dg_dma_batch b;
+	uint64_t dma[16], list[9], one;
+	void *bufs[16];
+	struct env e;
+
+	(void)state;
+	assert_non_null(mem);
+	env_init(&e, AREA);
+	for (unsigned int i = 0; i < 16; i++)
+		bufs[i] = mem + (size_t)i * 256;
+	assert_int_equal(dg_dma_map_bulk(e.dd, bufs, 8, 100, DG_DMA_FROM_DEVICE, 0, dma), 0);
+	assert_int_equal(dg_dma_map_single(e.dd, bufs[8], 90, DG_DMA_FROM_DEVICE, 0, &one), 0);
+	for (unsigned int i = 0; i < 9; i++)
+		list[i] = i < 4 ? dma[i] : i == 4 ? one : dma[i - 1];
+	for (unsigned int k = 0; k < 2; k++) {
+		struct dg_dma_batch *bp = k ? &b : NULL;
+
+		if (bp)
+			dg_dma_batch_begin(e.dd, bp);
+		assert_int_equal(dg_dma_unmap_bulk(e.dd, list, 9, 100, DG_DMA_FROM_DEVICE, 0, bp),
+				 -EINVAL);
+		assert_int_equal(dg_dma_unmap_bulk(e.dd, list + 4, 5, 100, DG_DMA_FROM_DEVICE, 0,
+						   bp),
+				 -EINVAL);
+		assert_int_equal(dg_dma_unmap_bulk(e.dd, dma, 8, 120, DG_DMA_FROM_DEVICE, 0, bp),
+				 -EINVAL);
+		assert_int_equal(dg_dma_unmap_bulk(e.dd, dma, 8, 90, DG_DMA_FROM_DEVICE, 0, bp),
+				 -EINVAL);
+		if (bp)
+			assert_int_equal(dg_dma_batch_end(bp), 0);
+		assert_int_equal(stats(e.dd).live, 9);
+		assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	}
+	/* still live: a 64-byte frame synced back exactly, then unmapped with their lengths */
+	memset(mem, 0xee, 16 * 256);
+	for (unsigned int i = 0; i < 9; i++) {
+		uint8_t frame[64], *buf = bufs[i < 4 ? i : i == 4 ? 8 : i - 1]; /* list[i]'s */
+
+		for (unsigned int j = 0; j < 64; j++)
+			frame[j] = (uint8_t)(i * 64 + j + 1);
+		assert_int_equal(dg_dev_write(e.dev, list[i], frame, 64), 0);
+		assert_int_equal(dg_dma_sync_for_cpu(e.dd, list[i], 64, DG_DMA_FROM_DEVICE), 0);
+		assert_memory_equal(buf, frame, 64);
+		assert_int_equal(buf[64], 0xee);
+	}
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, dma, 8, 100, DG_DMA_FROM_DEVICE,
+					   DG_DMA_ATTR_SKIP_CPU_SYNC, NULL),
+			 0);
+	assert_int_equal(dg_dma_unmap_single(e.dd, one, 90, DG_DMA_FROM_DEVICE,
+					     DG_DMA_ATTR_SKIP_CPU_SYNC, NULL),
+			 0);
+	assert_int_equal(stats(e.dd).live, 0);
+	assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	env_fini(&e);
+	free(mem);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1021,6 +1088,7 @@ int main(void)
 		cmocka_unit_test(test_bulk_vs_single_lpae_s1),
 		cmocka_unit_test(test_bulk_all_or_nothing),
 		cmocka_unit_test(test_bulk_double_unmap),
+		cmocka_unit_test(test_bulk_wrong_len),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
