@@ -1973,23 +1973,39 @@ static dg_always_inline int sync_small(struct dg_dma_dev *dd, uint64_t dma, size
 	return sync_copy(dd, bo->mem + off, (uint8_t *)rec->u.orig + in, len, for_cpu, false);
 }
 
+/* sync_small() of the usual direction of each way, each a leaf of its own (registers
+ * allocated for it alone: none saved), tail-called by bounce_sync(). */
+static dg_noinline int sync_small_cpu(struct dg_dma_dev *dd, uint64_t dma, size_t len)
+{
+	return sync_small(dd, dma, len, DG_DMA_FROM_DEVICE, true);
+}
+
+static dg_noinline int sync_small_dev(struct dg_dma_dev *dd, uint64_t dma, size_t len)
+{
+	return sync_small(dd, dma, len, DG_DMA_TO_DEVICE, false);
+}
+
+/* sync_small() of any direction (the other way's, or one the checks will refuse). */
+static dg_noinline int sync_small_any(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+				      enum dg_dma_dir dir, bool for_cpu)
+{
+	if (for_cpu)
+		return sync_small(dd, dma, len, dir, true);
+	return sync_small(dd, dma, len, dir, false);
+}
+
 /* The policy's sync: counts its own errors, so the entry point (map.c) tail-calls it. */
 static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		       bool for_cpu)
 {
 	if (len > SMALL_COPY)
 		return bounce_sync_big(dd, dma, len, dir, for_cpu);
-	/* The branches once: each way a leaf with its constants - the usual direction of each
-	 * way (the device wrote it / will read it) with the record's expected word a constant
-	 * and no test of the direction left. */
-	if (for_cpu) {
-		if (dg_likely(dir == DG_DMA_FROM_DEVICE))
-			return sync_small(dd, dma, len, DG_DMA_FROM_DEVICE, true);
-		return sync_small(dd, dma, len, dir, true);
-	}
-	if (dg_likely(dir == DG_DMA_TO_DEVICE))
-		return sync_small(dd, dma, len, DG_DMA_TO_DEVICE, false);
-	return sync_small(dd, dma, len, dir, false);
+	/* Only tail calls here (nothing saved): each way's usual direction to a leaf of its
+	 * own with its constants - the record's expected word an immediate, no test of the
+	 * direction left - and anything else to sync_small_any(). */
+	if (for_cpu ? dg_likely(dir == DG_DMA_FROM_DEVICE) : dg_likely(dir == DG_DMA_TO_DEVICE))
+		return for_cpu ? sync_small_cpu(dd, dma, len) : sync_small_dev(dd, dma, len);
+	return sync_small_any(dd, dma, len, dir, for_cpu);
 }
 
 static int bounce_sync_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,

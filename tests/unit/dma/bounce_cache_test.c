@@ -1073,6 +1073,68 @@ static void test_bulk_wrong_len(void **state)
 	free(mem);
 }
 
+/*
+ * Small syncs (<= 64 bytes: the inline copies) in each direction and each way, at the start
+ * of a slot and inside its first unit: for the device copies the buffer into the slot unless
+ * the device only writes it; for the CPU copies the slot into the buffer unless the device
+ * only reads it; exactly the bytes asked, nothing around them.
+ */
+static void test_small_sync_dirs(void **state)
+{
+	static const enum dg_dma_dir dirs[] = { DG_DMA_BIDIRECTIONAL, DG_DMA_TO_DEVICE,
+						DG_DMA_FROM_DEVICE };
+	static const struct {
+		unsigned int off, len;
+	} rng[] = { { 0, 64 }, { 0, 13 }, { 8, 16 }, { 3, 40 }, { 0, 1 } };
+	uint8_t *buf = page_alloc(4096);
+	struct env e;
+
+	(void)state;
+	assert_non_null(buf);
+	env_init(&e, AREA);
+	for (unsigned int d = 0; d < 3; d++)
+		for (unsigned int k = 0; k < sizeof(rng) / sizeof(rng[0]); k++) {
+			const enum dg_dma_dir dir = dirs[d];
+			const unsigned int off = rng[k].off, len = rng[k].len;
+			uint8_t want[100], got[100], pat[100];
+			uint64_t dma;
+
+			for (unsigned int j = 0; j < 100; j++) {
+				buf[j] = (uint8_t)(0x40 + j);
+				pat[j] = (uint8_t)(0x80 + j * 3 + k);
+			}
+			assert_int_equal(dg_dma_map_single(e.dd, buf, 100, dir, 0, &dma), 0);
+			/* for the device: the CPU's new bytes reach the slot */
+			memcpy(want, buf, 100);
+			for (unsigned int j = 0; j < 100; j++)
+				buf[j] ^= 0x5a;
+			if (dir != DG_DMA_FROM_DEVICE)
+				memcpy(want + off, buf + off, len);
+			assert_int_equal(dg_dma_sync_for_device(e.dd, dma + off, len, dir), 0);
+			if (dir != DG_DMA_FROM_DEVICE) {
+				assert_int_equal(dg_dev_read(e.dev, dma, got, 100), 0);
+				assert_memory_equal(got, want, 100);
+			}
+			/* for the CPU: the device's bytes reach the buffer */
+			memcpy(want, buf, 100);
+			if (dir != DG_DMA_TO_DEVICE) {
+				assert_int_equal(dg_dev_write(e.dev, dma, pat, 100), 0);
+				memcpy(want + off, pat + off, len);
+			}
+			assert_int_equal(dg_dma_sync_for_cpu(e.dd, dma + off, len, dir), 0);
+			assert_memory_equal(buf, want, 100);
+			/* another direction's sync is refused */
+			assert_int_equal(dg_dma_sync_for_cpu(e.dd, dma + off, len, dirs[(d + 1) % 3]),
+					 -EINVAL);
+			assert_int_equal(dg_dma_unmap_single(e.dd, dma, 100, dir,
+							     DG_DMA_ATTR_SKIP_CPU_SYNC, NULL),
+					 0);
+		}
+	assert_int_equal(dg_dma_dev_check(e.dd, stderr), 0);
+	env_fini(&e);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1089,6 +1151,7 @@ int main(void)
 		cmocka_unit_test(test_bulk_all_or_nothing),
 		cmocka_unit_test(test_bulk_double_unmap),
 		cmocka_unit_test(test_bulk_wrong_len),
+		cmocka_unit_test(test_small_sync_dirs),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
