@@ -1637,8 +1637,9 @@ static dg_noinline unsigned int claim_area(struct bounce_rec *arec, uint64_t aba
  * words they had, stored back: the mappings were live all along) and refuses the call. Then
  * the copies back (without DG_DMA_ATTR_SKIP_CPU_SYNC), and the slots go on this thread's
  * stack - or, with @b, into the batch as ONE entry: the claimed slots are chained through
- * their records (rec->u.fl.next, dead once claimed) from a head of kind KIND_CHAIN, and
- * dma_bounce_free() at the batch's end gives the chain back in one pass.
+ * their records (rec->u.fl.next, dead once claimed) from a head of kind KIND_CHAIN (its
+ * word's nents: the chain's length), and dma_bounce_free() at the batch's end gives the
+ * chain back in one pass. The first area's claims are claim_area()'s.
  */
 int dma_bounce_unmap_bulk(struct dg_dma_dev *dd, const uint64_t *dma, unsigned int n, size_t len,
 			  enum dg_dma_dir dir, unsigned int attrs, struct dg_dma_batch *b)
