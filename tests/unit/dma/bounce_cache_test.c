@@ -1081,11 +1081,11 @@ static void test_bulk_wrong_len(void **state)
  */
 static void test_small_sync_dirs(void **state)
 {
-	static const enum dg_dma_dir dirs[] = { DG_DMA_BIDIRECTIONAL, DG_DMA_TO_DEVICE,
-						DG_DMA_FROM_DEVICE };
+	static const enum dg_dma_dir dirs[] = {DG_DMA_BIDIRECTIONAL, DG_DMA_TO_DEVICE,
+					       DG_DMA_FROM_DEVICE};
 	static const struct {
 		unsigned int off, len;
-	} rng[] = { { 0, 64 }, { 0, 13 }, { 8, 16 }, { 3, 40 }, { 0, 1 } };
+	} rng[] = {{0, 64}, {0, 13}, {8, 16}, {3, 40}, {0, 1}};
 	uint8_t *buf = page_alloc(4096);
 	struct env e;
 
@@ -1124,7 +1124,8 @@ static void test_small_sync_dirs(void **state)
 			assert_int_equal(dg_dma_sync_for_cpu(e.dd, dma + off, len, dir), 0);
 			assert_memory_equal(buf, want, 100);
 			/* another direction's sync is refused */
-			assert_int_equal(dg_dma_sync_for_cpu(e.dd, dma + off, len, dirs[(d + 1) % 3]),
+			assert_int_equal(dg_dma_sync_for_cpu(e.dd, dma + off, len,
+							     dirs[(d + 1) % 3]),
 					 -EINVAL);
 			assert_int_equal(dg_dma_unmap_single(e.dd, dma, 100, dir,
 							     DG_DMA_ATTR_SKIP_CPU_SYNC, NULL),
