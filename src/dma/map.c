@@ -18,7 +18,8 @@
  *   -> IOVA free
  *
  * Batches move the invalidation and the wait to dg_dma_batch_end(): the gather collects the
- * hull of every unmap, the IOVAs wait in the batch, and one wait covers all of them. The
+ * hull of every unmap, the IOVAs wait in the batch, and one wait covers all of them (a
+ * poll's batch - stream runs only, submitted - ends in line: batch_end_runs). The
  * invalidation is one RANGE command over the hull when the hull is at most four times the
  * bytes unmapped (magazines often hand back neighbouring IOVAs), else one command per run of
  * adjacent ranges, all submitted at once (one atomic add on the queue), up to BATCH_PSI_RUNS
