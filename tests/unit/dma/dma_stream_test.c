@@ -1131,9 +1131,11 @@ static void test_poll_runs(void **state)
 			} else {
 				const unsigned int k1 = RING - h;
 
-				assert_int_equal(dg_dma_unmap_bulk(dd, reap, k1, 64, dir, 0, nb), 0);
-				assert_int_equal(
-					dg_dma_unmap_bulk(dd, reap + k1, k - k1, 64, dir, 0, nb), 0);
+				assert_int_equal(dg_dma_unmap_bulk(dd, reap, k1, 64, dir, 0, nb),
+						 0);
+				assert_int_equal(dg_dma_unmap_bulk(dd, reap + k1, k - k1, 64, dir,
+								   0, nb),
+						 0);
 			}
 			for (unsigned int i = 0; i < k; i++)
 				reaped[p & 1][d][i] = reap[i];
@@ -1171,7 +1173,8 @@ static void test_poll_runs(void **state)
 	for (unsigned int d = 0; d < 2; d++)
 		for (unsigned int i = 0; i < RING; i += 64)
 			assert_int_equal(dg_dma_unmap_bulk(dd, ring[d] + i, 64, 64,
-							   d ? DG_DMA_TO_DEVICE : DG_DMA_FROM_DEVICE,
+							   d ? DG_DMA_TO_DEVICE :
+							       DG_DMA_FROM_DEVICE,
 							   0, NULL),
 					 0);
 	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);

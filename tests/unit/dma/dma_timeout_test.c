@@ -93,8 +93,7 @@ static void test_runs_end_timeout(void **state)
 	assert_int_equal(dg_dev_read(dev, dma[N / 2], got, 8), 0);
 	dg_dma_batch_begin(dd, &b);
 	assert_int_equal(dg_dma_unmap_bulk(dd, dma, N / 2, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
-	assert_int_equal(dg_dma_unmap_bulk(dd, dma + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0, &b),
-			 0);
+	assert_int_equal(dg_dma_unmap_bulk(dd, dma + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
 	assert_int_equal(b.nruns, 2);
 	assert_int_equal(b.run_clear, 3); /* two stream runs: the end's runs way */
 	assert_int_equal(dg_dma_batch_submit(&b), 0);
