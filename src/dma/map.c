@@ -18,7 +18,8 @@
  *   -> IOVA free
  *
  * Batches move the invalidation and the wait to dg_dma_batch_end(): the gather collects the
- * hull of every unmap, the IOVAs wait in the batch, and one wait covers all of them. The
+ * hull of every unmap, the IOVAs wait in the batch, and one wait covers all of them (a
+ * poll's batch - stream runs only, submitted - ends in line: batch_end_runs). The
  * invalidation is one RANGE command over the hull when the hull is at most four times the
  * bytes unmapped (magazines often hand back neighbouring IOVAs), else one command per run of
  * adjacent ranges, all submitted at once (one atomic add on the queue), up to BATCH_PSI_RUNS
@@ -42,6 +43,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -830,7 +832,16 @@ static dg_always_inline void give_end(struct dma_space *sp, struct iova_tcache *
  * there, the range cannot be freed) and the tables in quarantine, released by the first
  * housekeeping pass that sees the wait complete (dma_quarantine_retry).
  */
+static int batch_flush_waited(struct dg_dma_batch *b, int waited);
+
 static int batch_flush(struct dg_dma_batch *b)
+{
+	return batch_flush_waited(b, INT_MIN);
+}
+
+/* batch_flush(), @waited its wait's result when done already (batch_end_runs: failed), or
+ * INT_MIN: not waited. */
+static dg_noinline int batch_flush_waited(struct dg_dma_batch *b, int waited)
 {
 	struct dg_dma_dev *dd = b->dev;
 	struct dma_space *sp = dd->sp;
@@ -844,6 +855,10 @@ static int batch_flush(struct dg_dma_batch *b)
 
 	if (!b->n)
 		return 0;
+	if (waited != INT_MIN) {
+		r = waited;
+		goto waited;
+	}
 	if (!nsub) {
 		/* bounce slots only (nothing submitted, so nothing to wait for): no invalidation,
 		 * no table page; give the slots back. A batch of another policy stops at once. */
@@ -860,6 +875,7 @@ static int batch_flush(struct dg_dma_batch *b)
 	r = batch_issue(b);
 	if (!r && b->seq)
 		r = dma_inval_wait(dd, b->seq);
+waited:
 	if (!r && b->npieces) {
 		/* streaming unmaps only, in a few ascending pieces (a ring's reaps): give the
 		 * IOVAs back highest first straight from the entries, no copy and no sort - the
@@ -1113,6 +1129,67 @@ int dma_strict_retire_many(struct dg_dma_dev *dd, const uint64_t *dma, const uin
 	return r;
 }
 
+/*
+ * Is the batch stream runs only, each cleared through its kept table (run_clear: in one
+ * chunk, so every entry of a run has its first entry's token), end to end in entry order,
+ * all submitted (a poll's reap: one run, or fwd64's rx and tx runs)? Reads no entry.
+ */
+static dg_always_inline bool batch_runs_only(const struct dg_dma_batch *b)
+{
+	const uint32_t nr = b->nruns;
+	uint32_t at = 0;
+
+	static_assert(BATCH_PIECES < 32, "run_clear: one bit a run");
+	if (b->nsub != b->n || !nr || b->run_clear != (1u << nr) - 1)
+		return false;
+	for (uint32_t j = 0; j < nr; j++) {
+		if (b->run_first[j] != at)
+			return false;
+		at += b->run_len[j];
+	}
+	return at == b->n;
+}
+
+/*
+ * The end of a batch of stream runs only (batch_runs_only), in line: wait for its one
+ * submitted invalidation, then retire each run's granules to its chunk (one atomic add per
+ * run of a chunk) - what batch_flush()'s pieces way does with them, without its call, its
+ * bounce-only and issue checks or its walk of the entries. 1: the wait failed (r = its
+ * error; nothing given back), batch_flush_waited() parks it all.
+ */
+static dg_always_inline int batch_end_runs(struct dg_dma_batch *b, int *r)
+{
+	struct dma_space *sp = b->dev->sp;
+	uint64_t stok = 0, sn = 0;
+
+	*r = b->seq ? dma_inval_wait(b->dev, b->seq) : 0;
+	if (dg_unlikely(*r))
+		return 1;
+	if (!gather_empty(&b->gather))
+		dg_pt_gather_release(sp->pt, &b->gather);
+	for (uint32_t j = 0; j < b->nruns; j++) {
+		const uint64_t tok = b->ent[b->run_first[j]].token;
+
+		if (tok != stok) {
+			if (sn)
+				dma_stream_retire(sp, stok, sn);
+			stok = tok;
+			sn = 0;
+		}
+		sn += b->run_len[j]; /* a stream granule is one granule */
+	}
+	dma_stream_retire(sp, stok, sn);
+	b->n = 0;
+	b->nsub = 0;
+	b->seq = 0;
+	b->npieces = 0;
+	b->nruns = 0;
+	b->run_clear = 0;
+	dg_pt_gather_init(&b->gather);
+	b->flushes++;
+	return 0;
+}
+
 int dg_dma_batch_end(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd;
@@ -1121,7 +1198,12 @@ int dg_dma_batch_end(struct dg_dma_batch *b)
 	if (!b || !b->dev)
 		return -EINVAL;
 	dd = b->dev;
-	r = batch_flush(b);
+	if (dg_likely(batch_runs_only(b))) {
+		if (batch_end_runs(b, &r))
+			r = batch_flush_waited(b, r);
+	} else {
+		r = batch_flush(b);
+	}
 	if (!r)
 		r = b->status;
 	b->status = 0;

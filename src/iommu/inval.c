@@ -550,15 +550,21 @@ int dg_inval_wait(struct dg_iommu *mmu, uint64_t seq)
 		atomic_fetch_add_explicit(&ws->coalesced, 1, memory_order_relaxed);
 		return 0;
 	}
-	if (seq > inv_queue_tail(&mmu->inv))
-		return -EINVAL;
-	for (;;) {
+	for (bool known = false;;) {
 		if (scan(mmu, seq, &upto, &laggard)) {
 			advance_completed(mmu, upto);
 			return 0;
 		}
 		if (completed_at_least(mmu, seq))
 			return 0; /* another waiter saw it complete */
+		/* a seq never handed out: after the first scan, which cannot find it complete
+		 * (published <= tail < seq), so a batch end's usual wait - complete at its first
+		 * scan - makes no call for the tail */
+		if (!known) {
+			if (seq > inv_queue_tail(&mmu->inv))
+				return -EINVAL;
+			known = true;
+		}
 		/*
 		 * Scan again after a pause. (Spinning on the one word the scan stopped at, the
 		 * laggard's acknowledgement, was tried in session 9: fewer instructions, but

@@ -22,6 +22,10 @@
  *    high (above 2^48) addresses, VT-d and LPAE (the map's short and general loops).
  *  - test_dir_streams: rx and tx maps in turns keep each ring's IOVAs adjacent (a stream
  *    per direction): each ring's reap is one stream run of the batch.
+ *  - test_poll_runs: a NIC driver's polls (rx and tx reaps of 1-64 buffers into a batch,
+ *    submit, refill, end the previous poll's batch) over several chunks: the device faults on
+ *    every buffer of a batch after its end, every granule is retired exactly once (the batch
+ *    end's runs way and its general way).
  *  - test_map_odd: a bulk map with one buffer leaving its granule, at any position, maps
  *    every buffer whole; one NULL buffer refuses the call.
  *  - test_exhaust: a small space: chunks pinned by one mapping each until the streams' share
@@ -1070,6 +1074,116 @@ static void test_dir_streams(void **state)
 	free(mem);
 }
 
+/*
+ * test_poll_runs: a NIC driver's polls (bench/workloads/wl_nic.c's order): begin a batch,
+ * unmap the reap of each ring (rx, tx: one stream run each) into it, submit, refill the
+ * rings, end the previous poll's batch - reaps of 1 to 64 buffers over several chunks, so
+ * most ends take the runs way (dg_dma_batch_end: stream runs only, all submitted) and those
+ * whose reap crosses a chunk the general one. After each end the device faults on every
+ * buffer of that batch; at the close every granule was retired exactly once: every chunk is
+ * a spare but the streams' current ones (a granule retired twice gives a chunk back while
+ * mapped, dg_dma_dev_check and the count see it; one not retired keeps its chunk held).
+ */
+static void test_poll_runs(void **state)
+{
+	enum { RING = 128, POLLS = 400 };
+	uint8_t *mem = page_alloc((size_t)2 * RING * PG);
+	uint64_t ring[2][RING], reaped[2][2][64], seed = 0x5bd1e995u;
+	unsigned int head[2] = {0, 0}, nreap[2][2] = {{0}}, runs_way = 0;
+	struct dg_device *dev = NULL;
+	struct dg_dma_batch b[2];
+	struct dg_dma_dev *dd;
+	struct dma_fixture f;
+	void *bufs[64];
+
+	(void)state;
+	assert_non_null(mem);
+	for (unsigned int i = 0; i < 2 * RING; i++)
+		mem[(size_t)i * PG + 128] = 0x5a; /* what the device reads (tx) */
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	for (unsigned int d = 0; d < 2; d++) {
+		for (unsigned int i = 0; i < RING; i += 64) {
+			for (unsigned int k = 0; k < 64; k++)
+				bufs[k] = mem + ((size_t)d * RING + i + k) * PG + 128;
+			assert_int_equal(dg_dma_map_bulk(dd, bufs, 64, 64,
+							 d ? DG_DMA_TO_DEVICE : DG_DMA_FROM_DEVICE,
+							 0, ring[d] + i),
+					 0);
+		}
+	}
+	for (unsigned int p = 0; p < POLLS; p++) {
+		struct dg_dma_batch *nb = &b[p & 1], *ob = &b[(p & 1) ^ 1];
+
+		dg_dma_batch_begin(dd, nb);
+		for (unsigned int d = 0; d < 2; d++) {
+			const enum dg_dma_dir dir = d ? DG_DMA_TO_DEVICE : DG_DMA_FROM_DEVICE;
+			const unsigned int k = 1 + (unsigned int)(rnd(&seed) % 64);
+			const unsigned int h = head[d];
+			uint64_t reap[64];
+
+			/* the reap: the k oldest buffers, in ring order (wrapping: two calls) */
+			for (unsigned int i = 0; i < k; i++)
+				reap[i] = ring[d][(h + i) % RING];
+			if (h + k <= RING) {
+				assert_int_equal(dg_dma_unmap_bulk(dd, reap, k, 64, dir, 0, nb), 0);
+			} else {
+				const unsigned int k1 = RING - h;
+
+				assert_int_equal(dg_dma_unmap_bulk(dd, reap, k1, 64, dir, 0, nb),
+						 0);
+				assert_int_equal(dg_dma_unmap_bulk(dd, reap + k1, k - k1, 64, dir,
+								   0, nb),
+						 0);
+			}
+			for (unsigned int i = 0; i < k; i++)
+				reaped[p & 1][d][i] = reap[i];
+			nreap[p & 1][d] = k;
+		}
+		assert_int_equal(dg_dma_batch_submit(nb), 0);
+		for (unsigned int d = 0; d < 2; d++) { /* the refill, same buffers, new IOVAs */
+			const enum dg_dma_dir dir = d ? DG_DMA_TO_DEVICE : DG_DMA_FROM_DEVICE;
+			const unsigned int k = nreap[p & 1][d], h = head[d];
+			uint64_t out[64];
+
+			for (unsigned int i = 0; i < k; i++)
+				bufs[i] = mem + ((size_t)d * RING + (h + i) % RING) * PG + 128;
+			assert_int_equal(dg_dma_map_bulk(dd, bufs, k, 64, dir, 0, out), 0);
+			for (unsigned int i = 0; i < k; i++) {
+				ring[d][(h + i) % RING] = out[i];
+				reach(dev, out[i], dir, 0x5a);
+			}
+			head[d] = (h + k) % RING;
+		}
+		if (p) {
+			const bool runs = ob->nsub == ob->n && ob->nruns &&
+					  ob->run_clear == (1u << ob->nruns) - 1;
+
+			runs_way += runs;
+			assert_int_equal(dg_dma_batch_end(ob), 0);
+			for (unsigned int d = 0; d < 2; d++)
+				for (unsigned int i = 0; i < nreap[(p & 1) ^ 1][d]; i++)
+					faults(dev, reaped[(p & 1) ^ 1][d][i]);
+		}
+	}
+	assert_int_equal(dg_dma_batch_end(&b[(POLLS - 1) & 1]), 0);
+	assert_true(runs_way > POLLS / 2);
+	assert_true(runs_way < POLLS - 1); /* the general way too (reaps across chunks) */
+	for (unsigned int d = 0; d < 2; d++)
+		for (unsigned int i = 0; i < RING; i += 64)
+			assert_int_equal(dg_dma_unmap_bulk(dd, ring[d] + i, 64, 64,
+							   d ? DG_DMA_TO_DEVICE :
+							       DG_DMA_FROM_DEVICE,
+							   0, NULL),
+					 0);
+	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+	assert_int_equal(dd->sp->nspare, dd->sp->nchunks - held_chunks(dd));
+	fixture_dev_destroy(dd);
+	fixture_fini(&f);
+	free(mem);
+}
+
 /* ---- bulk maps' argument pass ---------------------------------------------------------------- */
 
 /*
@@ -1135,6 +1249,7 @@ int main(void)
 		cmocka_unit_test(test_run_entries),
 		cmocka_unit_test(test_fill_oa),
 		cmocka_unit_test(test_dir_streams),
+		cmocka_unit_test(test_poll_runs),
 		cmocka_unit_test(test_map_odd),
 		cmocka_unit_test_prestate(test_exhaust, &strict),
 		cmocka_unit_test_prestate(test_exhaust, &lazy),

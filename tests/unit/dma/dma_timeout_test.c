@@ -64,6 +64,65 @@ static bool in_set(const uint64_t *set, size_t n, uint64_t a)
 }
 
 /*
+ * A batch of stream runs only, submitted, whose end times out (dg_dma_batch_end's runs way:
+ * batch_end_runs() waits, the general way parks): the end reports -ETIMEDOUT, no granule
+ * goes back to its chunk - the runs' IOVAs are never handed out again until housekeeping
+ * sees the device confirm; then everything is reclaimed.
+ */
+static void test_runs_end_timeout(void **state)
+{
+	enum { N = 48, MORE = 1024 };
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_batch b;
+	uint8_t *buf = pages(N), got[8];
+	void *bufs[N], *mb[MORE];
+	uint64_t dma[N], mdma[MORE];
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, TIMEOUT_NS), 0);
+	dd = fixture_dev(&f, 1, DG_DMA_STRICT, NULL, &dev);
+	assert_non_null(dd);
+	for (unsigned int i = 0; i < N; i++)
+		bufs[i] = buf + (size_t)i * G;
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, N / 2, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
+	assert_int_equal(
+		dg_dma_map_bulk(dd, bufs + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0, dma + N / 2), 0);
+	/* one DMA, then the device stays online and never acknowledges again */
+	assert_int_equal(dg_dev_read(dev, dma[N / 2], got, 8), 0);
+	dg_dma_batch_begin(dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(dd, dma, N / 2, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_unmap_bulk(dd, dma + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(b.nruns, 2);
+	assert_int_equal(b.run_clear, 3); /* two stream runs: the end's runs way */
+	assert_int_equal(dg_dma_batch_submit(&b), 0);
+	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
+	struct dg_dma_stats st = stats(dd);
+	assert_int_equal(st.live, 0);
+	assert_true(st.quarantined >= N);
+	/* map a lot more (new chunks): never one of the IOVAs waiting for confirmation */
+	for (unsigned int i = 0; i < MORE; i++)
+		mb[i] = buf + (size_t)(i % N) * G;
+	for (unsigned int i = 0; i < MORE; i += 128) {
+		assert_int_equal(
+			dg_dma_map_bulk(dd, mb + i, 128, 64, DG_DMA_FROM_DEVICE, 0, mdma + i), 0);
+		for (unsigned int k = i; k < i + 128; k++)
+			assert_false(in_set(dma, N, mdma[k]));
+	}
+	recover(&f, dev);
+	assert_int_equal(stats(dd).quarantined, 0);
+	for (unsigned int i = 0; i < MORE; i += 128)
+		assert_int_equal(
+			dg_dma_unmap_bulk(dd, mdma + i, 128, 64, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+	assert_int_equal(stats(dd).live, 0);
+	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
+	fixture_dev_destroy(dd);
+	fixture_fini(&f);
+	free(buf);
+}
+
+/*
  * A batch longer than its entry array (DG_DMA_BATCH_MAX): the first flush happens inside
  * dg_dma_unmap_bulk() and times out, the rest at the end (which times out too). The end
  * reports it; every IOVA (stream granules of the bulk maps included) stays out of
@@ -382,6 +441,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_batch_timeout_no_reuse),
+		cmocka_unit_test(test_runs_end_timeout),
 		cmocka_unit_test(test_link_batch_timeout_keeps_slots),
 		cmocka_unit_test(test_link_single_timeout_keeps_slots),
 		cmocka_unit_test(test_link_reference_timeout_keeps_slots),
