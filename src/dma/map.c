@@ -593,6 +593,82 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
  */
 static int batch_issue_slow(struct dg_dma_batch *b);
 
+/* The stream runs from run @j0 on not submitted yet (unmap_bulk_strict's, b->run_clear)
+ * cleared through their kept tables: before the commands, every claim of the batch made. */
+static dg_always_inline void batch_clear_runs(struct dg_dma_batch *b, uint32_t j0)
+{
+	struct dma_space *sp = b->dev->sp;
+
+	for (uint32_t j = j0, rc = b->run_clear; j < b->nruns; j++)
+		if ((rc >> j & 1) && b->run_first[j] >= b->nsub) {
+			const uint32_t f = b->run_first[j];
+
+			dma_stream_clear(sp, b->ent[f].token, b->ent[f].addr, b->run_len[j]);
+		}
+}
+
+/* The pieces of the whole batch so far, for its end (after a submit, the pieces of the
+ * later unmaps follow those of the earlier ones): @pe[npe] appended when @usable (every new
+ * entry an IOVA in them) and there is room, else none known (npieces 0). */
+static dg_always_inline void batch_note_pieces(struct dg_dma_batch *b, const uint32_t *pe,
+					       uint32_t npe, bool usable)
+{
+	if (!b->nsub)
+		b->npieces = 0;
+	if (usable && (!b->nsub || b->npieces) && b->npieces + npe <= BATCH_PIECES) {
+		for (uint32_t j = 0; j < npe; j++)
+			b->piece[b->npieces + j] = pe[j];
+		b->npieces += npe;
+	} else {
+		b->npieces = 0;
+	}
+}
+
+/* Submit the commands of @nr runs [lo, hi) spanning [start, end) and @bytes unmapped: one
+ * RANGE over the hull (with what the gather holds, earlier submits' included) when it is one
+ * run or at most four times the bytes, one per run up to BATCH_PSI_RUNS, else one DOMAIN.
+ * Never fails (dma_inval_submit falls back to DOMAIN, then GLOBAL): the entries just marked
+ * submitted are covered by b->seq, which batch_flush waits for or parks in quarantine. */
+static dg_always_inline int batch_submit_cmds(struct dg_dma_batch *b, const uint64_t *lo,
+					      const uint64_t *hi, size_t nr, uint64_t start,
+					      uint64_t end, uint64_t bytes)
+{
+	struct dma_space *sp = b->dev->sp;
+	const struct dg_pt_gather *g = &b->gather;
+	const unsigned int flags = g->leaf_only ? DG_INVAL_LEAF : 0;
+	struct dg_inval_cmd cmds[BATCH_PSI_RUNS];
+	uint64_t seq = 0;
+	size_t nc = 1;
+	int r;
+
+	if (g->start != g->end) {
+		start = g->start < start ? g->start : start;
+		end = g->end > end ? g->end : end;
+	}
+	if (nr == 1 || end - start <= 4 * bytes) {
+		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+						.flags = flags,
+						.domain = sp->dom_id,
+						.iova = start,
+						.size = end - start};
+	} else if (nr > BATCH_PSI_RUNS) {
+		cmds[0] = (struct dg_inval_cmd){
+			.type = DG_INVAL_DOMAIN, .flags = flags, .domain = sp->dom_id};
+	} else {
+		for (nc = 0; nc < nr; nc++)
+			cmds[nc] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+							 .flags = flags,
+							 .domain = sp->dom_id,
+							 .iova = lo[nc],
+							 .size = hi[nc] - lo[nc]};
+	}
+	r = dma_inval_submit(b->dev, cmds, nc, &seq);
+	assert(!r && seq);
+	if (seq > b->seq)
+		b->seq = seq; /* a wait for the later one covers the earlier ones */
+	return r;
+}
+
 /*
  * The common case of batch_issue(), apart: every entry not submitted yet is in a stream run
  * (b->run_clear: a ring's reaps, up to BATCH_PIECES) - the runs cleared through their kept
@@ -603,14 +679,10 @@ static int batch_issue_slow(struct dg_dma_batch *b);
  */
 static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 {
-	struct dg_dma_dev *dd = b->dev;
-	struct dma_space *sp = dd->sp;
-	const struct dg_pt_gather *g = &b->gather;
+	struct dma_space *sp = b->dev->sp;
 	const uint32_t nsub = b->nsub;
-	uint64_t lo[BATCH_PIECES], hi[BATCH_PIECES], start = UINT64_MAX, end = 0, seq = 0;
+	uint64_t lo[BATCH_PIECES], hi[BATCH_PIECES], start = UINT64_MAX, end = 0;
 	uint32_t j0 = b->nruns, covered = 0, pe[BATCH_PIECES], npe = 0, nr = 0;
-	struct dg_inval_cmd cmds[BATCH_PIECES];
-	int r;
 
 	static_assert(BATCH_PIECES <= BATCH_PSI_RUNS, "a command per run");
 	for (uint32_t j = b->nruns; j-- > 0 && b->run_first[j] >= nsub;)
@@ -637,50 +709,10 @@ static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 	}
 	if (covered != b->n - nsub || !covered)
 		return 1; /* other entries too (or none of this kind) */
-	/* cleared before the commands, as every clear; every claim of the batch made */
-	for (uint32_t j = j0; j < b->nruns; j++) {
-		const uint32_t f = b->run_first[j];
-
-		dma_stream_clear(sp, b->ent[f].token, b->ent[f].addr, b->run_len[j]);
-	}
-	/* the pieces of the whole batch so far, as the general way notes them */
-	if (!nsub)
-		b->npieces = 0;
-	if ((!nsub || b->npieces) && b->npieces + npe <= BATCH_PIECES) {
-		for (uint32_t j = 0; j < npe; j++)
-			b->piece[b->npieces + j] = pe[j];
-		b->npieces += npe;
-	} else {
-		b->npieces = 0;
-	}
+	batch_clear_runs(b, j0);
+	batch_note_pieces(b, pe, npe, true);
 	b->nsub = b->n;
-	if (g->start != g->end) {
-		start = g->start < start ? g->start : start;
-		end = g->end > end ? g->end : end;
-	}
-	const unsigned int flags = g->leaf_only ? DG_INVAL_LEAF : 0;
-
-	if (nr == 1 || end - start <= 4 * ((uint64_t)covered << sp->gshift)) {
-		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
-						.flags = flags,
-						.domain = sp->dom_id,
-						.iova = start,
-						.size = end - start};
-		nr = 1;
-	} else {
-		for (uint32_t c = 0; c < nr; c++)
-			cmds[c] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
-							.flags = flags,
-							.domain = sp->dom_id,
-							.iova = lo[c],
-							.size = hi[c] - lo[c]};
-	}
-	/* never fails (as in batch_issue_slow) */
-	r = dma_inval_submit(dd, cmds, nr, &seq);
-	assert(!r && seq);
-	if (seq > b->seq)
-		b->seq = seq;
-	return r;
+	return batch_submit_cmds(b, lo, hi, nr, start, end, (uint64_t)covered << sp->gshift);
 }
 
 static dg_noinline int batch_issue_new(struct dg_dma_batch *b)
@@ -700,37 +732,15 @@ static dg_always_inline int batch_issue(struct dg_dma_batch *b)
 
 static dg_noinline int batch_issue_slow(struct dg_dma_batch *b)
 {
-	struct dg_dma_dev *dd = b->dev;
-	struct dma_space *sp = dd->sp;
-	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], sum, unmapped, seq = 0;
-	struct dg_inval_cmd cmds[BATCH_PSI_RUNS];
+	struct dma_space *sp = b->dev->sp;
+	uint64_t lo[DG_DMA_BATCH_MAX], hi[DG_DMA_BATCH_MAX], sum, unmapped;
 	struct dg_pt_gather *g = &b->gather;
-	uint64_t start, end;
-	size_t nr, nc = 1;
 	uint32_t niova, nlink, pe[BATCH_PIECES], npe, nclr = 0;
-	int r;
+	size_t nr;
 
 	nr = batch_runs(b, b->nsub, lo, hi, &sum, &niova, &nlink, pe, &npe, &nclr);
-	/* the stream runs of the unmaps not submitted yet (unmap_bulk_strict) cleared through
-	 * their kept tables, every claim made: before the commands, as every clear below */
-	for (uint32_t j = 0, rc = b->run_clear; rc && j < b->nruns; j++)
-		if ((rc >> j & 1) && b->run_first[j] >= b->nsub) {
-			const uint32_t f = b->run_first[j];
-
-			dma_stream_clear(sp, b->ent[f].token, b->ent[f].addr, b->run_len[j]);
-		}
-	/* the pieces of the whole batch so far, for its end (after a submit, the pieces of the
-	 * later unmaps follow those of the earlier ones) */
-	if (!b->nsub)
-		b->npieces = 0;
-	if (niova == b->n - b->nsub && npe && (!b->nsub || b->npieces) &&
-	    b->npieces + npe <= BATCH_PIECES) {
-		for (uint32_t j = 0; j < npe; j++)
-			b->piece[b->npieces + j] = pe[j];
-		b->npieces += npe;
-	} else {
-		b->npieces = 0;
-	}
+	batch_clear_runs(b, 0);
+	batch_note_pieces(b, pe, npe, niova == b->n - b->nsub && npe);
 	if (!nr) {
 		b->nsub = b->n;
 		return 0; /* bounce slots only */
@@ -756,39 +766,7 @@ static dg_noinline int batch_issue_slow(struct dg_dma_batch *b)
 		}
 	}
 	b->nsub = b->n;
-	/* the hull of the runs and of what the gather holds (earlier submits' included) */
-	start = lo[0];
-	end = hi[nr - 1];
-	if (g->start != g->end) {
-		start = g->start < start ? g->start : start;
-		end = g->end > end ? g->end : end;
-	}
-	if (nr == 1 || end - start <= 4 * sum) {
-		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
-						.flags = g->leaf_only ? DG_INVAL_LEAF : 0,
-						.domain = sp->dom_id,
-						.iova = start,
-						.size = end - start};
-	} else if (nr > BATCH_PSI_RUNS) {
-		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN,
-						.flags = g->leaf_only ? DG_INVAL_LEAF : 0,
-						.domain = sp->dom_id};
-	} else {
-		for (nc = 0; nc < nr; nc++)
-			cmds[nc] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
-							 .flags = g->leaf_only ? DG_INVAL_LEAF : 0,
-							 .domain = sp->dom_id,
-							 .iova = lo[nc],
-							 .size = hi[nc] - lo[nc]};
-	}
-	/* never fails (dma_inval_submit: it falls back to DOMAIN, then GLOBAL): the entries just
-	 * marked submitted (nsub = n) are covered by b->seq, which batch_flush waits for or
-	 * parks in quarantine - no failed submit can leave them uncovered for a later end */
-	r = dma_inval_submit(dd, cmds, nc, &seq);
-	assert(!r && seq);
-	if (seq > b->seq)
-		b->seq = seq; /* a wait for the later one covers the earlier ones */
-	return r;
+	return batch_submit_cmds(b, lo, hi, nr, lo[0], hi[nr - 1], sum);
 }
 
 /*
