@@ -796,13 +796,14 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 		   uint64_t *dma);
 
 /* Clear the entries of the @n granules from @iova, claimed stream granules of the chunk of
- * @token that dma_stream_within() said lie in it: a bulk unmap's run (b->run_clear), cleared
- * by batch_issue before it submits the invalidation. */
+ * @token lying in it (dma_stream_run(), dma_stream_within()): a bulk unmap's run
+ * (b->run_clear), cleared by batch_issue before it submits the invalidation. */
 void dma_stream_clear(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
 bool dma_stream_within(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
-/* dma_stream_within(), and when true a hint: start taking the cache lines of the entries of
- * the @n granules from @iova for writing, ahead of dma_stream_clear() (a bulk unmap's run). */
-bool dma_stream_run(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
+/* A hint: start taking the cache lines of the entries of the @n granules from @iova (a
+ * claimed run of the chunk of @token, inside it by construction: stream.c) for writing,
+ * ahead of dma_stream_clear() (a bulk unmap's run). */
+void dma_stream_run(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
 
 /* dma_stream_map() of one buffer at @buf (inside one granule, not NULL): the single calls. */
 int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf, size_t len,

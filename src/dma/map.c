@@ -2733,10 +2733,10 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 		 * every claim of the batch: no claim waits behind the clears' stores); its middle
 		 * entries stay unwritten (batch_expand() writes them for a batch end that reads
 		 * them) */
-		if (dma_token_stream(tok) && b->ent[bn + n - 1].token == tok &&
-		    dma_stream_run(sp, tok, b->ent[bn].addr, n)) {
-			/* in the chunk, and their lines asked for (a hint): owned by the time
-			 * of the clears */
+		if (dma_token_stream(tok) && b->ent[bn + n - 1].token == tok) {
+			/* in the chunk (both ends are: stream.c, dma_stream_run), their lines
+			 * asked for (a hint): owned by the time of the clears */
+			dma_stream_run(sp, tok, b->ent[bn].addr, n);
 			b->run_clear |= 1u << b->nruns;
 			o.ng = 0;
 		}
