@@ -656,6 +656,11 @@ int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, 
 int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
 		     uint64_t *seq);
 int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq);
+/* dg_dma_batch_end() of a batch that undoes a failed call's maps (map.c): its error (an
+ * unconfirmed wait: the IOVAs parked in quarantine) returned, not counted - the call returns
+ * and counts its own error only, as every other undo path (dma.h err_timeout: calls that
+ * returned -ETIMEDOUT). */
+int dma_batch_end_undo(struct dg_dma_batch *b);
 /* Strict retirement of @n claimed ranges with one invalidation and one wait (map.c). */
 int dma_strict_retire_many(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
 			   const uint64_t *token, unsigned int n);

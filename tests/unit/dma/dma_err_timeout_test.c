@@ -13,7 +13,10 @@
  *  - lazy's full flush queue whose wait times out and whose rest retires the strict way with
  *    one more wait that times out: one count for the call;
  *  - dg_dma_batch_submit() while the device does not answer (it does not wait) and a
- *    housekeeping pass that finds the quarantine still unconfirmed: none.
+ *    housekeeping pass that finds the quarantine still unconfirmed: none;
+ *  - a bulk map that fails part-way on a path that maps one by one (strict's general way,
+ *    window's and pool's on-demand maps) and whose undo's wait times out: none - the call
+ *    returns its own error (counted once, as that error), as every other undo path.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -262,6 +265,108 @@ static void test_unlink_bulk_one_wait(void **state)
 	free(lm);
 }
 
+/* The fail hook: DG_DMA_FAIL_IOVA fails (-ENOSPC) at its *left-th call. */
+static int fail_nth_iova(void *cookie, enum dg_dma_fail_point point, uint32_t rid)
+{
+	unsigned int *left = cookie;
+
+	(void)rid;
+	if (point != DG_DMA_FAIL_IOVA || !*left || --*left)
+		return 0;
+	return -ENOSPC;
+}
+
+/* A bulk map of @n buffers of @len on @dd that maps one by one, its third IOVA refused; the
+ * device is online and silent, so the undo of the two maps made times out: the call returns
+ * -ENOSPC, counted as that (err_iova_space) and not as a timeout (err_timeout). */
+static void map_bulk_undo_times_out(struct dma_fixture *f, struct dg_dma_dev *dd, void *const *bufs,
+				    unsigned int n, size_t len)
+{
+	unsigned int left = 3;
+	struct dg_dma_fail_hook hook = {fail_nth_iova, &left};
+	struct dg_dma_stats s0, s1;
+	uint64_t w0 = wait_timeouts(f), d[8];
+
+	assert_true(n <= 8);
+	assert_int_equal(dg_dma_dev_stats(dd, &s0), 0);
+	dg_dma_set_fail_hook(f->dma, &hook);
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, n, len, DG_DMA_TO_DEVICE, 0, d), -ENOSPC);
+	dg_dma_set_fail_hook(f->dma, NULL);
+	assert_int_equal(left, 0); /* the third map was refused: two were made, then undone */
+	assert_int_equal(dg_dma_dev_stats(dd, &s1), 0);
+	assert_int_equal(wait_timeouts(f) - w0, 1);
+	assert_int_equal(s1.err_timeout - s0.err_timeout, 0);
+	assert_int_equal(s1.err_iova_space - s0.err_iova_space, 1);
+	assert_true(s1.quarantined > s0.quarantined); /* parked: never reused unconfirmed */
+	assert_int_equal(s1.live, s0.live);
+}
+
+/* Strict's general way: buffers over a granule, dg_dma_map_single() one by one. */
+static void test_map_bulk_undo_strict(void **state)
+{
+	enum { NB = 4 };
+	struct env e;
+	uint8_t *big = page_alloc(2 * NB * G);
+	void *bufs[NB];
+
+	(void)state;
+	env_init(&e, DG_DMA_STRICT, 0);
+	for (unsigned int i = 0; i < NB; i++)
+		bufs[i] = big + (size_t)i * 2 * G;
+	map_bulk_undo_times_out(&e.f, e.dd, bufs, NB, 2 * G);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, e.dma, N / 2, 64, DG_DMA_TO_DEVICE, 0, NULL),
+			 -ETIMEDOUT);
+	assert_int_equal(dg_dma_unmap_bulk(e.dd, e.dma + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0,
+					   NULL),
+			 -ETIMEDOUT);
+	env_fini(&e);
+	free(big);
+}
+
+/* Window's on-demand maps (dma/fixed_map.h: the strict map per buffer outside the direct
+ * part), on a device that read a direct address and stays silent. */
+static void test_map_bulk_undo_window(void **state)
+{
+	enum { NB = 4 };
+	struct dma_fixture f;
+	struct dg_dma_dev_config c;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_stats st;
+	uint8_t *big = page_alloc(NB * G), *direct = page_alloc(16 * G), got[8];
+	void *bufs[NB];
+	uint64_t d0;
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, TIMEOUT_NS), 0);
+	dg_dma_dev_config_init(&c);
+	c.policy = DG_DMA_WINDOW;
+	c.window.base = 1ull << 40;
+	c.window.size = 1ull << 32;
+	c.window.page_size = G;
+	c.window.direct = direct;
+	c.window.direct_size = 16 * G;
+	dd = fixture_dev(&f, 1, DG_DMA_WINDOW, &c, &dev);
+	assert_non_null(dd);
+	assert_int_equal(dg_dma_map_single(dd, direct, 64, DG_DMA_TO_DEVICE, 0, &d0), 0);
+	assert_int_equal(dg_dev_read(dev, d0, got, sizeof(got)), 0);
+	for (unsigned int i = 0; i < NB; i++) /* outside the direct part: mapped on demand */
+		bufs[i] = big + (size_t)i * G + 128;
+	map_bulk_undo_times_out(&f, dd, bufs, NB, 64);
+	assert_int_equal(dg_dma_unmap_single(dd, d0, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	/* recovery: the quarantine empties, nothing is left */
+	device_answers(dev);
+	fixture_advance(&f, 1000000000ull);
+	assert_int_equal(dg_dma_housekeep(f.dma), 0);
+	assert_int_equal(dg_dma_dev_stats(dd, &st), 0);
+	assert_int_equal(st.quarantined, 0);
+	assert_int_equal(st.live, 0);
+	fixture_faults(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(big);
+	free(direct);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -270,6 +375,8 @@ int main(void)
 		cmocka_unit_test(test_unbatched_one_count_per_call),
 		cmocka_unit_test(test_lazy_full_queue_one_count),
 		cmocka_unit_test(test_unlink_bulk_one_wait),
+		cmocka_unit_test(test_map_bulk_undo_strict),
+		cmocka_unit_test(test_map_bulk_undo_window),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
