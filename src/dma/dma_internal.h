@@ -656,6 +656,11 @@ int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, 
 int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
 		     uint64_t *seq);
 int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq);
+/* dg_dma_batch_end() of a batch that undoes a failed call's maps (map.c): its error (an
+ * unconfirmed wait: the IOVAs parked in quarantine) returned, not counted - the call returns
+ * and counts its own error only, as every other undo path (dma.h err_timeout: calls that
+ * returned -ETIMEDOUT). */
+int dma_batch_end_undo(struct dg_dma_batch *b);
 /* Strict retirement of @n claimed ranges with one invalidation and one wait (map.c). */
 int dma_strict_retire_many(struct dg_dma_dev *dd, const uint64_t *dma, const uint64_t *size,
 			   const uint64_t *token, unsigned int n);
@@ -796,13 +801,14 @@ int dma_stream_map(struct dma_space *sp, struct dma_tstats *t, void *const *bufs
 		   uint64_t *dma);
 
 /* Clear the entries of the @n granules from @iova, claimed stream granules of the chunk of
- * @token that dma_stream_within() said lie in it: a bulk unmap's run (b->run_clear), cleared
- * by batch_issue before it submits the invalidation. */
+ * @token lying in it (dma_stream_run(), dma_stream_within()): a bulk unmap's run
+ * (b->run_clear), cleared by batch_issue before it submits the invalidation. */
 void dma_stream_clear(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
 bool dma_stream_within(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
-/* dma_stream_within(), and when true a hint: start taking the cache lines of the entries of
- * the @n granules from @iova for writing, ahead of dma_stream_clear() (a bulk unmap's run). */
-bool dma_stream_run(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
+/* A hint: start taking the cache lines of the entries of the @n granules from @iova (a
+ * claimed run of the chunk of @token, inside it by construction: stream.c) for writing,
+ * ahead of dma_stream_clear() (a bulk unmap's run). */
+void dma_stream_run(struct dma_space *sp, uint64_t token, uint64_t iova, uint32_t n);
 
 /* dma_stream_map() of one buffer at @buf (inside one granule, not NULL): the single calls. */
 int dma_stream_map_one(struct dma_space *sp, struct dma_tstats *t, uintptr_t buf, size_t len,

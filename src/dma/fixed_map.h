@@ -16,7 +16,8 @@
  * The bulk calls (dg_dma_map_bulk/dg_dma_unmap_bulk, which check the arguments and dispatch
  * here through the policy's ops->fixed, its struct dma_fixed): a map takes each buffer as
  * the single map would - its fixed address, or strict's map one by one - and a failure unmaps
- * the strict maps it made (one batch), nothing left mapped; the counters once per call. An
+ * the strict maps it made (one batch; a timed-out wait parks them and is not counted: the
+ * call returns its own error), nothing left mapped; the counters once per call. An
  * unmap needs nothing for a fixed entry (as the single unmap) and gives map.c the others
  * (dma_fixed_unmap_rest), which takes them strict's bulk way: every one claimed before any
  * is unmapped, a bad one refusing the call with nothing changed.
@@ -128,7 +129,7 @@ static inline int dma_fixed_map_bulk(const struct dma_fixed *fx, struct dg_dma_d
 				if (fb[i >> 6] >> (i & 63) & 1)
 					dma_strict_ops.unmap(dd, dma[i], len, dir, attrs,
 							     KIND_SINGLE, &b);
-			dg_dma_batch_end(&b);
+			dma_batch_end_undo(&b); /* the call's error is r alone */
 			return r;
 		}
 		fb[i >> 6] |= 1ull << (i & 63);

@@ -1168,14 +1168,13 @@ static dg_always_inline int batch_end_runs(struct dg_dma_batch *b, int *r)
 	return 0;
 }
 
-int dg_dma_batch_end(struct dg_dma_batch *b)
+/* dg_dma_batch_end() of an open batch, its error not counted (the caller counts it, or not:
+ * dma_batch_end_undo). */
+static dg_always_inline int batch_end(struct dg_dma_batch *b)
 {
-	struct dg_dma_dev *dd;
+	struct dg_dma_dev *dd = b->dev;
 	int r;
 
-	if (!b || !b->dev)
-		return -EINVAL;
-	dd = b->dev;
 	if (dg_likely(batch_runs_only(b))) {
 		if (batch_end_runs(b, &r))
 			r = batch_flush_waited(b, r);
@@ -1188,7 +1187,24 @@ int dg_dma_batch_end(struct dg_dma_batch *b)
 	ctr_add(dma_tstats(dd), CTR_BATCHES, 1);
 	atomic_fetch_sub_explicit(&dd->open_batches, 1, memory_order_relaxed);
 	b->dev = NULL;
+	return r;
+}
+
+int dg_dma_batch_end(struct dg_dma_batch *b)
+{
+	struct dg_dma_dev *dd;
+	int r;
+
+	if (!b || !b->dev)
+		return -EINVAL;
+	dd = b->dev;
+	r = batch_end(b);
 	return r ? dma_err(dd, r) : 0;
+}
+
+int dma_batch_end_undo(struct dg_dma_batch *b)
+{
+	return batch_end(b);
 }
 
 /* ---- translated map / unmap ---------------------------------------------------------------- */
@@ -2369,8 +2385,10 @@ int dg_dma_map_bulk(struct dg_dma_dev *dd, void *const *bufs, unsigned int n, si
 			while (i--)
 				dg_dma_unmap_single(dd, dma[i], len, dir,
 						    attrs | DG_DMA_ATTR_SKIP_CPU_SYNC, &b);
-			dg_dma_batch_end(&b);
-			return r; /* counted by the single call */
+			/* the call's error is its own (counted by the single call); an undo
+			 * whose wait times out parks the IOVAs and counts nothing more */
+			dma_batch_end_undo(&b);
+			return r;
 		}
 	}
 	return 0;
@@ -2733,10 +2751,10 @@ static dg_noinline int unmap_bulk_strict(struct dma_space *sp, const uint64_t *d
 		 * every claim of the batch: no claim waits behind the clears' stores); its middle
 		 * entries stay unwritten (batch_expand() writes them for a batch end that reads
 		 * them) */
-		if (dma_token_stream(tok) && b->ent[bn + n - 1].token == tok &&
-		    dma_stream_run(sp, tok, b->ent[bn].addr, n)) {
-			/* in the chunk, and their lines asked for (a hint): owned by the time
-			 * of the clears */
+		if (dma_token_stream(tok) && b->ent[bn + n - 1].token == tok) {
+			/* in the chunk (both ends are: stream.c, dma_stream_run), their lines
+			 * asked for (a hint): owned by the time of the clears */
+			dma_stream_run(sp, tok, b->ent[bn].addr, n);
 			b->run_clear |= 1u << b->nruns;
 			o.ng = 0;
 		}

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../../test_rand.h"
+#include "race_world.h"
 
 #define MAX_THREADS 8
 #define PER_ROUND   48 /* mappings per thread per round */
@@ -283,11 +284,8 @@ static void *run(void *p)
 
 int main(int argc, char **argv)
 {
-	struct dg_iommu_config ic;
-	struct dg_dma_config dc = {0};
+	struct race_world rw;
 	struct dg_dma_dev_config c;
-	struct dg_iommu *mmu;
-	struct dg_dma *dma;
 	struct dg_dma_stats st;
 
 	nthreads = argc > 1 ? (unsigned int)atoi(argv[1]) : 2;
@@ -296,21 +294,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: stress_dma_bounce_cache THREADS(1..8) ITERATIONS\n");
 		return 2;
 	}
-	dg_iommu_config_init(&ic);
-	ic.log = NULL;
-	mmu = dg_iommu_create(&ic);
-	dc.no_housekeeping = true;
-	dma = mmu ? dg_dma_create(mmu, &dc) : NULL;
-	dev = mmu ? dg_device_create(mmu, 1) : NULL;
-	if (!dma || !dev)
-		return 1;
 	dg_dma_dev_config_init(&c);
 	c.policy = DG_DMA_BOUNCE;
 	c.bounce.area_size = 256 << 10; /* small: refills, spills and dry areas happen */
-	dd = dg_dma_dev_create(dma, dev, &c);
-	if (!dd)
+	/* the device idle between its accesses: it never holds a wait */
+	if (race_world_open_cfg(&rw, &c, true, true))
 		return 1;
-	dg_dev_set_auto_offline(dev, true); /* idle between its accesses: never holds a wait */
+	dd = rw.dd;
+	dev = rw.dev;
 	for (unsigned int i = 0; i < nthreads; i++) {
 		w[i].id = i;
 		w[i].seed = 0x9e3779b97f4a7c15ull * (i + 1);
@@ -327,10 +318,8 @@ int main(int argc, char **argv)
 		fail("dg_dma_dev_check", 0, 0);
 	if (dg_dma_dev_stats(dd, &st) || st.bounce_in_use || st.live)
 		fail("slots still in use at the end", 0, (long)st.bounce_in_use);
-	if (dg_dma_dev_destroy(dd) == 0)
-		dg_device_destroy(dev);
-	dg_dma_destroy(dma);
-	dg_iommu_destroy(mmu);
+	if (race_world_close(&rw))
+		fail("destroy (a leak or an open batch)", 0, 0);
 	if (atomic_load(&failed))
 		return 1;
 	printf("stress_dma_bounce_cache: %u threads x %u rounds: ok\n", nthreads, iterations);

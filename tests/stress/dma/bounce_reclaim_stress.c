@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "../../test_rand.h"
+#include "race_world.h"
 
 #define MAX_THREADS 8
 #define AREA	    (256u << 10)
@@ -220,11 +221,8 @@ static void *run(void *p)
 
 int main(int argc, char **argv)
 {
-	struct dg_iommu_config ic;
-	struct dg_dma_config dc = {0};
+	struct race_world rw;
 	struct dg_dma_dev_config c;
-	struct dg_iommu *mmu;
-	struct dg_dma *dma;
 	unsigned int maxcap = 0, maxareas = 0;
 
 	nthreads = argc > 1 ? (unsigned int)atoi(argv[1]) : 3;
@@ -233,21 +231,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: stress_dma_bounce_reclaim THREADS(2..8) ROUNDS\n");
 		return 2;
 	}
-	dg_iommu_config_init(&ic);
-	ic.log = NULL;
-	mmu = dg_iommu_create(&ic);
-	dc.no_housekeeping = true;
-	dma = mmu ? dg_dma_create(mmu, &dc) : NULL;
-	dev = mmu ? dg_device_create(mmu, 1) : NULL;
-	if (!dma || !dev)
-		return 1;
 	dg_dma_dev_config_init(&c);
 	c.policy = DG_DMA_BOUNCE;
 	c.bounce.area_size = AREA;
-	dd = dg_dma_dev_create(dma, dev, &c);
-	if (!dd)
+	if (race_world_open_cfg(&rw, &c, true, true))
 		return 1;
-	dg_dev_set_auto_offline(dev, true);
+	dd = rw.dd;
+	dev = rw.dev;
 	for (unsigned int d = 0; d < 3; d++) {
 		static uint8_t big[AREA];
 		uint64_t a[MAX_AREAS];
@@ -282,10 +272,8 @@ int main(int argc, char **argv)
 	/* the workers exited: their stacks went back, every area whole */
 	check_round(rounds);
 	check_whole();
-	if (dg_dma_dev_destroy(dd) == 0)
-		dg_device_destroy(dev);
-	dg_dma_destroy(dma);
-	dg_iommu_destroy(mmu);
+	if (race_world_close(&rw))
+		fail("destroy (a leak or an open batch)", 0, 0);
 	for (unsigned int i = 0; i < nthreads; i++) {
 		free(w[i].dma);
 		free(w[i].tag);

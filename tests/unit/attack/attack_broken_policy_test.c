@@ -48,74 +48,79 @@ static void forge_rw(struct atk_world *w, const struct atk_map *m)
 			 0);
 }
 
-static void start(struct atk_world *w, struct atk_result *res, const struct atk_config *cfg)
+/* One case: the world (strict, one device), its result and the buffer under attack. */
+struct perm_case {
+	struct atk_config cfg;
+	struct atk_world w;
+	struct atk_result res;
+	struct atk_map *m;
+	bool broken;
+};
+
+/* The world, and a 2 KiB buffer mapped for @dir (then forged readable and writable when
+ * @broken): what the perm attack's steps find. */
+static void case_start(struct perm_case *c, enum dg_dma_dir dir, bool broken)
 {
-	assert_int_equal(world_init(w, ATK_POL_STRICT, cfg, res, 1, 1), 0);
-	res->policy = ATK_POL_STRICT;
-	res->attack = ATK_PERM;
+	memset(c, 0, sizeof(*c));
+	c->cfg = (struct atk_config){.virtual_clock = true, .log = stderr};
+	c->broken = broken;
+	assert_int_equal(world_init(&c->w, ATK_POL_STRICT, &c->cfg, &c->res, 1, 1), 0);
+	c->res.policy = ATK_POL_STRICT;
+	c->res.attack = ATK_PERM;
+	c->m = drv_map(&c->w, 0, 2048, 0, dir, false);
+	assert_non_null(c->m);
+	if (broken)
+		forge_rw(&c->w, c->m);
+}
+
+/* Unmapped and finished: no legitimate step failed, every fault as expected, and the verdict
+ * VULNERABLE exactly when the mapping was forged. */
+static void case_finish(struct perm_case *c)
+{
+	assert_int_equal(drv_unmap(&c->w, c->m), 0);
+	world_finish(&c->w);
+	assert_int_equal(c->res.legit_failures, 0);
+	assert_int_equal(c->res.faults_missing + c->res.faults_unexpected, 0);
+	assert_int_equal(c->res.verdict, c->broken ? ATK_VULNERABLE : ATK_PROTECTED);
+	world_fini(&c->w);
 }
 
 /* The from-device buffer: a read-back of the device's own data proves nothing, a read of what
  * the kernel wrote there is a breach outside every documented exposure. */
 static void from_device(bool broken)
 {
-	struct atk_config cfg = {.virtual_clock = true, .log = stderr};
-	struct atk_world w;
-	struct atk_result res;
-	struct atk_map *m;
+	const int want = broken ? 0 : -EACCES;
+	struct perm_case c;
 
-	memset(&res, 0, sizeof(res));
-	start(&w, &res, &cfg);
-	m = drv_map(&w, 0, 2048, 0, DG_DMA_FROM_DEVICE, false);
-	assert_non_null(m);
-	if (broken)
-		forge_rw(&w, m);
-	assert_int_equal(dev_access(&w, 0, false, m->dma, 2048, NULL), broken ? 0 : -EACCES);
-	assert_int_equal(res.breaches, 0);
-	drv_kernel_write(&w, m);
-	assert_int_equal(dev_access(&w, 0, false, m->dma, 2048, NULL), broken ? 0 : -EACCES);
-	assert_int_equal(dev_access(&w, 0, false, m->dma + 64, 64, NULL), broken ? 0 : -EACCES);
-	assert_int_equal(res.breaches, broken ? 2 : 0);
-	assert_int_equal(res.undocumented, broken ? 2 : 0);
-	assert_int_equal(drv_unmap(&w, m), 0);
-	world_finish(&w);
-	assert_int_equal(res.legit_failures, 0);
-	assert_int_equal(res.faults_missing + res.faults_unexpected, 0);
-	assert_int_equal(res.verdict, broken ? ATK_VULNERABLE : ATK_PROTECTED);
-	world_fini(&w);
+	case_start(&c, DG_DMA_FROM_DEVICE, broken);
+	assert_int_equal(dev_access(&c.w, 0, false, c.m->dma, 2048, NULL), want);
+	assert_int_equal(c.res.breaches, 0);
+	drv_kernel_write(&c.w, c.m);
+	assert_int_equal(dev_access(&c.w, 0, false, c.m->dma, 2048, NULL), want);
+	assert_int_equal(dev_access(&c.w, 0, false, c.m->dma + 64, 64, NULL), want);
+	assert_int_equal(c.res.breaches, broken ? 2 : 0);
+	assert_int_equal(c.res.undocumented, broken ? 2 : 0);
+	case_finish(&c);
 }
 
 /* The to-device buffer: a write that lands in it is a breach, not the sub-page exposure. */
 static void to_device(bool broken)
 {
-	struct atk_config cfg = {.virtual_clock = true, .log = stderr};
-	struct atk_world w;
-	struct atk_result res;
-	struct atk_map *m;
+	const int want = broken ? 0 : -EACCES;
+	struct perm_case c;
 
-	memset(&res, 0, sizeof(res));
-	start(&w, &res, &cfg);
-	m = drv_map(&w, 0, 2048, 0, DG_DMA_TO_DEVICE, false);
-	assert_non_null(m);
-	if (broken)
-		forge_rw(&w, m);
-	assert_int_equal(dev_access(&w, 0, true, m->dma, 2048, NULL), broken ? 0 : -EACCES);
-	assert_int_equal(dev_access(&w, 0, true, m->dma + 2048 - 64, 64, NULL),
-			 broken ? 0 : -EACCES);
-	assert_int_equal(res.breaches, broken ? 2 : 0);
-	assert_int_equal(res.undocumented, broken ? 2 : 0);
-	assert_int_equal(res.documented[ATK_DOC_SUBPAGE], 0);
+	case_start(&c, DG_DMA_TO_DEVICE, broken);
+	assert_int_equal(dev_access(&c.w, 0, true, c.m->dma, 2048, NULL), want);
+	assert_int_equal(dev_access(&c.w, 0, true, c.m->dma + 2048 - 64, 64, NULL), want);
+	assert_int_equal(c.res.breaches, broken ? 2 : 0);
+	assert_int_equal(c.res.undocumented, broken ? 2 : 0);
+	assert_int_equal(c.res.documented[ATK_DOC_SUBPAGE], 0);
 	/* the rest of the page stays the documented sub-page exposure */
 	if (broken) {
-		assert_int_equal(dev_access(&w, 0, true, m->dma + 2048, 64, NULL), 0);
-		assert_int_equal(res.documented[ATK_DOC_SUBPAGE], 1);
+		assert_int_equal(dev_access(&c.w, 0, true, c.m->dma + 2048, 64, NULL), 0);
+		assert_int_equal(c.res.documented[ATK_DOC_SUBPAGE], 1);
 	}
-	assert_int_equal(drv_unmap(&w, m), 0);
-	world_finish(&w);
-	assert_int_equal(res.legit_failures, 0);
-	assert_int_equal(res.faults_missing + res.faults_unexpected, 0);
-	assert_int_equal(res.verdict, broken ? ATK_VULNERABLE : ATK_PROTECTED);
-	world_fini(&w);
+	case_finish(&c);
 }
 
 static void test_from_device_read(void **state)

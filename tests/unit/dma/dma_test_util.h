@@ -6,6 +6,7 @@
 #ifndef DG_TESTS_DMA_TEST_UTIL_H
 #define DG_TESTS_DMA_TEST_UTIL_H
 
+#include <dmaguard/dev.h>
 #include <dmaguard/dma.h>
 
 #include <errno.h>
@@ -33,20 +34,14 @@ static inline void fixture_advance(struct dma_fixture *f, uint64_t ns)
 	atomic_fetch_add_explicit(&f->now_ns, ns, memory_order_relaxed);
 }
 
-/* The IOMMU and DMA layer; @reference selects the Linux-like IOMMU queue. Returns 0. */
-static inline int fixture_init(struct dma_fixture *f, bool reference, uint64_t wait_timeout_ns)
+/* The IOMMU of configuration @ic and the DMA layer over it. Returns 0 or -errno. */
+static inline int fixture_init_iommu(struct dma_fixture *f, const struct dg_iommu_config *ic)
 {
-	struct dg_iommu_config ic;
 	struct dg_dma_config dc = {0};
 
 	memset(f, 0, sizeof(*f));
 	atomic_init(&f->now_ns, 1000000000ull);
-	dg_iommu_config_init(&ic);
-	ic.reference = reference;
-	ic.log = NULL;
-	if (wait_timeout_ns)
-		ic.wait_timeout_ns = wait_timeout_ns;
-	f->mmu = dg_iommu_create(&ic);
+	f->mmu = dg_iommu_create(ic);
 	if (!f->mmu)
 		return -errno;
 	dc.no_housekeeping = true;
@@ -54,6 +49,20 @@ static inline int fixture_init(struct dma_fixture *f, bool reference, uint64_t w
 	dc.clock_cookie = f;
 	f->dma = dg_dma_create(f->mmu, &dc);
 	return f->dma ? 0 : -errno;
+}
+
+/* The IOMMU (@reference: the Linux-like queue; @wait_timeout_ns: 0 = the default, else waits
+ * give up after it) and DMA layer. Returns 0 or -errno. */
+static inline int fixture_init(struct dma_fixture *f, bool reference, uint64_t wait_timeout_ns)
+{
+	struct dg_iommu_config ic;
+
+	dg_iommu_config_init(&ic);
+	ic.reference = reference;
+	ic.log = NULL;
+	if (wait_timeout_ns)
+		ic.wait_timeout_ns = wait_timeout_ns;
+	return fixture_init_iommu(f, &ic);
 }
 
 /* A device @rid with configuration @cfg (NULL: defaults with @policy). */
@@ -104,6 +113,16 @@ static inline struct dg_dma_dev *fixture_idle_dev(struct dma_fixture *f, uint32_
 	if (dd)
 		dg_dev_set_auto_offline(dg_dma_dev_device(dd), true);
 	return dd;
+}
+
+/* A device that did DMA and stays online without a quiescent point makes every wait time out
+ * (dev.h): this one reaches a quiescent point and from then on acknowledges while idle, so
+ * housekeeping can confirm what was parked. */
+static inline void fixture_dev_answers(struct dg_device *dev)
+{
+	dg_dev_quiesce(dev);
+	dg_dev_set_auto_offline(dev, true);
+	dg_dev_offline(dev);
 }
 
 static inline void fixture_dev_destroy(struct dg_dma_dev *dd)

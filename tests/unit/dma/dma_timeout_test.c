@@ -40,19 +40,41 @@ static void *pages(size_t n)
 	return p;
 }
 
-/* The device reaches a quiescent point and from then on acknowledges while idle. */
-static void device_answers(struct dg_device *dev)
+/* The fixture (waits give up after TIMEOUT_NS; @reference: the Linux-like queue) and its
+ * device of configuration @c (NULL: strict's defaults). */
+static struct dg_dma_dev *open_dev(struct dma_fixture *f, bool reference,
+				   const struct dg_dma_dev_config *c, struct dg_device **dev)
 {
-	dg_dev_quiesce(dev);
-	dg_dev_set_auto_offline(dev, true);
-	dg_dev_offline(dev);
+	struct dg_dma_dev *dd;
+
+	assert_int_equal(fixture_init(f, reference, TIMEOUT_NS), 0);
+	dd = fixture_dev(f, 1, c ? c->policy : DG_DMA_STRICT, c, dev);
+	assert_non_null(dd);
+	return dd;
 }
 
 /* Recovery: the device answers, and housekeeping confirms every parked invalidation. */
 static void recover(struct dma_fixture *f, struct dg_device *dev)
 {
-	device_answers(dev);
+	fixture_dev_answers(dev);
 	assert_int_equal(dg_dma_housekeep(f->dma), 0);
+}
+
+/* The end: nothing live, the device's structure checked, everything destroyed. */
+static void close_dev(struct dma_fixture *f, struct dg_dma_dev *dd)
+{
+	assert_int_equal(stats(dd).live, 0);
+	fixture_faults(f);
+	assert_int_equal(fixture_end(f, dd), 0);
+}
+
+/* An IOVA range of @slots granules for two-step links, bufs[i] = @buf + i granules. */
+static void link_range(struct dg_dma_dev *dd, struct dg_dma_iova_state *st, uint8_t *buf,
+		       void **bufs, unsigned int slots)
+{
+	assert_int_equal(dg_dma_iova_alloc(dd, (uint64_t)slots * G, st), 0);
+	for (unsigned int i = 0; i < slots; i++)
+		bufs[i] = buf + (size_t)i * G;
 }
 
 static bool in_set(const uint64_t *set, size_t n, uint64_t a)
@@ -81,9 +103,7 @@ static void test_runs_end_timeout(void **state)
 	uint64_t dma[N], mdma[MORE];
 
 	(void)state;
-	assert_int_equal(fixture_init(&f, false, TIMEOUT_NS), 0);
-	dd = fixture_dev(&f, 1, DG_DMA_STRICT, NULL, &dev);
-	assert_non_null(dd);
+	dd = open_dev(&f, false, NULL, &dev);
 	for (unsigned int i = 0; i < N; i++)
 		bufs[i] = buf + (size_t)i * G;
 	assert_int_equal(dg_dma_map_bulk(dd, bufs, N / 2, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
@@ -115,10 +135,7 @@ static void test_runs_end_timeout(void **state)
 	for (unsigned int i = 0; i < MORE; i += 128)
 		assert_int_equal(
 			dg_dma_unmap_bulk(dd, mdma + i, 128, 64, DG_DMA_FROM_DEVICE, 0, NULL), 0);
-	assert_int_equal(stats(dd).live, 0);
-	assert_int_equal(dg_dma_dev_check(dd, stderr), 0);
-	fixture_dev_destroy(dd);
-	fixture_fini(&f);
+	close_dev(&f, dd);
 	free(buf);
 }
 
@@ -140,9 +157,7 @@ static void test_batch_timeout_no_reuse(void **state)
 	uint64_t dma[N], mdma[MORE];
 
 	(void)state;
-	assert_int_equal(fixture_init(&f, false, TIMEOUT_NS), 0);
-	dd = fixture_dev(&f, 1, DG_DMA_STRICT, NULL, &dev);
-	assert_non_null(dd);
+	dd = open_dev(&f, false, NULL, &dev);
 	for (unsigned int i = 0; i < N; i++)
 		bufs[i] = buf + (size_t)i * G;
 	assert_int_equal(dg_dma_map_bulk(dd, bufs, 160, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
@@ -204,9 +219,7 @@ static void test_batch_timeout_no_reuse(void **state)
 	for (unsigned int i = 0; i < MORE; i += 128)
 		assert_int_equal(
 			dg_dma_unmap_bulk(dd, mdma + i, 128, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
-	assert_int_equal(stats(dd).live, 0);
-	fixture_faults(&f);
-	assert_int_equal(fixture_end(&f, dd), 0);
+	close_dev(&f, dd);
 	free(buf);
 	free(more);
 }
@@ -230,12 +243,8 @@ static void test_link_batch_timeout_keeps_slots(void **state)
 	uint64_t dma[SLOTS], d;
 
 	(void)state;
-	assert_int_equal(fixture_init(&f, false, TIMEOUT_NS), 0);
-	dd = fixture_dev(&f, 1, DG_DMA_STRICT, NULL, &dev);
-	assert_non_null(dd);
-	assert_int_equal(dg_dma_iova_alloc(dd, SLOTS * G, &st), 0);
-	for (unsigned int i = 0; i < SLOTS; i++)
-		bufs[i] = buf + (size_t)i * G;
+	dd = open_dev(&f, false, NULL, &dev);
+	link_range(dd, &st, buf, bufs, SLOTS);
 	assert_int_equal(dg_dma_iova_link_bulk(&st, 0, G, bufs, SLOTS, 256, DG_DMA_TO_DEVICE, dma),
 			 0);
 	assert_int_equal(dg_dma_iova_sync(&st, 0, SLOTS * G), 0);
@@ -274,9 +283,7 @@ static void test_link_batch_timeout_keeps_slots(void **state)
 							    DG_DMA_TO_DEVICE, NULL),
 					 0);
 	assert_int_equal(dg_dma_iova_free(&st), 0);
-	assert_int_equal(stats(dd).live, 0);
-	fixture_faults(&f);
-	assert_int_equal(fixture_end(&f, dd), 0);
+	close_dev(&f, dd);
 	free(buf);
 }
 
@@ -300,16 +307,12 @@ static void link_single_timeout(bool reference)
 	void *bufs[SLOTS];
 	uint64_t dma[SLOTS], d;
 
-	assert_int_equal(fixture_init(&f, reference, TIMEOUT_NS), 0);
 	dg_dma_dev_config_init(&c);
 	c.policy = DG_DMA_STRICT;
 	if (reference)
 		c.flags = DG_DMA_DEV_LINUX_REFERENCE;
-	dd = fixture_dev(&f, 1, DG_DMA_STRICT, &c, &dev);
-	assert_non_null(dd);
-	assert_int_equal(dg_dma_iova_alloc(dd, SLOTS * G, &st), 0);
-	for (unsigned int i = 0; i < SLOTS; i++)
-		bufs[i] = buf + (size_t)i * G;
+	dd = open_dev(&f, reference, &c, &dev);
+	link_range(dd, &st, buf, bufs, SLOTS);
 	for (unsigned int i = 0; i < nl; i++)
 		assert_int_equal(dg_dma_iova_link(&st, (uint64_t)i * G, bufs[i], 256,
 						  DG_DMA_TO_DEVICE, &dma[i]),
@@ -358,9 +361,7 @@ static void link_single_timeout(bool reference)
 		assert_int_equal(
 			dg_dma_iova_unlink(&st, (uint64_t)i * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
 	assert_int_equal(dg_dma_iova_free(&st), 0);
-	assert_int_equal(stats(dd).live, 0);
-	fixture_faults(&f);
-	assert_int_equal(fixture_end(&f, dd), 0);
+	close_dev(&f, dd);
 	free(buf);
 }
 
@@ -395,12 +396,10 @@ static void test_lazy_full_queue_timeout(void **state)
 	int r;
 
 	(void)state;
-	assert_int_equal(fixture_init(&f, false, TIMEOUT_NS), 0);
 	dg_dma_dev_config_init(&c);
 	c.policy = DG_DMA_LAZY;
 	c.lazy.queue_size = 16;
-	dd = fixture_dev(&f, 1, DG_DMA_LAZY, &c, &dev);
-	assert_non_null(dd);
+	dd = open_dev(&f, false, &c, &dev);
 	for (unsigned int i = 0; i < N; i++) {
 		bufs[i] = buf + (size_t)i * G;
 		mb[i] = more + (size_t)i * G;
@@ -424,15 +423,14 @@ static void test_lazy_full_queue_timeout(void **state)
 		r = dg_dma_unmap_bulk(dd, mdma, N, 64, DG_DMA_TO_DEVICE, 0, NULL);
 		assert_true(r == -ETIMEDOUT || r == 0);
 	}
-	device_answers(dev);
+	fixture_dev_answers(dev);
 	fixture_advance(&f, 1000000000ull);
 	dg_dma_housekeep(f.dma);
 	dg_dma_housekeep(f.dma);
 	assert_int_equal(stats(dd).quarantined, 0);
 	for (unsigned int i = 0; i < N; i++)
 		assert_int_equal(dg_dev_read(dev, dma[i], got, 8), -EFAULT);
-	fixture_faults(&f);
-	assert_int_equal(fixture_end(&f, dd), 0);
+	close_dev(&f, dd);
 	free(buf);
 	free(more);
 }

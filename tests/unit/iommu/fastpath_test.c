@@ -37,13 +37,10 @@
 #include "test_arena.h"
 #include "../../test_rand.h"
 
-struct env {
-	struct dg_iommu *mmu;
-	struct dg_domain *dom;
-	struct dg_device *dev;
-};
+#include "test_env.h"
 
-/* @fill: the neighbour fill of dev/translate.c (on by default). */
+/* test_env.h's world (not auto-offline); @fill: the neighbour fill of dev/translate.c (on by
+ * default). */
 static void env_init_fill(struct env *e, const struct dg_pt_geometry *g, bool fill)
 {
 	struct dg_iommu_config cfg;
@@ -52,28 +49,12 @@ static void env_init_fill(struct env *e, const struct dg_pt_geometry *g, bool fi
 	cfg.log = NULL;
 	cfg.fault_queue_len = 1024;
 	cfg.no_iotlb_prefetch = !fill;
-	e->mmu = dg_iommu_create(&cfg);
-	assert_non_null(e->mmu);
-	e->dom = dg_domain_create(e->mmu, g, NULL, NULL);
-	assert_non_null(e->dom);
-	e->dev = dg_device_create(e->mmu, 1);
-	assert_non_null(e->dev);
-	assert_int_equal(dg_device_attach(e->dev, e->dom), 0);
+	env_open(e, &cfg, g, false);
 }
 
 static void env_init(struct env *e, const struct dg_pt_geometry *g)
 {
 	env_init_fill(e, g, true);
-}
-
-static void env_fini(struct env *e)
-{
-	dg_dev_offline(e->dev);
-	assert_int_equal(iotlb_check(&e->dev->iotlb, stderr), 0);
-	assert_int_equal(dg_device_block(e->dev), 0);
-	dg_device_destroy(e->dev);
-	assert_int_equal(dg_domain_destroy(e->dom), 0);
-	dg_iommu_destroy(e->mmu);
 }
 
 /* Unmap and invalidate (the device goes offline first, so the wait does not wait for it). */
@@ -357,28 +338,50 @@ static void test_fast_arguments(void **state)
 	env_fini(&e);
 }
 
+/* The page the hold tests translate, and the RANGE command over it. */
+#define HELD_IOVA 0x30000ull
+static const struct dg_inval_cmd held_cmd = {
+	.type = DG_INVAL_RANGE, .domain = 1, .iova = HELD_IOVA, .size = K4};
+
+/* A VT-d 4K world with one page at HELD_IOVA, translated once through the inline path. */
+static void held_start(struct env *e)
+{
+	struct dg_pt_geometry g = vtd4k();
+	uint64_t h;
+
+	env_init(e, &g);
+	assert_int_equal(dg_domain_map(e->dom, HELD_IOVA, host(HELD_IOVA), K4, RW, NULL), 0);
+	assert_int_equal(xlate_fast(e, HELD_IOVA, 64, DG_ACCESS_READ, &h), 0);
+}
+
+/* The command submitted between two inline translations of the page: applied at the second,
+ * not acknowledged (the translation is held). Returns its sequence number. */
+static uint64_t held_apply(struct env *e)
+{
+	uint64_t h, seq;
+
+	assert_int_equal(xlate_fast(e, HELD_IOVA, 64, DG_ACCESS_READ, &h), 0);
+	assert_int_equal(dg_inval_submit(e->mmu, &held_cmd, 1, &seq), 0);
+	assert_int_equal(xlate_fast(e, HELD_IOVA, 64, DG_ACCESS_READ, &h), 0);
+	assert_false(dg_inval_done(e->mmu, seq)); /* applied, not acknowledged: held */
+	return seq;
+}
+
 /* A hit through the inline path holds its translation until the device quiesces. */
 static void test_fast_hit_holds(void **state)
 {
-	struct dg_pt_geometry g = vtd4k();
-	struct dg_inval_cmd c = {.type = DG_INVAL_RANGE, .domain = 1, .iova = 0x30000, .size = K4};
 	struct env e;
 	uint64_t h, seq;
 
 	(void)state;
-	env_init(&e, &g);
-	assert_int_equal(dg_domain_map(e.dom, 0x30000, host(0x30000), K4, RW, NULL), 0);
-	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
+	held_start(&e);
 	dg_dev_quiesce(e.dev);
-	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0); /* a hit */
+	assert_int_equal(xlate_fast(&e, HELD_IOVA, 64, DG_ACCESS_READ, &h), 0); /* a hit */
 	assert_true(e.dev->hot.held);
-	assert_int_equal(dg_inval_submit(e.mmu, &c, 1, &seq), 0);
+	assert_int_equal(dg_inval_submit(e.mmu, &held_cmd, 1, &seq), 0);
 	assert_true(dg_dev_quiesce_if_pending(e.dev));
 	assert_true(dg_inval_done(e.mmu, seq));
-	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0); /* walks again */
-	assert_int_equal(dg_inval_submit(e.mmu, &c, 1, &seq), 0);
-	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
-	assert_false(dg_inval_done(e.mmu, seq)); /* applied, not acknowledged: held */
+	seq = held_apply(&e); /* the first translation walks again */
 	dg_dev_quiesce(e.dev);
 	assert_true(dg_inval_done(e.mmu, seq));
 	env_fini(&e);
@@ -394,15 +397,11 @@ static void test_fast_hit_holds(void **state)
  */
 static void test_fast_quiesce(void **state)
 {
-	struct dg_pt_geometry g = vtd4k();
-	struct dg_inval_cmd c = {.type = DG_INVAL_RANGE, .domain = 1, .iova = 0x30000, .size = K4};
 	struct env e;
-	uint64_t h, seq;
+	uint64_t seq;
 
 	(void)state;
-	env_init(&e, &g);
-	assert_int_equal(dg_domain_map(e.dom, 0x30000, host(0x30000), K4, RW, NULL), 0);
-	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
+	held_start(&e);
 	/* nothing pending: if_pending keeps the hold, quiesce releases it */
 	assert_false(dg_dev_quiesce_if_pending_fast(e.dev));
 	assert_true(e.dev->hot.held);
@@ -410,25 +409,19 @@ static void test_fast_quiesce(void **state)
 	assert_false(e.dev->hot.held);
 	assert_false(e.dev->hot.unacked);
 	/* applied while held, acknowledged by the inline if_pending */
-	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
-	assert_int_equal(dg_inval_submit(e.mmu, &c, 1, &seq), 0);
-	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
-	assert_false(dg_inval_done(e.mmu, seq)); /* applied, not acknowledged: held */
+	seq = held_apply(&e);
 	assert_true(e.dev->hot.unacked);
 	assert_int_equal(atomic_load(e.dev->hot.published), e.dev->hot.check);
 	assert_true(dg_dev_quiesce_if_pending_fast(e.dev));
 	assert_true(dg_inval_done(e.mmu, seq));
 	assert_false(e.dev->hot.unacked);
 	/* the same through the inline quiesce */
-	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
-	assert_int_equal(dg_inval_submit(e.mmu, &c, 1, &seq), 0);
-	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
-	assert_false(dg_inval_done(e.mmu, seq));
+	seq = held_apply(&e);
 	dg_dev_quiesce_fast(e.dev);
 	assert_true(dg_inval_done(e.mmu, seq));
 	assert_false(e.dev->hot.held);
 	/* pending, nothing held: the inline quiesce applies and acknowledges */
-	assert_int_equal(dg_inval_submit(e.mmu, &c, 1, &seq), 0);
+	assert_int_equal(dg_inval_submit(e.mmu, &held_cmd, 1, &seq), 0);
 	assert_false(dg_inval_done(e.mmu, seq));
 	dg_dev_quiesce_fast(e.dev);
 	assert_true(dg_inval_done(e.mmu, seq));
