@@ -120,7 +120,11 @@ static void *xfer_driver(void *arg)
 	uint64_t next = 1;
 
 	xfer_start(c, 0);
-	xfer_round_trips(c, &next, XFER_WARMUP_RT);
+	/* unpinned threads could share a CPU, where each transfer would cost a time slice */
+	if (atomic_load(&c->pin_failed))
+		c->runs = 0;
+	else
+		xfer_round_trips(c, &next, XFER_WARMUP_RT);
 	for (unsigned int r = 0; r < c->runs; r++) {
 		uint64_t t0 = bench_now_ns(), t = t0, limit = (uint64_t)(c->run_s * 1e9);
 		size_t nb = 0;

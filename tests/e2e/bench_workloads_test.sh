@@ -40,6 +40,16 @@ grep -q '^RESULT suite=machine case=cacheline_transfer ns_per_op=[0-9]' "$tmp/ma
 sed '/"cacheline_transfer_ns"/,/}/ s/"median": [^,]*/"median": -1.5/' "$tmp/machine.json" \
 	>"$tmp/negmachine.json"
 expect_check_fails "$tmp/negmachine.json" "cacheline_transfer_ns.median -1.5"
+# on one CPU there is nothing to measure: null, which the checker takes only with one core
+if command -v taskset >/dev/null 2>&1; then
+	taskset -c 0 "$exe" bench machine --quick --json "$tmp/one.json" >"$tmp/one.txt" 2>&1 ||
+		{ echo "FAIL: bench machine on one CPU"; cat "$tmp/one.txt"; fail=1; }
+	grep -q 'cache-line transfer not measured' "$tmp/one.txt" ||
+		{ echo "FAIL: bench machine on one CPU measured"; fail=1; }
+	"$check" "$tmp/one.json" || fail=1
+	sed 's/"cores": 1,/"cores": 2,/' "$tmp/one.json" >"$tmp/nulltwo.json"
+	expect_check_fails "$tmp/nulltwo.json" "cacheline_transfer_ns null on 2 CPUs"
+fi
 expect_usage_errors "bench machine" "--bogus" "--ops 5" "--case nope"
 [ "$(wc -l <"$tmp/out.csv")" -eq 82 ] || { echo "FAIL: CSV has $(wc -l <"$tmp/out.csv") lines"; fail=1; }
 head -n 1 "$tmp/out.csv" | grep -q '^workload,policy,unit,throughput,' || { echo "FAIL: CSV header"; fail=1; }
