@@ -13,14 +13,15 @@
  * finds the line in the other core's cache, so each round trip is two one-way transfers.
  *
  * Timing: the driver-side thread reads CLOCK_MONOTONIC once per batch of XFER_BATCH round
- * trips (a clock read costs ~40 ns, against ~300 ns for one round trip: under 0.1% of a
- * batch, ~80 us) and runs batches until the run's duration has passed. A run's result is the
- * median over its batches of batch time / (2 x XFER_BATCH): a batch in which a thread lost its
- * CPU to other work (a shared machine, milliseconds at a time) is an outlier the median drops
- * instead of averaging it in. The report is the median of several short runs with its spread
- * ((max - min) / median, bench_summarize(), the tested statistics of bench/stats.c). The spin loops have no pause instruction
- * (its ~40-140 cycles on recent Intel cores would be counted as transfer time); a thread that
- * spins for XFER_YIELD_SPINS loads without seeing its partner yields its CPU.
+ * trips (a clock read costs ~40 ns, a round trip ~130 ns on the bench VM: a batch is ~35 us,
+ * the clock 0.1% of it) and runs batches until the run's duration has passed. A run's result
+ * is the median over its batches of batch time / (2 x XFER_BATCH): a batch in which a thread
+ * lost its CPU to other work (a shared machine, milliseconds at a time) is an outlier the
+ * median drops instead of averaging it in. The report is the median of several short runs
+ * with its spread ((max - min) / median; bench_summarize(), the tested statistics of
+ * bench/stats.c), and each run's whole time per transfer, stalls included (wall). The spin
+ * loops have no pause instruction (in a test program one added up to ~10 ns per transfer); a
+ * thread that spins for XFER_YIELD_SPINS loads without seeing its partner yields its CPU.
  *
  * With fewer than two CPUs the two threads would share one and the ping-pong would measure
  * the scheduler, so nothing is measured (measured = false, JSON null).
@@ -37,7 +38,7 @@
 #include <string.h>
 
 #define XFER_BATCH	 256
-#define XFER_MAX_BATCHES 8192 /* per run: 0.6 s at 150 ns */
+#define XFER_MAX_BATCHES 8192 /* per run: ~0.3 s at 65 ns per transfer */
 #define XFER_YIELD_SPINS (1u << 22)
 #define XFER_WARMUP_RT	 2000
 #define XFER_QUIT	 UINT64_MAX
