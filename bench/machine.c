@@ -201,7 +201,7 @@ int bench_xfer_measure(unsigned int cpu_a, unsigned int cpu_b, unsigned int runs
 	return -e;
 }
 
-/* ---- the machine facts of this process's reports ---------------------------------------------- */
+/* ---- the machine facts of this process's reports --------------------------------------------- */
 
 static struct bench_xfer machine_xfer;
 static bool machine_xfer_set;
@@ -243,7 +243,7 @@ void bench_xfer_format(char *buf, size_t n, const struct bench_xfer *x)
 			 x->wall.median);
 }
 
-/* ---- the suite ---------------------------------------------------------------------------------- */
+/* ---- the suite ------------------------------------------------------------------------------- */
 
 static void machine_usage(FILE *out)
 {
