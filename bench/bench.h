@@ -125,7 +125,8 @@ void bench_hist_merge(struct bench_hist *dst, const struct bench_hist *src);
 double bench_hist_percentile(const struct bench_hist *h, double pct);
 
 /*
- * The JSON report: {"tool", "version", "suite", "machine": {cpu_model, cores}, "results": [...]}.
+ * The JSON report: {"tool", "version", "suite", "machine": {cpu_model, cores[,
+ * cacheline_transfer_ns]}, "results": [...]}.
  * Each result is an object the suite builds; bench_report_write() writes it to opts->json_path.
  */
 struct bench_report {
@@ -141,5 +142,35 @@ int bench_report_close(struct bench_report *r, const char *path);
 
 /* Machine facts for reports. */
 const char *bench_cpu_model(void);
+
+/*
+ * The cost of one cache-line transfer between two cores (bench/machine.c): two threads pinned
+ * on CPUs @cpu_a and @cpu_b (bench_pin_cpu() numbering) pass one line back and forth for @runs
+ * runs of @run_s seconds; ns holds the ns per one-way transfer over the runs (median, spread).
+ * With fewer than two CPUs, or a thread that could not be pinned, measured is false. Returns
+ * 0 or -errno (no thread could be started).
+ */
+struct bench_xfer {
+	struct bench_summary ns;   /* ns per one-way transfer: each run's median batch */
+	struct bench_summary wall; /* each run's whole time / its transfers: stalls included */
+	uint64_t round_trips;	   /* over all runs */
+	unsigned int cpu[2];
+	bool measured;
+};
+#define BENCH_XFER_RUNS	       5
+#define BENCH_XFER_RUN_S       0.02  /* dmaguard bench workloads: 0.1 s in all */
+#define BENCH_XFER_QUICK_RUN_S 0.004 /* --quick: 20 ms in all */
+int bench_xfer_measure(unsigned int cpu_a, unsigned int cpu_b, unsigned int runs, double run_s,
+		       struct bench_xfer *out);
+/*
+ * The measurement this process's reports carry: bench_report_init() puts it in the machine
+ * section ("cacheline_transfer_ns", docs/bench-json.md) once a suite has set it.
+ */
+void bench_machine_set_xfer(const struct bench_xfer *x);
+const struct bench_xfer *bench_machine_xfer(void); /* NULL until set */
+/* {median, min, max, spread, wall_median, runs, round_trips, cpus}; null when not measured. */
+json_t *bench_xfer_json(const struct bench_xfer *x);
+/* One line for a report's header ("cache-line transfer CPU 0 <-> 1: 66 ns one way ..."). */
+void bench_xfer_format(char *buf, size_t n, const struct bench_xfer *x);
 
 #endif /* DG_BENCH_BENCH_H */

@@ -253,9 +253,13 @@ int bench_report_init(struct bench_report *r, const char *suite)
 	json_object_set_new(r->root, "tool", json_string("dmaguard"));
 	json_object_set_new(r->root, "version", json_string(dg_version()));
 	json_object_set_new(r->root, "suite", json_string(suite));
-	json_object_set_new(r->root, "machine",
-			    json_pack("{s:s, s:i}", "cpu_model", bench_cpu_model(), "cores",
-				      (json_int_t)bench_ncpus()));
+	json_t *machine = json_pack("{s:s, s:i}", "cpu_model", bench_cpu_model(), "cores",
+				    (json_int_t)bench_ncpus());
+
+	if (machine && bench_machine_xfer())
+		json_object_set_new(machine, "cacheline_transfer_ns",
+				    bench_xfer_json(bench_machine_xfer()));
+	json_object_set_new(r->root, "machine", machine);
 	json_object_set(r->root, "results", r->results);
 	return 0;
 }

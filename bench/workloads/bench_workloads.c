@@ -24,6 +24,11 @@
  * identity runs within a fraction of a second of it (a shared host's speed moves by 2x within
  * seconds), and five rounds give the median something to reject outliers with; --quick is one round of
  * 30 ms (a few seconds in all, used by make test).
+ *
+ * Before the runs, the cost of one cache-line transfer between the driver's and the device's
+ * CPU (bench/machine.c: 0.1 s, --quick 20 ms) goes into the header and the JSON's machine
+ * section: strict's remaining cost over identity is lines the two cores pass (docs/bench.md
+ * "Reading the table").
  */
 #include "wl.h"
 
@@ -331,6 +336,15 @@ static int bench_workloads_main(int argc, char **argv)
 				  .threads = o.c.threads,
 				  .qd = o.qd};
 
+	/* the cost of one cache-line transfer between the first pair's driver and device CPUs
+	   (wl_run.c pins driver i on 2i, device i on 2i + 1), measured before the runs load the
+	   machine: the header and the JSON's machine section carry it */
+	struct bench_xfer xfer;
+
+	if (bench_xfer_measure(0, 1, BENCH_XFER_RUNS,
+			       o.c.quick ? BENCH_XFER_QUICK_RUN_S : BENCH_XFER_RUN_S, &xfer))
+		xfer.measured = false;
+	bench_machine_set_xfer(&xfer);
 	progress_on = isatty(2);
 	progress_total = 0;
 	for (unsigned int c = 0; c < WL_NCFG; c++) /* a policy's run and its baseline's after */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench/workloads/wl_report.c - what "dmaguard bench" prints and writes: the table (one row
- * per workload and configuration), the matrix of ratios, the seed comparison of DESIGN.md
- * section 1, grep-able RESULT lines, JSON (docs/bench-json.md), CSV, and the bar chart of
- * ratios (gnuplot PNG/SVG, or ASCII).
+ * bench/workloads/wl_report.c - what "dmaguard bench" prints and writes: the header (with the
+ * machine's cache-line transfer cost, bench/machine.c), the table (one row per workload and
+ * configuration), the matrix of ratios, strict's cross-core transfers per I/O against its
+ * extra time, the seed comparison of DESIGN.md section 1, grep-able RESULT lines, JSON
+ * (docs/bench-json.md), CSV, and the bar chart of ratios (gnuplot PNG/SVG, or ASCII).
  */
 #include "wl.h"
 
@@ -156,16 +157,60 @@ static const struct {
 	{"ARM SMMUv3 NVMe-oF 4K randread, 8 jobs", "nvme4k", 1080, 520, "K IOPS"},
 };
 
+/*
+ * Strict's device-side cross-core transfers per I/O against its extra time per I/O, for the
+ * workloads whose every mapping is one page (the 64-byte NIC family: unit Mpps): one page-table
+ * line per 8 new mappings (8 PTEs per line, IOVAs ascending; the device reads each line once
+ * after the driver wrote it) and three lines per invalidation command (`published`, the slot,
+ * the acknowledgement: docs/iommu.md "Shared cache lines"). Their count times the measured
+ * transfer cost is the order of strict's extra time per I/O (docs/bench.md "Reading the
+ * table").
+ */
+static void transfers_note(FILE *out, const struct wl_result *res, size_t n,
+			   const struct bench_xfer *x)
+{
+	bool head = false;
+
+	if (!x || !x->measured)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const struct wl_result *r = &res[i], *id;
+
+		if (r->cfg != WL_STRICT || strcmp(r->wl->unit, "Mpps") || !r->tot.ios)
+			continue;
+		id = find(res, n, r->wl, WL_IDENTITY);
+		if (!id || !(id->thr_s.median > 0) || !(r->thr_s.median > 0))
+			continue;
+		double maps = (double)r->tot.maps / (double)r->tot.ios;
+		double lines = maps / 8 + 3 * r->inval_io;
+		/* ns per packet per thread pair */
+		double extra = r->threads * 1e3 * (1 / r->thr_s.median - 1 / id->thr_s.median);
+
+		if (!head)
+			fprintf(out,
+				"\nstrict's device-side cross-core transfers per I/O (maps/8 + 3 x "
+				"inval) x %.0f ns, against strict's extra time per I/O\n"
+				"%-9s %7s %7s %9s %10s %13s\n",
+				x->ns.median, "workload", "maps", "inval", "lines/IO", "x xfer ns",
+				"measured +ns");
+		head = true;
+		fprintf(out, "%-9s %7.3f %7.4f %9.3f %10.1f %13.1f\n", r->wl->name, maps,
+			r->inval_io, lines, lines * x->ns.median, extra);
+	}
+}
+
 void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl_report_opts *o)
 {
-	char thr[32], prot[128];
+	char thr[32], prot[128], xfer[160];
 
+	bench_xfer_format(xfer, sizeof(xfer), bench_machine_xfer());
 	fprintf(out,
 		"dmaguard bench: seed workloads, every policy against identity in the same run\n"
-		"machine: %s, %u CPUs, load %.2f; %u thread pair%s; %u round%s of %.2f s per run, "
-		"identity run before and after each\n\n",
-		bench_cpu_model(), bench_ncpus(), o->loadavg, o->threads, o->threads > 1 ? "s" : "",
-		o->rounds, o->rounds > 1 ? "s" : "", o->duration_s);
+		"machine: %s, %u CPUs, load %.2f; %s\n"
+		"%u thread pair%s; %u round%s of %.2f s per run, identity run before and after "
+		"each\n\n",
+		bench_cpu_model(), bench_ncpus(), o->loadavg, xfer, o->threads,
+		o->threads > 1 ? "s" : "", o->rounds, o->rounds > 1 ? "s" : "", o->duration_s);
 	fprintf(out, "%-9s %-14s %15s %6s %6s %8s %8s %7s %7s %6s %7s %7s  %s\n", "workload",
 		"policy", "throughput", "ratio", "spread", "drv ns", "dev ns", "miss", "walks",
 		"inval", "waits", "busy %", "protection");
@@ -218,6 +263,7 @@ void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl
 			"(%s: the drivers link buffers into per-ring IOVA slots, the two-step "
 			"API; its ratio divides by %s, identity through the same drivers)\n",
 			wl_cfg_name[WL_STRICT_2STEP], wl_cfg_name[WL_IDENTITY_2STEP]);
+	transfers_note(out, res, n, bench_machine_xfer());
 
 	/* the seeds next to what this machine measured */
 	fprintf(out,

@@ -2,7 +2,8 @@
 /*
  * bench_workloads_json_check FILE [WORKLOAD,...] - validate the JSON report of "dmaguard
  * bench" (the workloads suite) against the schema of docs/bench-json.md:
- *  - the document: tool, suite "workloads", machine {cpu_model, cores}, run {...};
+ *  - the document: tool, suite "workloads", machine {cpu_model, cores, cacheline_transfer_ns
+ *    (check_xfer: positive and finite, present)}, run {...};
  *  - every workload (all nine, or the list given) x every configuration is there exactly once,
  *    with the documented fields of the documented types;
  *  - values: throughput > 0, ratio_to_identity > 0 and finite (1 for the baselines), the
@@ -17,6 +18,8 @@
  *    good and never invalidate per I/O; the sub-page exposure of a strict (and strict-2step)
  *    xdp64 buffer is
  *    exactly 4096 - 64, of xdp64-2k 4096 - 2048, of xdp64-4k zero.
+ * The report of `dmaguard bench machine` (suite "machine") is checked too: its machine section
+ * as above and its one result, the same measurement.
  */
 #include <jansson.h>
 #include <math.h>
@@ -81,6 +84,62 @@ static long long cnt(json_t *r, const char *k)
 	json_t *v = json_object_get(json_object_get(r, "counters"), k);
 
 	return json_is_integer(v) ? json_integer_value(v) : -1;
+}
+
+/*
+ * machine.cacheline_transfer_ns (bench/machine.c): an object whose median, min and max are
+ * positive and finite, min <= median <= max, with its spread, runs, round trips, the two CPUs
+ * and the median with stalls; null only on a machine of one CPU (nothing to measure). A report
+ * without it fails.
+ */
+static void check_xfer(json_t *machine)
+{
+	json_t *x = json_object_get(machine, "cacheline_transfer_ns");
+	json_t *cpus = json_object_get(x, "cpus");
+	double med = num(x, "median"), lo = num(x, "min"), hi = num(x, "max");
+
+	EXPECT(x, "machine.cacheline_transfer_ns missing");
+	if (!x)
+		return;
+	if (json_is_null(x)) {
+		EXPECT(json_integer_value(json_object_get(machine, "cores")) < 2,
+		       "machine.cacheline_transfer_ns null on %lld CPUs",
+		       json_integer_value(json_object_get(machine, "cores")));
+		return;
+	}
+	EXPECT(json_is_object(x), "machine.cacheline_transfer_ns not an object");
+	EXPECT(med > 0 && isfinite(med), "machine.cacheline_transfer_ns.median %g", med);
+	EXPECT(lo > 0 && isfinite(lo) && hi > 0 && isfinite(hi) && lo <= med && med <= hi,
+	       "machine.cacheline_transfer_ns: min %g median %g max %g", lo, med, hi);
+	EXPECT(num(x, "spread") >= 0 && isfinite(num(x, "spread")),
+	       "machine.cacheline_transfer_ns.spread %g", num(x, "spread"));
+	EXPECT(num(x, "wall_median") > 0 && isfinite(num(x, "wall_median")),
+	       "machine.cacheline_transfer_ns.wall_median %g", num(x, "wall_median"));
+	EXPECT(json_integer_value(json_object_get(x, "runs")) >= 1 &&
+		       json_integer_value(json_object_get(x, "round_trips")) >= 1,
+	       "machine.cacheline_transfer_ns: runs, round_trips");
+	EXPECT(json_is_array(cpus) && json_array_size(cpus) == 2 &&
+		       json_integer_value(json_array_get(cpus, 0)) !=
+			       json_integer_value(json_array_get(cpus, 1)),
+	       "machine.cacheline_transfer_ns.cpus: two different CPUs");
+}
+
+/* The report of `dmaguard bench machine`: the machine section and its one result. */
+static int check_machine_report(json_t *root)
+{
+	json_t *results = json_object_get(root, "results"), *r = json_array_get(results, 0);
+	json_t *x = json_object_get(json_object_get(root, "machine"), "cacheline_transfer_ns");
+
+	check_xfer(json_object_get(root, "machine"));
+	EXPECT(json_is_array(results) && json_array_size(results) == 1, "machine: one result");
+	EXPECT(!strcmp(json_string_value(json_object_get(r, "case")) ?: "", "cacheline_transfer"),
+	       "machine: case");
+	EXPECT(json_equal(json_object_get(r, "ns_per_op"), x),
+	       "machine: the result differs from the machine section");
+	json_decref(root);
+	if (fails)
+		fprintf(stderr, "bench_workloads_json_check: %d failures\n", fails);
+	return fails ? 1 : 0;
 }
 
 static void check_result(json_t *r, const char *wl, const char *cfg, int w)
@@ -215,11 +274,14 @@ int main(int argc, char **argv)
 	if (!root)
 		return 1;
 	EXPECT(!strcmp(json_string_value(json_object_get(root, "tool")) ?: "", "dmaguard"), "tool");
-	EXPECT(!strcmp(json_string_value(json_object_get(root, "suite")) ?: "", "workloads"),
-	       "suite");
 	machine = json_object_get(root, "machine");
 	EXPECT(json_is_string(json_object_get(machine, "cpu_model")), "machine.cpu_model");
 	EXPECT(json_integer_value(json_object_get(machine, "cores")) >= 1, "machine.cores");
+	if (!strcmp(json_string_value(json_object_get(root, "suite")) ?: "", "machine"))
+		return check_machine_report(root);
+	EXPECT(!strcmp(json_string_value(json_object_get(root, "suite")) ?: "", "workloads"),
+	       "suite");
+	check_xfer(machine);
 	EXPECT(json_integer_value(json_object_get(json_object_get(root, "run"), "rounds")) >= 1,
 	       "run.rounds");
 	results = json_object_get(root, "results");

@@ -1,12 +1,56 @@
 #!/bin/sh
 # dmaguard bench (the workloads suite, what make run runs): a --quick run with no suite
 # argument writes a JSON report that bench_workloads_json_check accepts (every workload x
-# policy, ratios positive, counters consistent), CSV and the ASCII plot come out, fixed-count
-# mode runs, --list names every workload, and bad options exit 2.
+# policy, ratios positive, counters consistent, the machine's cache-line transfer cost), CSV
+# and the ASCII plot come out, fixed-count mode runs, --list names every workload, and bad
+# options exit 2. The checker refuses a report without the transfer cost or with a negative
+# one; `dmaguard bench machine` writes a report it accepts.
 . "$(dirname "$0")/e2e_lib.sh"
 "$exe" bench --quick --json "$tmp/out.json" --csv "$tmp/out.csv" --plot ascii \
 	>"$tmp/out.txt" 2>"$tmp/err.txt" || { echo "FAIL: quick run"; cat "$tmp/err.txt"; fail=1; }
 "$check" "$tmp/out.json" || fail=1
+# the cache-line transfer cost: in the header, in the strict note, and in the JSON's machine
+# section, where the checker refuses a report without it or with a negative median
+grep -q '^machine: .*; cache-line transfer CPU 0 <-> 1: [0-9]* ns one way' "$tmp/out.txt" ||
+	{ echo "FAIL: header has no cache-line transfer"; fail=1; }
+grep -q "^strict's device-side cross-core transfers per I/O" "$tmp/out.txt" ||
+	{ echo "FAIL: no strict transfers note"; fail=1; }
+# expect_check_fails FILE WHAT: the checker refuses FILE and says WHAT
+expect_check_fails() {
+	if "$check" "$1" 2>"$tmp/check.txt"; then
+		echo "FAIL: checker accepted $1 ($2)"
+		fail=1
+	elif ! grep -q -- "$2" "$tmp/check.txt"; then
+		echo "FAIL: checker refused $1, but not for '$2':"
+		cat "$tmp/check.txt"
+		fail=1
+	fi
+}
+sed 's/"cacheline_transfer_ns"/"cacheline_transfer_xx"/' "$tmp/out.json" >"$tmp/noxfer.json"
+expect_check_fails "$tmp/noxfer.json" "cacheline_transfer_ns missing"
+sed '/"cacheline_transfer_ns"/,/}/ s/"median": [^,]*/"median": -1.5/' "$tmp/out.json" \
+	>"$tmp/negxfer.json"
+expect_check_fails "$tmp/negxfer.json" "cacheline_transfer_ns.median -1.5"
+# the suite alone: its report passes the same check, and a negative median fails it
+"$exe" bench machine --quick --json "$tmp/machine.json" >"$tmp/machine.txt" 2>&1 ||
+	{ echo "FAIL: bench machine"; cat "$tmp/machine.txt"; fail=1; }
+grep -q '^RESULT suite=machine case=cacheline_transfer ns_per_op=[0-9]' "$tmp/machine.txt" ||
+	{ echo "FAIL: bench machine RESULT line"; fail=1; }
+"$check" "$tmp/machine.json" || fail=1
+sed '/"cacheline_transfer_ns"/,/}/ s/"median": [^,]*/"median": -1.5/' "$tmp/machine.json" \
+	>"$tmp/negmachine.json"
+expect_check_fails "$tmp/negmachine.json" "cacheline_transfer_ns.median -1.5"
+# on one CPU there is nothing to measure: null, which the checker takes only with one core
+if command -v taskset >/dev/null 2>&1; then
+	taskset -c 0 "$exe" bench machine --quick --json "$tmp/one.json" >"$tmp/one.txt" 2>&1 ||
+		{ echo "FAIL: bench machine on one CPU"; cat "$tmp/one.txt"; fail=1; }
+	grep -q 'cache-line transfer not measured' "$tmp/one.txt" ||
+		{ echo "FAIL: bench machine on one CPU measured"; fail=1; }
+	"$check" "$tmp/one.json" || fail=1
+	sed 's/"cores": 1,/"cores": 2,/' "$tmp/one.json" >"$tmp/nulltwo.json"
+	expect_check_fails "$tmp/nulltwo.json" "cacheline_transfer_ns null on 2 CPUs"
+fi
+expect_usage_errors "bench machine" "--bogus" "--ops 5" "--case nope"
 [ "$(wc -l <"$tmp/out.csv")" -eq 82 ] || { echo "FAIL: CSV has $(wc -l <"$tmp/out.csv") lines"; fail=1; }
 head -n 1 "$tmp/out.csv" | grep -q '^workload,policy,unit,throughput,' || { echo "FAIL: CSV header"; fail=1; }
 grep -q '^ *strict  *[0-9.]* #' "$tmp/out.txt" || { echo "FAIL: ASCII plot"; fail=1; }
