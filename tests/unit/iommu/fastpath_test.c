@@ -415,7 +415,7 @@ static void test_fast_quiesce(void **state)
 	assert_int_equal(xlate_fast(&e, 0x30000, 64, DG_ACCESS_READ, &h), 0);
 	assert_false(dg_inval_done(e.mmu, seq)); /* applied, not acknowledged: held */
 	assert_true(e.dev->hot.unacked);
-	assert_int_equal(atomic_load(e.dev->hot.published), e.dev->hot.check);
+	assert_int_equal(atomic_load(e.dev->hot.watchword), e.dev->hot.check);
 	assert_true(dg_dev_quiesce_if_pending_fast(e.dev));
 	assert_true(dg_inval_done(e.mmu, seq));
 	assert_false(e.dev->hot.unacked);
