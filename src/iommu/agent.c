@@ -24,16 +24,37 @@
  * does an RMW on the slot when it finds it offline (inval.c), and the device comes online with
  * an RMW: RMWs on one word are totally ordered, so either the device went online first (the
  * waiter's RMW returns ONLINE and it waits for an ack) or the waiter's release RMW is read by
- * the device's acquire RMW, and the device's catch-up then reads a published value at least as
- * new as the one the waiter checked.
+ * the device's acquire RMW, and the device's catch-up then finds written every command below
+ * the published value the waiter checked (their stamps were stored before that publish): it
+ * applies them, or laps.
+ *
+ * How a device learns that something is pending: not from the queue's published word but
+ * from the stamp of the slot of its next command, seen % len (hot.watchword; check is that
+ * stamp's value while command seen is not written, inv_queue_quiet()). A producer writing the
+ * command changes it, so the device's next load misses once and finds the command in the same
+ * line; watching published cost a miss on published and then one on the slot. The catch-up
+ * applies every written command from seen on, in sequence order, published or not, and stops
+ * at the first slot whose stamp is not seq + 1 (the table in inval_queue.h):
+ *  - early application is safe: an invalidation may always be applied early, and the stamp's
+ *    acquire makes the page-table change made before the command visible. The ack names seen,
+ *    perhaps past published, but never a command the device has not applied; waiters still
+ *    wait for publication as well (inval.c scan(): published >= seq), so they are unchanged;
+ *  - a stamp 0 (being written) or newer than seq + 1 (overwritten) is settled by published:
+ *    above seq, command seq was published and is gone - a lap; else the command is being
+ *    written for the first time and the next call looks again (the word stays != check, so
+ *    the device does not miss it, and it spins in no loop meanwhile);
+ *  - offline and blocked devices have check = UINT64_MAX, which no stamp takes: every call is
+ *    slow (an offline device applies nothing; a blocked one applies and acknowledges);
+ *    pass-through devices and the reference (mutex-serialized) queue use the same stamps.
  *
  * An offline device applies nothing (dg_dev_quiesce() is a no-op for it): a CONTEXT command
  * makes the device read its context entry and the domain it names, and that domain is only
  * guaranteed alive while waits cannot skip the device. Online, a domain stays referenced until
  * a wait the device has acknowledged confirms the change away from it.
  *
- * A device that fell a whole queue behind (its commands overwritten) cannot know what it
- * missed: it flushes its IOTLB and walk cache and reloads its context (a "lap").
+ * A device that fell a whole queue behind (its next command overwritten) cannot know what it
+ * missed: it flushes its IOTLB and walk cache, reloads its context and goes on from published,
+ * read with acquire so that every command below it is covered by the flush (a "lap").
  *
  * Generations: a device's caches only ever hold entries of the domain its context names
  * (a context change empties them), so the 10-bit domain field of an entry's key carries a
