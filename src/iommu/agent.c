@@ -174,7 +174,7 @@ void agent_leaf_auto_offline(struct dg_device *dev, bool on)
 }
 
 /* After every change of seen, acked, online or mode: the hot line's copies of the state
-   (watch, check, unacked) that the inline hit and quiescent point (dmaguard/dev.h) read. */
+   (watchword, check, unacked) that the inline hit and quiescent point (dmaguard/dev.h) read. */
 static void update_check(struct dg_device *dev)
 {
 	const struct inv_queue *q = &dev->mmu->inv;
@@ -423,9 +423,9 @@ void agent_catch_up(struct dg_device *dev)
 		if (pub <= s) {
 			pub = atomic_load_explicit(&q->published, memory_order_acquire);
 			if (pub <= s)
-				break; /* s unpublished: being written for the first time, or a stale
-					  read of a stamp (a lapping writer cannot start before
-					  s is published); the next call looks again */
+				break; /* s not published as far as we see: being written for
+					  the first time, or a lapping writer's relaxed stamp = 0
+					  seen before its publish is; the next call looks again */
 			if (r == -EBUSY)
 				continue; /* s was published: read its slot again */
 		}
