@@ -17,7 +17,7 @@
  * Threads: a device is one agent: calls on the same device must not overlap (one thread at a
  * time, like one DMA engine). Different devices run in parallel without sharing a written
  * cache line. A hit takes no lock and no atomic read-modify-write: the only shared read is
- * one acquire load of the queue's published sequence number.
+ * one acquire load of the stamp of the invalidation-queue slot the device reads next.
  *
  * Quiescent points (where the device applies queued invalidations and acknowledges them):
  *  - the start of every dg_dev_translate(), dg_dev_read() and dg_dev_write();
@@ -98,8 +98,15 @@ DG_EXPORT int dg_dev_translate(struct dg_device *dev, uint64_t iova, size_t len,
  * from @tag2, in the second cache line, read only when @tag's span does not cover @iova: a
  * ring whose receive and send buffers live in two tables hits both inline) is the table the
  * hot line held before @ent; @ent2 == @ent when there is none.
+ *
+ * Pending invalidations: @watchword is the stamp of the invalidation-queue slot of the next
+ * command the device will apply; @check is its value while that command is not written yet
+ * (UINT64_MAX, which no stamp takes, while the device is offline or blocked). A producer
+ * writing the command changes the stamp, so the device's next load misses once and finds the
+ * command in the same cache line (src/iommu/inval_queue.h). ABI 5; in ABI 4 the word was the
+ * queue's published sequence number and @check the device's last one seen.
  */
-#define DG_DEV_HOT_ABI 4
+#define DG_DEV_HOT_ABI 5
 
 struct dg_dev_hot_ent {
 	uint64_t key;
@@ -107,8 +114,8 @@ struct dg_dev_hot_ent {
 };
 
 struct dg_dev_hot {
-	const _Atomic uint64_t *published; /* the invalidation queue's published seq */
-	uint64_t check;			   /* == *published when the hot level may be used */
+	const _Atomic uint64_t *watchword; /* the stamp of the next queue slot to apply */
+	uint64_t check;			   /* == *watchword when the hot level may be used */
 	const struct dg_dev_hot_ent *ent;  /* the IOTLB level probed first (leaf: the table) */
 	uint64_t base_mask;		   /* ~(its page size - 1) */
 	uint64_t off_mask;		   /* slot byte offset mask (leaf: output-address mask) */
@@ -182,8 +189,8 @@ static inline bool dg_dev_hot_hit(struct dg_dev_hot *h, uint64_t iova, size_t le
 {
 	uint64_t host;
 
-	/* Acquire pairs with the queue owner's release store of published (src/iommu). */
-	if (atomic_load_explicit(h->published, memory_order_acquire) != h->check)
+	/* Acquire pairs with the producer's release store of the stamp (src/iommu). */
+	if (atomic_load_explicit(h->watchword, memory_order_acquire) != h->check)
 		return false;
 	if (!dg_dev_hot_xlat(h, iova, len, access, &host))
 		return false;
@@ -248,16 +255,16 @@ DG_EXPORT bool dg_dev_quiesce_if_pending(struct dg_device *dev);
 /*
  * dg_dev_quiesce() and dg_dev_quiesce_if_pending() with their "nothing to do" case inlined
  * into the caller (same contract, same results): when the device is online and not blocked,
- * nothing was published since its last catch-up and that one was acknowledged, they change
- * nothing but held (quiesce: released) with no call - one acquire load of the published
- * word (a line the device reads at every translation anyway) and two compares on its hot
- * line. Anything else calls the library. A device polling its rings calls these after every
+ * nothing was written to the queue since its last catch-up and that one was acknowledged,
+ * they change nothing but held (quiesce: released) with no call - one acquire load of the
+ * watched stamp (a line the device reads at every translation anyway) and two compares on its
+ * hot line. Anything else calls the library. A device polling its rings calls these after every
  * burst and every few DMAs; the call was most of what a quiescent point cost it.
  */
 static inline bool dg_dev_hot_idle(const struct dg_dev_hot *h)
 {
-	/* Acquire pairs with the queue owner's release store of published (src/iommu). */
-	return atomic_load_explicit(h->published, memory_order_acquire) == h->check && !h->unacked;
+	/* Acquire pairs with the producer's release store of the stamp (src/iommu). */
+	return atomic_load_explicit(h->watchword, memory_order_acquire) == h->check && !h->unacked;
 }
 
 static inline void dg_dev_quiesce_fast(struct dg_device *dev)

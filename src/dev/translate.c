@@ -6,7 +6,7 @@
  * invalidation pending): dg_dev_hot_hit() of dmaguard/dev.h, on the device's hot line (the
  * first cache line of struct dg_device), also inlined into callers of dg_dev_translate_fast():
  *
- *   one acquire load of `published` == hot.check        (nothing pending, online, not blocked)
+ *   one acquire load of the watched stamp == hot.check  (nothing pending, online, not blocked)
  *   fits in the page: len - 1 <= ~(iova | base_mask)     (also refuses len 0 and wrapping)
  *   one probe: key ^ page ^ tag, masked by the access    (tag, permission, emptiness at once)
  *   host = iova + delta
@@ -89,8 +89,9 @@ static dg_noinline __attribute__((cold)) int refuse(struct dg_device *dev, uint6
  * device applies commands itself, on this thread: a command published after the line was
  * read is applied at a later catch-up, after this fill in program order, and the device
  * acknowledges it only then, so no wait for it can return while a neighbour it covers is
- * still cached. A command published before is seen by the catch-up that precedes the read
- * (acquire of published, pairing with the owner's release), so the line shows its unmap.
+ * still cached. A command the catch-up before the read found written is applied there, and
+ * that catch-up's acquire of its stamp (pairing with the producer's release) makes the
+ * page-table change visible, so the line shows its unmap.
  * Returns 0 so the cheap miss can end on a tail call to it.
  */
 /*
@@ -930,7 +931,7 @@ static dg_noinline int translate_miss(struct dg_device *dev, uint64_t iova, size
 				      unsigned int *nr)
 {
 	/* agent_enter() without a call on the way: acquire as there. */
-	if (dg_unlikely(atomic_load_explicit(dev->hot.published, memory_order_acquire) !=
+	if (dg_unlikely(atomic_load_explicit(dev->hot.watchword, memory_order_acquire) !=
 			dev->hot.check))
 		return translate_catch_up(dev, iova, len, access, sg, max, nr);
 	/* Nothing pending: dg_dev_translate() probed the hot level for this access. */
@@ -1005,8 +1006,8 @@ out:
 
 int dg_dev_read(struct dg_device *dev, uint64_t iova, void *dst, size_t len)
 {
-	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
-	if (dg_likely(atomic_load_explicit(dev->hot.published, memory_order_acquire) ==
+	/* Acquire pairs with the producer's release stamp store (inval_queue.h). */
+	if (dg_likely(atomic_load_explicit(dev->hot.watchword, memory_order_acquire) ==
 			      dev->hot.check &&
 		      dst)) {
 		uint64_t host;
@@ -1023,8 +1024,8 @@ int dg_dev_read(struct dg_device *dev, uint64_t iova, void *dst, size_t len)
 
 int dg_dev_write(struct dg_device *dev, uint64_t iova, const void *src, size_t len)
 {
-	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
-	if (dg_likely(atomic_load_explicit(dev->hot.published, memory_order_acquire) ==
+	/* Acquire pairs with the producer's release stamp store (inval_queue.h). */
+	if (dg_likely(atomic_load_explicit(dev->hot.watchword, memory_order_acquire) ==
 			      dev->hot.check &&
 		      src)) {
 		uint64_t host;
@@ -1039,11 +1040,11 @@ int dg_dev_write(struct dg_device *dev, uint64_t iova, const void *src, size_t l
 	return copy_slow(dev, iova, (void *)(uintptr_t)src, len, DG_ACCESS_WRITE);
 }
 
-/* Nothing published since the last catch-up, and that one was acknowledged. */
+/* Nothing written since the last catch-up, and that one was acknowledged. */
 static dg_always_inline bool nothing_pending(const struct dg_device *dev)
 {
-	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
-	return atomic_load_explicit(dev->hot.published, memory_order_acquire) == dev->seen &&
+	/* Acquire pairs with the producer's release stamp store (inval_queue.h). */
+	return atomic_load_explicit(dev->hot.watchword, memory_order_acquire) == dev->quiet &&
 	       dev->acked == dev->seen;
 }
 
@@ -1051,7 +1052,7 @@ void dg_dev_quiesce(struct dg_device *dev)
 {
 	dev->hot.held = false; /* the caller is done with every translated sg list */
 	/*
-	 * Nothing published since the last catch-up, and that one was acknowledged: the slot
+	 * Nothing written since the last catch-up, and that one was acknowledged: the slot
 	 * already shows seen, so this quiescent point has nothing to apply or announce. An idle
 	 * device polls here between bursts; this keeps each poll to one load and two compares
 	 * (agent_catch_up() costs ~36 instructions even with nothing to do).
@@ -1082,13 +1083,14 @@ uint64_t dg_dev_stamp(const struct dg_device *dev)
 bool dg_dev_rehold(struct dg_device *dev, uint64_t stamp)
 {
 	/*
-	 * check == seen only while online and not blocked (agent.c update_check()); published
-	 * == check: nothing pending; seen == stamp: nothing applied since (seen moves at every
-	 * catch-up that applies a command, and only then). Acquire pairs with the owner's
-	 * release store of published (inval_queue.c), as in the hit.
+	 * The watched stamp == check: online, not blocked, and nothing written since the last
+	 * catch-up (check is UINT64_MAX otherwise, which no stamp equals; agent.c
+	 * update_check()); seen == stamp: nothing applied since (seen moves at every catch-up
+	 * that applies a command, and only then). Acquire pairs with the producer's release
+	 * stamp store (inval_queue.h), as in the hit.
 	 */
-	if (atomic_load_explicit(dev->hot.published, memory_order_acquire) != dev->hot.check ||
-	    dev->hot.check != stamp)
+	if (atomic_load_explicit(dev->hot.watchword, memory_order_acquire) != dev->hot.check ||
+	    dev->seen != stamp)
 		return false;
 	dev->hot.held = true;
 	return true;
@@ -1142,18 +1144,18 @@ bool dg_dev_rehold_watched(struct dg_device *dev, int id, uint64_t stamp)
 	 * As dg_dev_rehold(), with the watched range's last change (agent.c watch_mark()) and
 	 * the device-wide one in place of "nothing applied since": commands < seen are
 	 * applied, so a change at changed <= stamp was applied before the translation was made
-	 * (stamp <= seen: a stamp is a value seen had). Acquire pairs with the owner's release
-	 * store of published (inval_queue.c), as in the hit.
+	 * (stamp <= seen: a stamp is a value seen had). Acquire pairs with the producer's
+	 * release stamp store (inval_queue.h), as in the hit.
 	 */
 	if (id < 0 || id >= DG_DEV_WATCH_MAX || !(dev->watch_used >> id & 1))
 		return false;
 	/* Something pending (or offline): apply it first, as the start of a DMA call does
 	   (acknowledged unless held); what it changed decides below. */
-	if (atomic_load_explicit(dev->hot.published, memory_order_acquire) != dev->hot.check) {
+	if (atomic_load_explicit(dev->hot.watchword, memory_order_acquire) != dev->hot.check) {
 		if (dev->auto_offline)
 			return false;
 		agent_enter(dev);
-		if (atomic_load_explicit(dev->hot.published, memory_order_acquire) !=
+		if (atomic_load_explicit(dev->hot.watchword, memory_order_acquire) !=
 		    dev->hot.check)
 			return false;
 	}

@@ -24,16 +24,37 @@
  * does an RMW on the slot when it finds it offline (inval.c), and the device comes online with
  * an RMW: RMWs on one word are totally ordered, so either the device went online first (the
  * waiter's RMW returns ONLINE and it waits for an ack) or the waiter's release RMW is read by
- * the device's acquire RMW, and the device's catch-up then reads a published value at least as
- * new as the one the waiter checked.
+ * the device's acquire RMW, and the device's catch-up then finds written every command below
+ * the published value the waiter checked (their stamps were stored before that publish): it
+ * applies them, or laps.
+ *
+ * How a device learns that something is pending: not from the queue's published word but
+ * from the stamp of the slot of its next command, seen % len (hot.watchword; check is that
+ * stamp's value while command seen is not written, inv_queue_quiet()). A producer writing the
+ * command changes it, so the device's next load misses once and finds the command in the same
+ * line; watching published cost a miss on published and then one on the slot. The catch-up
+ * applies every written command from seen on, in sequence order, published or not, and stops
+ * at the first slot whose stamp is not seq + 1 (the table in inval_queue.h):
+ *  - early application is safe: an invalidation may always be applied early, and the stamp's
+ *    acquire makes the page-table change made before the command visible. The ack names seen,
+ *    perhaps past published, but never a command the device has not applied; waiters still
+ *    wait for publication as well (inval.c scan(): published >= seq), so they are unchanged;
+ *  - a stamp 0 (being written) or newer than seq + 1 (overwritten) is settled by published:
+ *    above seq, command seq was published and is gone - a lap; else the command is being
+ *    written for the first time and the next call looks again (the word stays != check, so
+ *    the device does not miss it, and it spins in no loop meanwhile);
+ *  - offline and blocked devices have check = UINT64_MAX, which no stamp takes: every call is
+ *    slow (an offline device applies nothing; a blocked one applies and acknowledges);
+ *    pass-through devices and the reference (mutex-serialized) queue use the same stamps.
  *
  * An offline device applies nothing (dg_dev_quiesce() is a no-op for it): a CONTEXT command
  * makes the device read its context entry and the domain it names, and that domain is only
  * guaranteed alive while waits cannot skip the device. Online, a domain stays referenced until
  * a wait the device has acknowledged confirms the change away from it.
  *
- * A device that fell a whole queue behind (its commands overwritten) cannot know what it
- * missed: it flushes its IOTLB and walk cache and reloads its context (a "lap").
+ * A device that fell a whole queue behind (its next command overwritten) cannot know what it
+ * missed: it flushes its IOTLB and walk cache, reloads its context and goes on from published,
+ * read with acquire so that every command below it is covered by the flush (a "lap").
  *
  * Generations: a device's caches only ever hold entries of the domain its context names
  * (a context change empties them), so the 10-bit domain field of an entry's key carries a
@@ -152,6 +173,18 @@ void agent_leaf_auto_offline(struct dg_device *dev, bool on)
 	dev->leaf_lvl = on ? NULL : dev->leaf_ctx;
 }
 
+/* After every change of seen, acked, online or mode: the hot line's copies of the state
+   (watchword, check, unacked) that the inline hit and quiescent point (dmaguard/dev.h) read. */
+static void update_check(struct dg_device *dev)
+{
+	const struct inv_queue *q = &dev->mmu->inv;
+
+	dev->quiet = inv_queue_quiet(q, dev->seen);
+	dev->hot.watchword = inv_queue_watch(q, dev->seen);
+	dev->hot.check = dev->online && dev->mode != DG_CTX_BLOCKED ? dev->quiet : UINT64_MAX;
+	dev->hot.unacked = dev->acked != dev->seen;
+}
+
 int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
 {
 	int r = iotlb_init(&dev->iotlb, cfg->iotlb_entries, cfg->iotlb_large_entries);
@@ -189,12 +222,15 @@ int agent_init(struct dg_device *dev, const struct dg_iommu_config *cfg)
 	hot_set(dev, &dev->ident);
 	set_tag(dev, 0);
 	clear_leaf(dev);
-	dev->hot.check = UINT64_MAX;
-	/* A new device caches nothing: every command so far is irrelevant to it. */
-	dev->seen = atomic_load_explicit(dev->hot.published, memory_order_acquire);
+	/*
+	 * A new device caches nothing: every command so far is irrelevant to it. Acquire pairs
+	 * with the owner's release store of published: the stamps of the commands before it
+	 * are visible, so the watched slot shows its quiet stamp or a newer one.
+	 */
+	dev->seen = atomic_load_explicit(&dev->mmu->inv.published, memory_order_acquire);
 	dev->acked = dev->seen;
 	dev->hot.held = false;
-	dev->hot.unacked = false;
+	update_check(dev); /* offline: check = UINT64_MAX */
 	return 0;
 }
 
@@ -202,14 +238,6 @@ void agent_fini(struct dg_device *dev)
 {
 	wc_fini(&dev->wc);
 	iotlb_fini(&dev->iotlb);
-}
-
-/* After every change of seen, acked, online or mode: the hot line's copies of the state
-   (check, unacked) that the inline quiescent point (dg_dev_quiesce_fast()) reads. */
-static void update_check(struct dg_device *dev)
-{
-	dev->hot.check = dev->online && dev->mode != DG_CTX_BLOCKED ? dev->seen : UINT64_MAX;
-	dev->hot.unacked = dev->acked != dev->seen;
 }
 
 static void load_context(struct dg_device *dev)
@@ -349,8 +377,9 @@ static void apply(struct dg_device *dev, const struct inv_cmd *c, uint64_t seq)
 	}
 }
 
-/* The device fell behind the queue (or a command was overwritten): it cannot know what it
- * missed up to @pub, so it reloads everything and every watched range may have changed. */
+/* The device fell behind the queue (a command it had not read was overwritten): it cannot
+ * know what it missed up to @pub, so it reloads everything and every watched range may have
+ * changed. */
 static void lap(struct dg_device *dev, uint64_t pub)
 {
 	dev->changed_all = pub;
@@ -362,37 +391,59 @@ static void lap(struct dg_device *dev, uint64_t pub)
 void agent_catch_up(struct dg_device *dev)
 {
 	const struct inv_queue *q = &dev->mmu->inv;
-	/*
-	 * Acquire pairs with the owner's release store of published (inval_queue.c): the
-	 * commands, and the page-table changes made before they were submitted, are visible.
-	 */
-	uint64_t pub = atomic_load_explicit(dev->hot.published, memory_order_acquire);
-	uint64_t n = 0;
+	uint64_t s = dev->seen, pub = 0, n = 0;
 
 	if (!dev->online)
 		return;
-	if (pub != dev->seen) {
-		if (pub - dev->seen > q->len) {
-			lap(dev, pub);
-		} else {
-			for (uint64_t s = dev->seen; s < pub; s++, n++) {
-				struct inv_cmd c;
+	/*
+	 * Apply every written command from seen on, in order, published or not (inval_queue.h:
+	 * an invalidation is always safe to apply early; the page-table change made before it
+	 * is visible through the stamp's acquire in inv_queue_next()). Stop at the first slot
+	 * not yet written: seen then names it, and the inline paths watch its stamp. At most a
+	 * ring per call, so producers that keep writing cannot hold the device here.
+	 */
+	while (n < q->len) {
+		struct inv_cmd c;
+		int r = inv_queue_next(q, s, &c);
 
-				if (inv_queue_read(q, s, &c)) {
-					lap(dev, pub);
-					break;
-				}
-				apply(dev, &c, s);
-			}
+		if (!r) {
+			apply(dev, &c, s);
+			s++;
+			n++;
+			continue;
 		}
+		if (r == -EAGAIN)
+			break; /* not written yet: nothing pending */
+		/*
+		 * Being written (-EBUSY: command s itself, or a later lap's) or overwritten
+		 * (-ESTALE): published tells. Acquire pairs with the owner's release store of
+		 * published (inval_queue.c): every command before it, and the page-table changes
+		 * made before they were submitted, are visible.
+		 */
+		if (pub <= s) {
+			pub = atomic_load_explicit(&q->published, memory_order_acquire);
+			if (pub <= s)
+				break; /* s not published as far as we see: being written for
+					  the first time, or a lapping writer's relaxed stamp = 0
+					  seen before its publish is; the next call looks again */
+			if (r == -EBUSY)
+				continue; /* s was published: read its slot again */
+		}
+		/* Command s was published and its slot no longer holds it: lapped. */
+		lap(dev, pub);
+		s = pub;
+		break;
+	}
+	if (s != dev->seen) {
 		stat_inc(&dev->st_cmds, n);
-		dev->seen = pub;
+		dev->seen = s;
 	}
 	/*
 	 * The acknowledgement, unless translated sg lists may still be in use (held): then the
 	 * commands are applied (later translations see them) but waits keep waiting. Release
 	 * pairs with the waiter's acquire load of the slot (inval.c): every access this device
-	 * made before it happens before the wait returns.
+	 * made before it happens before the wait returns. It may name commands not yet
+	 * published: they are applied, and waiters wait for publication anyway.
 	 */
 	if (!dev->hot.held && dev->acked != dev->seen) {
 		atomic_store_explicit(&dev->slot->ack, dev->seen, memory_order_release);

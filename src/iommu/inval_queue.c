@@ -43,7 +43,7 @@ int inv_queue_init(struct inv_queue *q, uint32_t len, bool reference)
 	if (!q->slots)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < len; i++) {
-		atomic_init(&q->slots[i].stamp, 0);
+		atomic_init(&q->slots[i].stamp, INV_STAMP_NEVER); /* never written */
 		atomic_init(&q->slots[i].word, 0);
 		atomic_init(&q->slots[i].iova, 0);
 		q->slots[i].pad = 0;

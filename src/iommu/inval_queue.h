@@ -6,7 +6,7 @@
  * number s lives in slot s % len. Producers (CPU threads) reserve slots, write them and get
  * them published; consumers (device agents) read every published command at their quiescent
  * points. The ring never waits for consumers: a consumer that falls a whole ring behind sees
- * a stamp that is not its sequence number (inv_queue_read() says -ESTALE) and flushes
+ * a stamp that is not its sequence number (inv_queue_next() says -ESTALE) and flushes
  * everything it caches instead. Producers only wait for publication (space).
  *
  * Multi-producer protocol (after the SMMUv3 command queue, Linux 2019):
@@ -31,6 +31,28 @@
  *
  * Invariants: published <= every reserved-but-unpublished seq; a slot is overwritten only
  * after it was published (space check), so a consumer never misses a command silently.
+ *
+ * Consumers watch the stamp of their next slot, not `published` (agent.c): a device that has
+ * applied the commands < seen reads the stamp of slot seen % len on every translation; while
+ * command seen is not written it holds the previous lap's stamp, inv_queue_quiet(seen)
+ * (seen + 1 - len, or INV_STAMP_NEVER on the first lap: a slot never written), and the
+ * device's next load after a producer writes it misses once and finds the command in the
+ * same line (slots are 32 bytes, two per line). Stamps a consumer can find in slot seen:
+ *
+ *   quiet(seen)           command seen not written yet           nothing to do
+ *   0                     being written: command seen itself,    published decides: > seen
+ *                         or seen + k * len (a lap)              means a lap
+ *   seen + 1              command seen, written (maybe not yet   apply it (in order)
+ *                         published: a command is safe to apply
+ *                         early, the page-table change before it
+ *                         is visible through the stamp's acquire)
+ *   seen + 1 + k * len    overwritten: the consumer was lapped   flush everything
+ *
+ * A consumer may so acknowledge a command before it is published; waiters still wait for
+ * publication (published >= their seq), so nothing changes for them. In the reference
+ * configuration the same stamps are written under the mutex, and devices read them the same
+ * way. Never-written slots start at INV_STAMP_NEVER rather than 0, so 0 always means "being
+ * written" and never looks quiet (a device's first lap needs no special case).
  */
 #ifndef DG_IOMMU_INVAL_QUEUE_H
 #define DG_IOMMU_INVAL_QUEUE_H
@@ -38,6 +60,7 @@
 #include "base/compiler.h"
 
 #include <assert.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -68,6 +91,12 @@ struct inv_cmd {
 	uint64_t iova; /* BLOCK: first byte */
 };
 
+/*
+ * The stamp of a slot no command was ever written to (inv_queue_init()): neither 0 (being
+ * written) nor seq + 1 of a real command (< 2^63), nor UINT64_MAX (agent.c: "slow path").
+ */
+#define INV_STAMP_NEVER (1ull << 63)
+
 /* One slot: every word is atomic because a lapped reader may race with the next writer. */
 struct inv_slot {
 	_Atomic uint64_t stamp; /* seq + 1 once written; 0 while being (re)written */
@@ -77,7 +106,8 @@ struct inv_slot {
 };
 
 struct inv_queue {
-	/* Read by every device on every DMA call: written once per batch. */
+	/* Read by waiters, producers and devices that were lapped: written once per batch
+	   (devices watch their next slot's stamp instead, see above). */
 	dg_cacheline _Atomic uint64_t published; /* commands < published are visible */
 	/* Producers' reservation word. */
 	dg_cacheline _Atomic uint64_t resv; /* tail32 << 32 | joined32, see above */
@@ -136,12 +166,58 @@ static inline void inv_queue_write(struct inv_queue *q, uint64_t seq, const stru
 	atomic_store_explicit(&s->stamp, 0, memory_order_relaxed);
 	/*
 	 * Release on the fields orders the stamp = 0 above before them: a lapped reader that
-	 * reads one of these new values then sees the stamp changed (inv_queue_read).
+	 * reads one of these new values then sees the stamp changed (inv_queue_next).
 	 */
 	atomic_store_explicit(&s->word, word, memory_order_release);
 	atomic_store_explicit(&s->iova, c->iova, memory_order_release);
-	/* Release pairs with the acquire loads of the stamp in publish() and inv_queue_read(). */
+	/* Release pairs with the acquire loads of the stamp in publish(), inv_queue_next() and
+	   the devices' inline loads of their watched stamp (dmaguard/dev.h). */
 	atomic_store_explicit(&s->stamp, seq + 1, memory_order_release);
+}
+
+/* The stamp of slot @seq % len while command @seq is not yet written (see the preamble). */
+static inline uint64_t inv_queue_quiet(const struct inv_queue *q, uint64_t seq)
+{
+	return seq >= q->len ? seq + 1 - q->len : INV_STAMP_NEVER;
+}
+
+/* The stamp a consumer whose next command is @seq watches. */
+static inline const _Atomic uint64_t *inv_queue_watch(const struct inv_queue *q, uint64_t seq)
+{
+	return &q->slots[seq & q->mask].stamp;
+}
+
+/*
+ * Read command @seq if it has been written, published or not (a consumer's catch-up, see the
+ * preamble). Returns 0 (read into @c), -EAGAIN (slot @seq still holds the previous lap's
+ * command: @seq is not written yet), -EBUSY (stamp 0: a command is being written into it,
+ * @seq or a later lap's) or -ESTALE (overwritten by a later lap, or changed while read).
+ */
+static inline int inv_queue_next(const struct inv_queue *q, uint64_t seq, struct inv_cmd *c)
+{
+	const struct inv_slot *s = &q->slots[seq & q->mask];
+	/* Acquire pairs with the release stamp store in inv_queue_write(): the command, and
+	   what its producer did before writing it (the page-table change), are visible. */
+	uint64_t st = atomic_load_explicit(&s->stamp, memory_order_acquire), word, iova;
+
+	if (st != seq + 1) {
+		if (!st)
+			return -EBUSY;
+		return st == inv_queue_quiet(q, seq) ? -EAGAIN : -ESTALE;
+	}
+	/* Seqlock read side, as in inv_queue_read(): acquire on the fields pairs with their
+	   release stores, so a newer writer's stamp = 0 is visible to the re-check. */
+	word = atomic_load_explicit(&s->word, memory_order_acquire);
+	iova = atomic_load_explicit(&s->iova, memory_order_acquire);
+	if (atomic_load_explicit(&s->stamp, memory_order_relaxed) != seq + 1)
+		return -ESTALE;
+	c->op = (uint8_t)word;
+	c->leaf = (uint8_t)(word >> 8);
+	c->order = (uint8_t)(word >> 16);
+	c->mark = (uint8_t)(word >> 24);
+	c->id = (uint32_t)(word >> 32);
+	c->iova = iova;
+	return 0;
 }
 
 /* Publish, or leave to the owner, the @n slots from @start (all written). */

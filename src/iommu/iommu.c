@@ -185,7 +185,6 @@ struct dg_device *dg_device_create(struct dg_iommu *mmu, uint32_t rid)
 	memset(dev, 0, sizeof(*dev));
 	dev->mmu = mmu;
 	dev->rid = rid;
-	dev->hot.published = &mmu->inv.published;
 	atomic_init(&dev->ctx, DG_CTX_BLOCKED);
 	atomic_init(&dev->hot.hits, 0);
 	atomic_init(&dev->st_misses, 0);

@@ -12,7 +12,9 @@
  * device slot, allocated with the IOMMU and never freed before it, so a waiter can read a
  * slot while its device is destroyed.
  *
- *   mmu->inv.published  --acquire-->  device catch-up: applies commands [seen, published)
+ *   slot stamp (release) --acquire-->  device catch-up: applies written commands from seen on
+ *                                      (the device watches the stamp of slot seen % len)
+ *   mmu->inv.published  --acquire-->  device catch-up after a lap; waiters; producers
  *   device ack (release) --acquire--> waiter scan: ack >= seq, or OFFLINE (then an RMW)
  *   waiter RMW on an offline slot --> the device's RMW going online (see agent.c)
  */
@@ -62,9 +64,10 @@ struct dg_domain {
 struct dg_device {
 	/*
 	 * Hot: everything a hit reads and writes, one cache line, public so that
-	 * dg_dev_translate_fast() inlines (dmaguard/dev.h). published: &mmu->inv.published;
-	 * check: device, == seen when online and not blocked, UINT64_MAX otherwise (forces the
-	 * slow path); ent..off_shift: device, a copy of the IOTLB level probed first (hot_set());
+	 * dg_dev_translate_fast() inlines (dmaguard/dev.h). watch: device, the stamp of the
+	 * next slot it reads, slot seen % len of mmu->inv (agent.c update_check()); check:
+	 * device, == quiet (that stamp's value while command seen is not written) when online
+	 * and not blocked, UINT64_MAX otherwise (forces the slow path); ent..off_shift: device, a copy of the IOTLB level probed first (hot_set());
 	 * tag: device, == tag below; hits: the device writes (load + store), anyone reads;
 	 * held: device, sg lists from dg_dev_translate() may be in use: apply commands but do
 	 * not acknowledge until quiesce/offline; unacked: device, acked != seen (update_check()),
@@ -98,6 +101,7 @@ struct dg_device {
 	struct iotlb_ent ident_ent[2]; /* fixed at creation */
 	/* Agent state. */
 	uint64_t seen;	       /* device: commands < seen are applied */
+	uint64_t quiet;	       /* device: inv_queue_quiet(seen), see update_check() */
 	bool online;	       /* device: mirrors !(slot->ack & AGENT_OFFLINE) */
 	bool auto_offline;     /* device: every DMA call ends offline */
 	uint64_t acked;	       /* device: last value stored into slot->ack (without the flag) */
@@ -234,7 +238,7 @@ void agent_fini(struct dg_device *dev);
 /* Slow path of a DMA call's start: come online and/or apply pending commands. */
 void agent_enter_slow(struct dg_device *dev);
 
-/* A quiescent point: apply commands published since the last one, acknowledge (online only). */
+/* A quiescent point: apply commands written since the last one, acknowledge (online only). */
 void agent_catch_up(struct dg_device *dev);
 
 /* Turn the cheap miss of dev/translate.c off for auto-offline, or back on (no dereference:
@@ -247,8 +251,8 @@ void agent_offline(struct dg_device *dev);
 /* The start of every DMA call: one acquire load and a compare when nothing is pending. */
 static dg_always_inline void agent_enter(struct dg_device *dev)
 {
-	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
-	if (dg_unlikely(atomic_load_explicit(dev->hot.published, memory_order_acquire) !=
+	/* Acquire pairs with the producer's release stamp store (inval_queue.h). */
+	if (dg_unlikely(atomic_load_explicit(dev->hot.watchword, memory_order_acquire) !=
 			dev->hot.check))
 		agent_enter_slow(dev);
 }
@@ -256,9 +260,9 @@ static dg_always_inline void agent_enter(struct dg_device *dev)
 /* The end of dg_dev_read()/dg_dev_write(). */
 static dg_always_inline void agent_leave(struct dg_device *dev)
 {
-	/* Acquire pairs with the owner's release store of published (inval_queue.c). */
-	if (dg_unlikely(atomic_load_explicit(dev->hot.published, memory_order_acquire) !=
-			dev->seen))
+	/* Acquire pairs with the producer's release stamp store (inval_queue.h). */
+	if (dg_unlikely(atomic_load_explicit(dev->hot.watchword, memory_order_acquire) !=
+			dev->quiet))
 		agent_catch_up(dev);
 }
 

@@ -6,10 +6,17 @@
  *
  * Producers submit batches of 1..8 commands into a short ring (64 slots, so it wraps and
  * joins batches all the time) and wait for or poll some of them; device threads run DMA
- * calls in a loop (each one a quiescent point) and sometimes go offline. Checked: every
+ * calls in a loop (each one a quiescent point) and sometimes go offline. One batch in eight
+ * is submitted by hand through the queue's steps (reserve, write, commit) with the CPU given
+ * up between them, so devices often find commands written but not published, or a slot being
+ * written, in the slot they watch (agent.c applies written commands early, in order).
+ * Checked: every
  * submission gets a distinct range of sequence numbers and every slot is published exactly
  * once (the final tail equals the commands submitted, the ring's stamps all match); every
- * wait succeeds; a device that never fell a ring behind applied every command exactly once.
+ * wait succeeds; a device that never fell a ring behind applied every command exactly once
+ * (counted, and its whole-cache flushes are exactly its GLOBAL, DEVICE and CONTEXT commands);
+ * a device never applies (seen) or acknowledges past what was reserved, and seen never goes
+ * backwards.
  */
 #include "iommu/iommu_internal.h"
 
@@ -34,6 +41,7 @@ static unsigned int nprod, ndev;
 static unsigned long batches;
 static _Atomic int stop;
 static _Atomic uint64_t submitted_cmds;
+static _Atomic uint64_t flush_cmds[MAXT]; /* GLOBAL and DEVICE commands for each device */
 
 static void die(const char *msg)
 {
@@ -44,6 +52,42 @@ static void die(const char *msg)
 static uint64_t xorshift(uint64_t *s)
 {
 	return xorshift64(s);
+}
+
+/* dg_inval_submit() of @n commands (PAGE of 4 KiB, DOMAIN, DEVICE, GLOBAL) done by hand, with
+   sched_yield() between the stamp stores and the publish: the window devices must handle. */
+static uint64_t submit_by_hand(const struct dg_inval_cmd *cmds, unsigned int n)
+{
+	bool owner;
+	uint64_t start = inv_queue_reserve(&mmu->inv, n, &owner);
+
+	for (unsigned int i = 0; i < n; i++) {
+		struct inv_cmd c = {.mark = i ? 0 : INV_MARK_SUBMIT};
+
+		switch (cmds[i].type) {
+		case DG_INVAL_PAGE:
+			c.op = INV_OP_BLOCK;
+			c.order = 12;
+			c.id = cmds[i].domain;
+			c.iova = cmds[i].iova;
+			break;
+		case DG_INVAL_DOMAIN:
+			c.op = INV_OP_DOMAIN;
+			c.id = cmds[i].domain;
+			break;
+		case DG_INVAL_DEVICE:
+			c.op = INV_OP_DEVICE;
+			c.id = cmds[i].rid;
+			break;
+		default:
+			c.op = INV_OP_GLOBAL;
+			break;
+		}
+		inv_queue_write(&mmu->inv, start + i, &c);
+		sched_yield();
+	}
+	inv_queue_commit(&mmu->inv, start, n, owner);
+	return start + n;
 }
 
 static void *producer_main(void *arg)
@@ -79,12 +123,20 @@ static void *producer_main(void *arg)
 				break;
 			}
 		}
-		if (dg_inval_submit(mmu, cmds, n, &seq))
+		if (xorshift(&rng) % 8 == 0)
+			seq = submit_by_hand(cmds, n);
+		else if (dg_inval_submit(mmu, cmds, n, &seq))
 			die("submit");
 		if (seq <= last)
 			die("sequence numbers went backwards");
 		last = seq;
 		atomic_fetch_add_explicit(&submitted_cmds, n, memory_order_relaxed);
+		for (unsigned int i = 0; i < n; i++)
+			for (unsigned int d = 0; d < ndev; d++)
+				if (cmds[i].type == DG_INVAL_GLOBAL ||
+				    (cmds[i].type == DG_INVAL_DEVICE && cmds[i].rid == 0x100 + d))
+					atomic_fetch_add_explicit(&flush_cmds[d], 1,
+								  memory_order_relaxed);
 		switch (xorshift(&rng) % 4) {
 		case 0:
 			if (dg_inval_wait(mmu, seq))
@@ -106,12 +158,17 @@ static void *producer_main(void *arg)
 static void *device_main(void *arg)
 {
 	struct dg_device *dev = arg;
-	uint64_t word = 0, n = 0, rng = (uintptr_t)dev;
+	uint64_t word = 0, n = 0, rng = (uintptr_t)dev, seen = dev->seen;
 	uint64_t out;
 
 	while (!atomic_load_explicit(&stop, memory_order_acquire)) {
 		if (dg_dev_read(dev, (uint64_t)(uintptr_t)&word, &out, sizeof(out)))
 			die("passthrough read");
+		/* seen and acked are this thread's; the tail only grows, read after them */
+		if (dev->seen < seen || dev->acked > dev->seen ||
+		    dev->seen > inv_queue_tail(&mmu->inv))
+			die("device state went backwards or ahead of the reserved tail");
+		seen = dev->seen;
 		if (++n % 1024 == 0 && xorshift(&rng) % 4 == 0) {
 			dg_dev_offline(dev);
 			sched_yield();
@@ -180,6 +237,9 @@ int main(int argc, char **argv)
 		else if (ds.cmds_processed != tail - i)
 			/* device i was created after i context commands of earlier devices */
 			die("device applied a command twice or missed one");
+		else if (ds.flushes != 1 + atomic_load(&flush_cmds[i]))
+			/* its own CONTEXT command, every GLOBAL and its DEVICE commands */
+			die("device skipped or repeated a GLOBAL/DEVICE command");
 	}
 	dg_iommu_stats(mmu, &st);
 	if (st.submits != nprod * batches + ndev || st.wait_timeouts || !st.batches ||

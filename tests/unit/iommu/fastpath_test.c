@@ -411,7 +411,7 @@ static void test_fast_quiesce(void **state)
 	/* applied while held, acknowledged by the inline if_pending */
 	seq = held_apply(&e);
 	assert_true(e.dev->hot.unacked);
-	assert_int_equal(atomic_load(e.dev->hot.published), e.dev->hot.check);
+	assert_int_equal(atomic_load(e.dev->hot.watchword), e.dev->hot.check);
 	assert_true(dg_dev_quiesce_if_pending_fast(e.dev));
 	assert_true(dg_inval_done(e.mmu, seq));
 	assert_false(e.dev->hot.unacked);
