@@ -475,6 +475,47 @@ static inline unsigned int wl_dev_translate(struct wl_dev *d, struct wl_port *p,
 		return wl_dev_xlat_fail(d, iova, len, e); /* counted, reported once: 0 */
 	return nr;
 }
+
+/*
+ * Device: start the translations of [iova, iova + len) early (dg_dev_prefetch_fast(): a
+ * prefetch of each table line a leaf-direct device will read; nothing under pass-through or
+ * an IOTLB level): called for the addresses of a burst's descriptors as soon as they are
+ * read, so that their lines' cross-core misses overlap instead of coming one per group of
+ * translations. A line is asked for once: the entries of 4 KiB pages are 8 to a 64-byte
+ * line, one per 2^WL_PTE_LINE_SHIFT bytes of IOVA, and *@last (start at UINT64_MAX) is the
+ * one asked for last. wl_dev_prefetch_line(): the line of @iova only (a frame at a buffer's
+ * start); wl_dev_prefetch(): every line of the range (len 0, more than WL_BURST_BYTES or a
+ * range that wraps: the first one). Changes nothing the translation sees (dmaguard/dev.h).
+ */
+#define WL_PTE_LINE_SHIFT 15 /* 8 entries of 8 bytes for 4 KiB pages: 32 KiB of IOVA a line */
+
+static inline void wl_dev_prefetch_line(const struct wl_port *p, uint64_t iova, uint64_t *last)
+{
+	uint64_t l = iova >> WL_PTE_LINE_SHIFT;
+
+	if (l != *last) {
+		*last = l;
+		dg_dev_prefetch_fast(p->dev, iova);
+	}
+}
+
+static inline void wl_dev_prefetch(const struct wl_port *p, uint64_t iova, uint64_t len,
+				   uint64_t *last)
+{
+	const uint64_t span = 1ull << WL_PTE_LINE_SHIFT;
+
+	wl_dev_prefetch_line(p, iova, last);
+	if (__builtin_expect((iova & (span - 1)) + len > span, 0)) { /* more lines */
+		uint64_t l = iova >> WL_PTE_LINE_SHIFT;
+		uint64_t end = (iova + (len - 1 < WL_BURST_BYTES ? len - 1 : 0)) >>
+			       WL_PTE_LINE_SHIFT;
+
+		while (l < end)
+			dg_dev_prefetch_fast(p->dev, ++l << WL_PTE_LINE_SHIFT);
+		*last = l;
+	}
+}
+
 /* Copy @len bytes into/out of translated segments, starting @off bytes into them. */
 void wl_sg_copy_to(const struct dg_sg *sg, unsigned int nr, size_t off, const void *src,
 		   size_t len);

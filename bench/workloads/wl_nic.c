@@ -50,7 +50,14 @@
  * A draining driver keeps polling until nothing is in flight, its last batch included.
  * Phases 2, 3, 4 and 6 are the DMA API time (timed in one poll in WL_SAMPLE_EVERY).
  *
- * Device burst of a queue: at most NIC_BURST descriptors per ring. rx (rx_burst()):
+ * Device burst of a queue: at most NIC_BURST descriptors per ring. Once a burst's descriptors
+ * are known, before its first translation, the device starts the translations of all its
+ * buffers (dev_prefetch_burst(): dg_dev_prefetch_fast() of each distinct page-table line
+ * once, dmaguard/dev.h; a send's or aggregation buffer's every line): a strict burst of 32
+ * buffers reads 4 lines (consecutive IOVAs, 8 entries a line; 5 when they straddle), each
+ * written by the driver's core, and translated 8 at a time between the copies they came one
+ * cross-core miss after another; prefetched together they overlap. Identity runs the same
+ * loop (its prefetch does nothing). rx (rx_burst()):
  * translate the ring, then, NIC_ACK_EVERY buffers at a time, every frame's destination and
  * copy the frames (a header with the queue's next sequence number, the rest from a
  * template); with rx_frames > 1 (receive aggregation, rx_burst_agg(): frames back to back,
@@ -932,6 +939,32 @@ static bool dev_ack_between(struct wl_dev *d, struct wl_port *p, struct nic_ring
 }
 
 /*
+ * The burst's n descriptors from the device head are read: start the translations of all
+ * their buffers at once (wl_dev_prefetch(): each page-table line once, overlapping), before
+ * the first one is translated; @whole: every line of each descriptor's [addr, addr + len)
+ * (sends, aggregation buffers), else the line of its start (a frame at the buffer's start).
+ * In two straight runs around the ring's end: ~8 instructions a descriptor. Pass-through
+ * does the same descriptor reads, and its prefetch does nothing.
+ */
+static void dev_prefetch_burst(const struct wl_port *p, const struct nic_desc *ring,
+			       const struct nic_ring *rg, uint32_t n, bool whole)
+{
+	uint32_t i = rg->dev_head & rg->mask, a = rg->size - i < n ? rg->size - i : n;
+	uint64_t last = UINT64_MAX;
+
+	for (unsigned int run = 0; run < 2; run++) {
+		const struct nic_desc *dsc = run ? ring : ring + i, *end = dsc + (run ? n - a : a);
+
+		for (; dsc < end; dsc++) {
+			if (whole)
+				wl_dev_prefetch(p, dsc->addr, dsc->len, &last);
+			else
+				wl_dev_prefetch_line(p, dsc->addr, &last);
+		}
+	}
+}
+
+/*
  * The write-back of a receive burst's n descriptors together (a NIC's descriptor write-back
  * threshold: the driver's polls of DD take each ring line from the device once), with the
  * bytes written to each buffer; the ring's device head moves past them.
@@ -975,6 +1008,7 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	n = n < NIC_BURST ? n : NIC_BURST;
 	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES)
 		n = WL_BURST_BYTES / prm->rx_buf ? WL_BURST_BYTES / prm->rx_buf : 1;
+	dev_prefetch_burst(p, ring, rg, n, false);
 	for (uint32_t k0 = 0; k0 < n; k0 += NIC_ACK_EVERY) {
 		uint32_t m = n - k0 < NIC_ACK_EVERY ? n - k0 : NIC_ACK_EVERY;
 
@@ -1123,6 +1157,7 @@ static uint64_t rx_burst_agg(struct wl_dev *d, struct wl_port *p, struct nic_por
 	n = n < NIC_BURST ? n : NIC_BURST;
 	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES)
 		n = WL_BURST_BYTES / prm->rx_buf ? WL_BURST_BYTES / prm->rx_buf : 1;
+	dev_prefetch_burst(p, a.ring, rg, n, true);
 	for (uint32_t k = 0; k < n; k++) {
 		const struct nic_desc *dsc = &a.ring[(rg->dev_head + k) & rg->mask];
 
@@ -1198,6 +1233,7 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 		bytes += len;
 		n += ns;
 	}
+	dev_prefetch_burst(p, ring, rg, n, true);
 	for (uint32_t k0 = 0; k0 < n; k0 += NIC_ACK_EVERY) {
 		uint32_t m = n - k0 < NIC_ACK_EVERY ? n - k0 : NIC_ACK_EVERY;
 

@@ -473,7 +473,9 @@ static bool nvme_drv_poll(struct wl_drv *d, struct wl_port *p)
 }
 
 /*
- * The controller's burst on a queue pair: up to NVME_BURST commands, each translated just
+ * The controller's burst on a queue pair: up to NVME_BURST commands, all their buffers'
+ * translations started once the queues are translated (wl_dev_prefetch(): each page-table
+ * line once; 16 pages: two lines or more, written by the driver's core), each translated just
  * before its copy, a pending invalidation acknowledged between commands (the queues
  * translated again if one was: what the thread translated before is released), and the
  * burst's completions posted together at its end (completion coalescing: posted one by one,
@@ -493,6 +495,7 @@ static bool nvme_dev_poll(struct wl_dev *d, struct wl_port *p)
 		uint16_t sc[NVME_BURST];
 		struct nvme_sqe *sq = NULL;
 		struct nvme_cqe *cq = NULL;
+		uint64_t last = UINT64_MAX; /* wl_dev_prefetch() */
 
 		if (!n)
 			continue;
@@ -510,6 +513,9 @@ static bool nvme_dev_poll(struct wl_dev *d, struct wl_port *p)
 					return false;
 				}
 			}
+			for (uint32_t c = 0; !k && c < n; c++) /* the burst's reads, started */
+				wl_dev_prefetch(p, sq[(j->dev_sq_head + c) & j->mask].prp1, 4096,
+						&last);
 			const struct nvme_sqe *s = &sq[(j->dev_sq_head + k) & j->mask];
 			unsigned int nr;
 

@@ -25,6 +25,10 @@
  * for every case so a refused access is refused the same way whatever made it slow; a fault
  * on the cheap miss goes through the same refuse().
  *
+ * Early start (dg_dev_prefetch_fast(), dmaguard/dev.h): a device that knows its next IOVAs
+ * prefetches their leaf-direct entries' lines, so the cross-core misses of a burst overlap;
+ * it reads only the hot line and never changes anything (a translation checks the entry).
+ *
  * Neighbour fill: a miss that looks sequential (fill_wanted(): next to the last miss of one of
  * two streams, or not the last page of its range) also caches the other valid entries of the
  * table's cache line it read (fill_line()), and a one-page miss one line above its stream's
@@ -1073,6 +1077,13 @@ bool dg_dev_quiesce_if_pending(struct dg_device *dev)
 		return false;
 	dg_dev_quiesce(dev);
 	return true;
+}
+
+/* The hint of dmaguard/dev.h, as a call: nothing but a prefetch of a leaf-direct entry. */
+void dg_dev_prefetch(const struct dg_device *dev, uint64_t iova)
+{
+	if (dev)
+		dg_dev_prefetch_fast(dev, iova);
 }
 
 uint64_t dg_dev_stamp(const struct dg_device *dev)
