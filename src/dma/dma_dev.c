@@ -264,8 +264,7 @@ static void zombies_reap(struct dg_dma_dev *dd)
 int dma_dev_busy(struct dg_dma_dev *dd)
 {
 	if (dma_dev_live(dd) || atomic_load_explicit(&dd->iova_states, memory_order_relaxed) ||
-	    atomic_load_explicit(&dd->nr_pools, memory_order_relaxed) ||
-	    atomic_load_explicit(&dd->open_batches, memory_order_relaxed))
+	    atomic_load_explicit(&dd->nr_pools, memory_order_relaxed) || dma_open_batches(dd))
 		return -EBUSY;
 	if (atomic_load_explicit(&dd->nr_quarantined, memory_order_relaxed) &&
 	    dma_quarantine_retry(dd, true))

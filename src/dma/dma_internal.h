@@ -93,6 +93,12 @@ struct dma_tstats {
 	uint64_t owner;		 /* thread id (dma_thread_id()), never reused */
 	_Atomic uint64_t c[CTR_NR];
 	_Atomic uint64_t subpage_max;
+	/* Batches begun minus batches ended on this thread, mod 2^64 (a batch may end on another
+	 * thread than the one that began it: only the sum over all blocks means anything). The
+	 * thread's own relaxed load and store, not a locked add on the device: a batch's begin
+	 * and end are on every strict poll, and a locked instruction there waits for the
+	 * poll's page-table and ring stores to leave the store buffer. dma_open_batches(). */
+	_Atomic uint64_t open_batches;
 	/* strict's and lazy's streams, one per enum dg_dma_dir (stream.c: a ring's buffers,
 	 * rx or tx, keep adjacent IOVAs when a thread maps both) */
 	struct dma_stream st[DMA_STREAM_DIRS];
@@ -129,6 +135,8 @@ struct dma_tstats *dma_tstats_slow(struct dg_dma_dev *dd);
 /* This thread's id (dma_tstats.owner), 0 until its first dma_tstats_slow() (dma_stats.c). */
 extern _Thread_local uint64_t dma_tls_tid __attribute__((tls_model("initial-exec")));
 void dma_tstats_free(struct dg_dma_dev *dd);
+/* Batches open on @dd: the sum over the threads' blocks and the device's shared count. */
+uint64_t dma_open_batches(const struct dg_dma_dev *dd);
 
 /* ---- the record table (map_record.c) ------------------------------------------------------- */
 
@@ -303,7 +311,7 @@ struct dma_space {
 	struct dma_chunk *chunks;    /* every chunk held (current, draining or spare) */
 	uint32_t nspare, nchunks;    /* under chunk_lock */
 	uint32_t cmax;		     /* chunks held at most (stream.c) */
-	_Atomic uint64_t chunk_gets; /* chunks taken by streams (tests, stats) */
+	_Atomic uint64_t chunk_gets; /* chunks taken by streams (tests, stats; chunk_lock) */
 };
 
 /* ---- policies ---------------------------------------------------------------------------- */
@@ -513,7 +521,7 @@ struct dg_dma_dev {
 	pthread_mutex_t pool_lock;     /* pool create/destroy */
 	uint64_t pool_bytes;	       /* under pool_lock */
 	_Atomic uint64_t iova_states;  /* two-step ranges alive */
-	_Atomic uint64_t open_batches; /* begun and not yet ended: they hold IOVAs and slots */
+	_Atomic uint64_t open_batches; /* those of threads without a block: dma_open_batches() */
 	_Atomic uint64_t persistent;   /* bytes mapped for good: pools, window direct region,
 					 shadow areas, coherent memory */
 	pthread_mutex_t coh_lock;      /* identity coherent allocations: */
@@ -579,6 +587,20 @@ static inline void ctr_add(struct dma_tstats *t, enum dma_ctr c, uint64_t v)
 {
 	atomic_store_explicit(&t->c[c], atomic_load_explicit(&t->c[c], memory_order_relaxed) + v,
 			      memory_order_relaxed);
+}
+
+/* Count @v (1 or -1 as uint64_t) batches opened by this thread on @dd; @t = dma_tstats(dd). The
+ * shared out-of-memory block (owner 0) is written by any thread: its count would race, so
+ * such a thread counts on the device with an atomic add instead. */
+static inline void dma_open_batches_add(struct dg_dma_dev *dd, struct dma_tstats *t, uint64_t v)
+{
+	_Atomic uint64_t *n = &t->open_batches;
+
+	if (dg_likely(t->owner))
+		atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + v,
+				      memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&dd->open_batches, v, memory_order_relaxed);
 }
 
 static inline void ctr_max(_Atomic uint64_t *m, uint64_t v)

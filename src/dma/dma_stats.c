@@ -15,6 +15,10 @@
  * across thread exit and creation; a program that churns threads leaves one small block per
  * (thread, device) until the device is destroyed.
  *
+ * Open batches are counted the same way (dma_tstats.open_batches: begun minus ended on the
+ * thread, since a batch may end on another thread; dma_open_batches() sums them for the
+ * busy check), so a strict poll's batch begin and end take no locked instruction.
+ *
  * Errors are rare: they are counted with atomic adds on the device, by kind.
  */
 #include "dma/dma_internal.h"
@@ -106,6 +110,25 @@ static void tstats_sum(const struct dg_dma_dev *dd, uint64_t *c, uint64_t *subpa
 		if (m > *subpage_max)
 			*subpage_max = m;
 	}
+}
+
+/*
+ * Exact when every batch's begin and end happen before the call (a caller that ends a batch
+ * on one thread and removes the device on another synchronizes the two: the removal then
+ * reads every block's value at least as new as its writer's last begin or end before it).
+ * Each block holds begun minus ended on its thread mod 2^64, so a batch begun on A and ended
+ * on B is +1 on A and -1 on B: the sum wraps back to 0.
+ */
+uint64_t dma_open_batches(const struct dg_dma_dev *dd)
+{
+	/* Acquire pairs with the release CAS in dma_tstats_slow(). */
+	const struct dma_tstats *t =
+		atomic_load_explicit(&((struct dg_dma_dev *)dd)->tstats, memory_order_acquire);
+	uint64_t n = atomic_load_explicit(&dd->open_batches, memory_order_relaxed);
+
+	for (; t; t = t->next)
+		n += atomic_load_explicit(&t->open_batches, memory_order_relaxed);
+	return n;
 }
 
 uint64_t dma_dev_live(const struct dg_dma_dev *dd)

@@ -1048,8 +1048,8 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 	if (!b)
 		return;
 	b->dev = dd;
-	if (dd)
-		atomic_fetch_add_explicit(&dd->open_batches, 1, memory_order_relaxed);
+	if (dd) /* this thread's count: no locked add on a strict poll (dma_open_batches()) */
+		dma_open_batches_add(dd, dma_tstats(dd), 1);
 	b->n = 0;
 	b->nsub = 0;
 	b->seq = 0;
@@ -1091,6 +1091,7 @@ int dma_strict_retire_many(struct dg_dma_dev *dd, const uint64_t *dma, const uin
 			   const uint64_t *token, unsigned int n)
 {
 	struct dma_space *sp = dd->sp;
+	struct dma_tstats *t;
 	struct dg_dma_batch b;
 	int r;
 
@@ -1102,8 +1103,9 @@ int dma_strict_retire_many(struct dg_dma_dev *dd, const uint64_t *dma, const uin
 	r = batch_flush(&b);
 	if (!r)
 		r = b.status;
-	ctr_add(dma_tstats(dd), CTR_BATCHES, 1);
-	atomic_fetch_sub_explicit(&dd->open_batches, 1, memory_order_relaxed);
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_BATCHES, 1);
+	dma_open_batches_add(dd, t, (uint64_t)-1);
 	return r;
 }
 
@@ -1173,6 +1175,7 @@ static dg_always_inline int batch_end_runs(struct dg_dma_batch *b, int *r)
 static dg_always_inline int batch_end(struct dg_dma_batch *b)
 {
 	struct dg_dma_dev *dd = b->dev;
+	struct dma_tstats *t;
 	int r;
 
 	if (dg_likely(batch_runs_only(b))) {
@@ -1184,8 +1187,10 @@ static dg_always_inline int batch_end(struct dg_dma_batch *b)
 	if (!r)
 		r = b->status;
 	b->status = 0;
-	ctr_add(dma_tstats(dd), CTR_BATCHES, 1);
-	atomic_fetch_sub_explicit(&dd->open_batches, 1, memory_order_relaxed);
+	t = dma_tstats(dd);
+	ctr_add(t, CTR_BATCHES, 1);
+	/* this thread's count, -1 even if another thread began the batch (dma_open_batches()) */
+	dma_open_batches_add(dd, t, (uint64_t)-1);
 	b->dev = NULL;
 	return r;
 }

@@ -255,6 +255,15 @@ fail_iova:
 	return NULL;
 }
 
+/* Count a chunk taken (chunk_lock held): the lock makes its holder the one writer, so a
+ * relaxed load and store, not a locked add (the readers - tests, stats - load it). */
+static void chunk_gets_inc(struct dma_space *sp)
+{
+	atomic_store_explicit(&sp->chunk_gets,
+			      atomic_load_explicit(&sp->chunk_gets, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
 /* A chunk for a stream: a spare one, else a new one. */
 static struct dma_chunk *chunk_get(struct dma_space *sp)
 {
@@ -268,6 +277,7 @@ static struct dma_chunk *chunk_get(struct dma_space *sp)
 	if (c) {
 		sp->spare = c->next;
 		sp->nspare--;
+		chunk_gets_inc(sp);
 	}
 	while (sp->nspare > DMA_STREAM_SPARE_MAX) { /* more than streams will want */
 		x = sp->spare;
@@ -295,12 +305,12 @@ static struct dma_chunk *chunk_get(struct dma_space *sp)
 		c->all = sp->chunks;
 		sp->chunks = c;
 		sp->nchunks++;
+		chunk_gets_inc(sp);
 		pthread_mutex_unlock(&sp->chunk_lock);
 	}
 	/* Relaxed: whoever made it spare did so under chunk_lock after the add that completed
 	 * it; our lock above orders everything before (no add can come: all retired). */
 	atomic_store_explicit(&c->retired, 0, memory_order_relaxed);
-	atomic_fetch_add_explicit(&sp->chunk_gets, 1, memory_order_relaxed);
 	return c;
 }
 

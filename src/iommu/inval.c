@@ -451,18 +451,26 @@ static bool scan(struct dg_iommu *mmu, uint64_t seq, uint64_t *upto, int *laggar
 	return true;
 }
 
+/*
+ * Record that every seq <= @upto is complete (a scan found it so). A plain store, not a
+ * compare-and-swap: the CAS (until session 13) only kept `completed` from going down when two
+ * scans race (both load c < upto, the lower stores last), and it cost a locked instruction
+ * on half of a strict poll's waits, which waits for the poll's ring and page-table stores to
+ * leave the store buffer. Going down is harmless: every value ever stored is a true bound
+ * (completion is permanent: published and online devices' acks only grow, and its storer's
+ * own scan saw it complete), so the invariant "every seq <= completed is complete" holds
+ * whatever store lands last; a lower value only sends a later wait to scan, as for a seq
+ * never recorded. Each storer's scan acquired what it depends on (published, the acks, the
+ * offline RMWs) itself, so a reader needs no release sequence through earlier stores.
+ */
 static void advance_completed(struct dg_iommu *mmu, uint64_t upto)
 {
-	uint64_t c = atomic_load_explicit(&mmu->completed, memory_order_relaxed);
-
 	/*
 	 * Release pairs with the acquire loads of completed in dg_inval_wait() and
 	 * dg_inval_done(): a waiter that returns on it inherits what this scan saw.
 	 */
-	while (c < upto &&
-	       !atomic_compare_exchange_weak_explicit(&mmu->completed, &c, upto,
-						      memory_order_release, memory_order_relaxed))
-		;
+	if (atomic_load_explicit(&mmu->completed, memory_order_relaxed) < upto)
+		atomic_store_explicit(&mmu->completed, upto, memory_order_release);
 }
 
 static bool completed_at_least(struct dg_iommu *mmu, uint64_t seq)
@@ -523,16 +531,31 @@ static void report_timeout(struct dg_iommu *mmu, uint64_t seq, uint64_t waited_n
 	pthread_mutex_unlock(&mmu->diag_lock);
 }
 
-/* This thread's shard of the wait counters (threads numbered on first use). */
-static struct wait_stats *wait_shard(struct dg_iommu *mmu)
+/*
+ * This thread's slot of the wait counters. Threads are numbered on first use by a global
+ * counter, never reused (64 bits), and thread k < WAIT_STAT_THREADS owns slot k in every
+ * IOMMU: it is the slot's one writer, so a count is a relaxed load and store (stat_inc), not
+ * a locked add - a wait is on every strict poll, and a locked instruction there would wait
+ * for the poll's page-table and ring stores to leave the store buffer. Later threads share
+ * the last slot and count with atomic adds (wait_count()).
+ */
+static struct wait_stats *wait_slot(struct dg_iommu *mmu)
 {
-	static _Atomic unsigned int next;
-	static _Thread_local unsigned int shard = UINT32_MAX;
+	static _Atomic uint64_t next;
+	static _Thread_local uint64_t me = UINT64_MAX;
 
-	if (shard == UINT32_MAX)
-		shard = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed) %
-			WAIT_STAT_SHARDS;
-	return &mmu->wst[shard];
+	if (me == UINT64_MAX)
+		me = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
+	return &mmu->wst[me < WAIT_STAT_THREADS ? me : WAIT_STAT_THREADS];
+}
+
+/* Count one in @c of this thread's slot @ws (wait_slot()). */
+static inline void wait_count(struct dg_iommu *mmu, struct wait_stats *ws, _Atomic uint64_t *c)
+{
+	if (dg_likely(ws != &mmu->wst[WAIT_STAT_THREADS]))
+		stat_inc(c, 1); /* the slot's one writer */
+	else
+		atomic_fetch_add_explicit(c, 1, memory_order_relaxed); /* shared slot */
 }
 
 int dg_inval_wait(struct dg_iommu *mmu, uint64_t seq)
@@ -544,10 +567,10 @@ int dg_inval_wait(struct dg_iommu *mmu, uint64_t seq)
 
 	if (!mmu)
 		return -EINVAL;
-	ws = wait_shard(mmu);
-	atomic_fetch_add_explicit(&ws->waits, 1, memory_order_relaxed);
+	ws = wait_slot(mmu);
+	wait_count(mmu, ws, &ws->waits);
 	if (completed_at_least(mmu, seq)) {
-		atomic_fetch_add_explicit(&ws->coalesced, 1, memory_order_relaxed);
+		wait_count(mmu, ws, &ws->coalesced);
 		return 0;
 	}
 	for (bool known = false;;) {
@@ -582,7 +605,7 @@ int dg_inval_wait(struct dg_iommu *mmu, uint64_t seq)
 			continue;
 		sched_yield();
 		if (now - start >= mmu->cfg.wait_timeout_ns) {
-			atomic_fetch_add_explicit(&ws->timeouts, 1, memory_order_relaxed);
+			wait_count(mmu, ws, &ws->timeouts);
 			report_timeout(mmu, seq, now - start);
 			return -ETIMEDOUT;
 		}

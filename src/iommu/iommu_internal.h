@@ -32,8 +32,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#define AGENT_OFFLINE	 (1ull << 63) /* in agent_slot.ack: the device does not hold up waits */
-#define WAIT_STAT_SHARDS 8
+#define AGENT_OFFLINE	  (1ull << 63) /* in agent_slot.ack: the device does not hold up waits */
+#define WAIT_STAT_THREADS 32	       /* wait counters: threads with a slot each (inval.c) */
+#define WAIT_STAT_SHARDS  (WAIT_STAT_THREADS + 1) /* + one all later threads share */
 
 struct agent_slot {
 	dg_cacheline _Atomic uint64_t ack; /* last acknowledged seq | AGENT_OFFLINE */
@@ -170,7 +171,9 @@ struct dg_iommu {
 	uint32_t nr_domains;	    /* lock */
 	_Atomic(struct dg_domain *) domains[DG_DOMAIN_ID_MAX + 1]; /* by id; written under lock */
 	struct dg_dev_stats retired; /* lock: counters of destroyed devices */
-	/* Wait counters, sharded by thread so concurrent waiters do not share a line. */
+	/* Wait counters, one slot per thread (its own line), so a wait bumps them with a relaxed
+	 * load and store, not a locked add; slot WAIT_STAT_THREADS: every later thread's, with
+	 * atomic adds. */
 	struct wait_stats {
 		dg_cacheline _Atomic uint64_t waits;
 		_Atomic uint64_t coalesced;
