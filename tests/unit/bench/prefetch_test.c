@@ -18,8 +18,8 @@
  *    line of `from` (4 descriptors a line), around the ring's end and the 2^32 wrap of the
  *    free-running index; an empty range asks for nothing;
  *  - nic_rx_extent()/nic_tx_extent(): the next burst may be empty, short, capped by
- *    NIC_BURST or by WL_BURST_BYTES, whole sends only (a chain without its EOP is left out),
- *    across the ring's end;
+ *    NIC_BURST or by WL_BURST_BYTES, whole sends only (a chain without its EOP, or with it
+ *    past NIC_SEGS descriptors, is left out), across the ring's end;
  *  - nic_prefetch_burst() asks for the page-table lines of [from, from + n) around the ring's
  *    end; nic_ahead_done() says which of a burst's descriptors the burst before covered;
  *  - two bursts in a row (nic_ahead_start(), nic_ahead_late()): the first asks for its own
@@ -309,6 +309,14 @@ static void test_extents(void **state)
 	assert_int_equal(nic_tx_extent(r, RING - 1, 60, 5, &bytes), 3);
 	assert_int_equal(bytes, 3 * 16384);
 	assert_int_equal(nic_tx_extent(r, RING - 1, 60, 2, &bytes), 0);
+	assert_int_equal(bytes, 0);
+	/* a send of NIC_SEGS descriptors is whole; one of more is not (its EOP past NIC_SEGS) */
+	for (uint32_t i = 0; i < RING; i++)
+		set_desc(r, i, BASE + i * K4, 64, i == NIC_SEGS || i == 40 ? NIC_EOP : 0);
+	assert_int_equal(nic_tx_extent(r, RING - 1, 1, RING, &bytes), NIC_SEGS);
+	assert_int_equal(bytes, NIC_SEGS * 64);
+	assert_int_equal(nic_tx_extent(r, RING - 1, 0, RING, &bytes), 0);
+	assert_int_equal(bytes, 0);
 	free(r);
 }
 
