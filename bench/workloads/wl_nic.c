@@ -1213,13 +1213,10 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 				off = 0;
 			}
 		}
-		if (!k0) { /* the next burst's descriptors are here: its page-table lines */
-			uint64_t nb;
-
+		if (!k0) /* the next burst's descriptors are here: its page-table lines */
 			rg->dev_ahead = nic_ahead_late(
 				p, ring, rg->mask, next,
-				nic_tx_extent(ring, rg->mask, next, tail - next, &nb), true);
-		}
+				tail - next < NIC_BURST ? tail - next : NIC_BURST, true);
 		if (k0 + m < n && !dev_ack_between(d, p, rg, &ring)) {
 			/* never while the ring stays mapped (see rx_burst()) */
 			wl_dev_ring_lost(d, n);

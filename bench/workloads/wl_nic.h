@@ -149,15 +149,18 @@ static inline void nic_prefetch_descs(const struct nic_desc *ring, uint32_t mask
 
 /*
  * Of a burst [head, head + n), the descriptors [head, head + return) whose page-table lines
- * the burst before asked for already (it did for [head, @ahead): the next burst it could see,
- * which may be shorter than this one - the driver published more since - but never longer;
- * anything else, 0): the burst's start asks only for the rest.
+ * the burst before asked for already: it did for [head, @ahead), at most NIC_BURST
+ * descriptors, the next burst as far as it could see it - shorter than this one when the
+ * driver published more since, longer when this one stops at whole sends or WL_BURST_BYTES
+ * (tx asks for up to NIC_BURST descriptors: the exact extent would cost a second pass over
+ * them); @ahead anywhere else (behind @head, or a ring that never looked ahead): 0. The
+ * burst's start asks only for the rest.
  */
 static inline uint32_t nic_ahead_done(uint32_t ahead, uint32_t head, uint32_t n)
 {
 	uint32_t m = ahead - head;
 
-	return m <= n ? m : 0;
+	return m > NIC_BURST ? 0 : m < n ? m : n;
 }
 
 /*
@@ -194,9 +197,9 @@ static inline void nic_prefetch_burst(const struct wl_port *p, const struct nic_
  * next burst [head + n, head + n + nn): those the driver published already, below @tail (the
  * tail this burst loaded: the device owns them), at most NIC_BURST. nic_ahead_late(), after
  * the burst's first group of DMAs (the descriptor lines have come: a transfer is ~80 ns, a
- * group of 8 DMAs takes longer): the page-table lines of the next burst's buffers, @nn of
- * them from @next (its extent, read from those descriptors: nic_rx_extent() or
- * nic_tx_extent() of what is below @tail); they have the burst's rest and whatever the device
+ * group of 8 DMAs takes longer): the page-table lines of the next burst's buffers, @nn
+ * descriptors from @next (rx: its extent, nic_rx_extent() of what is below @tail; tx: what is
+ * below @tail, at most NIC_BURST); they have the burst's rest and whatever the device
  * does before the ring's next burst to come. Returns the new ahead mark (next + nn). Nothing
  * else: a prefetch never grants or translates (dmaguard/dev.h), so a wrong address costs a
  * useless line, nothing more; identity and pass-through run the same code (their page-table

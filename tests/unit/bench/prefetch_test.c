@@ -266,8 +266,9 @@ static void test_ahead_done(void **state)
 	assert_int_equal(nic_ahead_done(132, 100, 32), 32); /* all of them */
 	assert_int_equal(nic_ahead_done(108, 100, 32), 8);  /* a short one: 8 */
 	assert_int_equal(nic_ahead_done(108, 100, 8), 8);
-	assert_int_equal(nic_ahead_done(140, 100, 32), 0); /* more than this burst: none */
-	assert_int_equal(nic_ahead_done(95, 100, 32), 0);  /* behind: none */
+	assert_int_equal(nic_ahead_done(132, 100, 16), 16); /* longer than this burst: all */
+	assert_int_equal(nic_ahead_done(133, 100, 32), 0);  /* more than a burst: stale */
+	assert_int_equal(nic_ahead_done(95, 100, 32), 0);   /* behind: none */
 	assert_int_equal(nic_ahead_done(0, 0x80000000u, 32),
 			 0); /* a ring that never looked ahead */
 	assert_int_equal(nic_ahead_done(UINT32_MAX - 3 + 32, UINT32_MAX - 3, 32), 32); /* 2^32 */
