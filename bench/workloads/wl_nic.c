@@ -52,12 +52,22 @@
  *
  * Device burst of a queue: at most NIC_BURST descriptors per ring. Once a burst's descriptors
  * are known, before its first translation, the device starts the translations of all its
- * buffers (dev_prefetch_burst(): dg_dev_prefetch_fast() of each distinct page-table line
+ * buffers (nic_prefetch_burst(): dg_dev_prefetch_fast() of each distinct page-table line
  * once, dmaguard/dev.h; a send's or aggregation buffer's every line): a strict burst of 32
  * buffers reads 4 lines (consecutive IOVAs, 8 entries a line; 5 when they straddle), each
  * written by the driver's core, and translated 8 at a time between the copies they came one
- * cross-core miss after another; prefetched together they overlap. Identity runs the same
- * loop (its prefetch does nothing). rx (rx_burst()):
+ * cross-core miss after another; prefetched together they overlap. And one burst ahead
+ * (nic_ahead_start(), nic_ahead_late(), wl_nic.h): at a burst's start the device asks for the
+ * descriptor lines of the ring's next burst - the descriptors the driver published already,
+ * below the tail this burst loaded (at most NIC_BURST; none when the burst took them all) -
+ * and after the burst's first group of DMAs, when those lines have come, it reads them and
+ * asks for their buffers' page-table lines; the next burst's start asks only for the lines
+ * the look-ahead could not see (the driver published more meanwhile). A descriptor below the
+ * loaded tail is the device's (see above: the tail's release/acquire orders the driver's
+ * writes before these plain reads; TSan reports the reads when they go past the tail), and
+ * nothing past it is read or prefetched: the driver may be writing it. A prefetch never
+ * translates or grants (dmaguard/dev.h). Identity runs the same code (its page-table
+ * prefetch does nothing; it gets its descriptor lines early too). rx (rx_burst()):
  * translate the ring, then, NIC_ACK_EVERY buffers at a time, every frame's destination and
  * copy the frames (a header with the queue's next sequence number, the rest from a
  * template); with rx_frames > 1 (receive aggregation, rx_burst_agg(): frames back to back,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of the device workloads' early start (wl.h wl_dev_prefetch_line() and
- * wl_dev_prefetch(), used by wl_nic.c dev_prefetch_burst() and wl_nvme.c), on a real
+ * wl_dev_prefetch(), used by wl_nic.h nic_prefetch_burst() and wl_nvme.c), on a real
  * leaf-direct device whose hot line holds the table of the test's pages, with
  * __builtin_prefetch recorded by this test (dmaguard/dev.h's inline is compiled here):
  *  - a burst of 32 buffers on consecutive pages asks for each of their page-table lines
