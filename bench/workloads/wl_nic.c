@@ -52,12 +52,22 @@
  *
  * Device burst of a queue: at most NIC_BURST descriptors per ring. Once a burst's descriptors
  * are known, before its first translation, the device starts the translations of all its
- * buffers (dev_prefetch_burst(): dg_dev_prefetch_fast() of each distinct page-table line
+ * buffers (nic_prefetch_burst(): dg_dev_prefetch_fast() of each distinct page-table line
  * once, dmaguard/dev.h; a send's or aggregation buffer's every line): a strict burst of 32
  * buffers reads 4 lines (consecutive IOVAs, 8 entries a line; 5 when they straddle), each
  * written by the driver's core, and translated 8 at a time between the copies they came one
- * cross-core miss after another; prefetched together they overlap. Identity runs the same
- * loop (its prefetch does nothing). rx (rx_burst()):
+ * cross-core miss after another; prefetched together they overlap. And one burst ahead
+ * (nic_ahead_start(), nic_ahead_late(), wl_nic.h): at a burst's start the device asks for the
+ * descriptor lines of the ring's next burst - the descriptors the driver published already,
+ * below the tail this burst loaded (at most NIC_BURST; none when the burst took them all) -
+ * and after the burst's first group of DMAs, when those lines have come, it reads them and
+ * asks for their buffers' page-table lines; the next burst's start asks only for the lines
+ * the look-ahead could not see (the driver published more meanwhile). A descriptor below the
+ * loaded tail is the device's (see above: the tail's release/acquire orders the driver's
+ * writes before these plain reads; TSan reports the reads when they go past the tail), and
+ * nothing past it is read or prefetched: the driver may be writing it. A prefetch never
+ * translates or grants (dmaguard/dev.h). Identity runs the same code (its page-table
+ * prefetch does nothing; it gets its descriptor lines early too). rx (rx_burst()):
  * translate the ring, then, NIC_ACK_EVERY buffers at a time, every frame's destination and
  * copy the frames (a header with the queue's next sequence number, the rest from a
  * template); with rx_frames > 1 (receive aggregation, rx_burst_agg(): frames back to back,
@@ -85,22 +95,11 @@
 #include <string.h>
 
 #define NIC_BUDGET 64 /* rx buffers / tx sends reaped per queue and poll */
-#define NIC_BURST  32 /* descriptors per ring and device burst */
 /* DMAs (frames, tx descriptors) between two checks for a pending invalidation */
 #define NIC_ACK_EVERY 8
-#define NIC_EOP	      1	 /* desc.flags: last descriptor of a send */
 #define NIC_DD	      1	 /* desc.status: done */
-#define NIC_SEGS      32 /* TSO: segments of a send at most */
 #define NIC_MAX_Q     64 /* queue pairs per port */
 #define NIC_FRAME_SG  4	 /* translated segments per rx frame at most */
-
-struct nic_desc {
-	uint64_t addr;		 /* DMA address (driver) */
-	uint32_t len;		 /* buffer/segment bytes (driver); rx: bytes written (device) */
-	uint16_t flags;		 /* NIC_EOP (driver) */
-	_Atomic uint16_t status; /* NIC_DD: release by the device, acquire by the driver */
-};
-_Static_assert(sizeof(struct nic_desc) == 16, "descriptors are 16 bytes");
 
 /* A received buffer on the rx ring (one per descriptor). */
 struct nic_rxslot {
@@ -134,8 +133,9 @@ struct nic_ring {
 	/* The doorbell register: release store by the driver, acquire load by the device. */
 	_Alignas(64) _Atomic uint32_t tail;
 	_Alignas(64) uint32_t dev_head; /* device: next descriptor */
-	uint64_t dev_seq;		/* device (rx): next frame's sequence number */
-	struct wl_ring_xlat dev_x;	/* device: the ring's translation */
+	uint32_t dev_ahead;	   /* device: lines asked for ahead up to here (nic_ahead_done) */
+	uint64_t dev_seq;	   /* device (rx): next frame's sequence number */
+	struct wl_ring_xlat dev_x; /* device: the ring's translation */
 };
 /* Four lines: read-only (both), the driver's indices, the doorbell, the device's. */
 _Static_assert(offsetof(struct nic_ring, ntu) / 64 != offsetof(struct nic_ring, mask) / 64 &&
@@ -232,6 +232,7 @@ static int ring_init(struct wl_port *p, struct nic_ring *rg, uint32_t size)
 		fprintf(stderr, "bench workloads: ring: %s\n", strerror(errno));
 		return -ENOMEM;
 	}
+	assert(((uintptr_t)rg->desc & 63) == 0); /* page aligned: nic_prefetch_descs() */
 	return 0;
 }
 
@@ -939,32 +940,6 @@ static bool dev_ack_between(struct wl_dev *d, struct wl_port *p, struct nic_ring
 }
 
 /*
- * The burst's n descriptors from the device head are read: start the translations of all
- * their buffers at once (wl_dev_prefetch(): each page-table line once, overlapping), before
- * the first one is translated; @whole: every line of each descriptor's [addr, addr + len)
- * (sends, aggregation buffers), else the line of its start (a frame at the buffer's start).
- * In two straight runs around the ring's end: ~8 instructions a descriptor. Pass-through
- * does the same descriptor reads, and its prefetch does nothing.
- */
-static void dev_prefetch_burst(const struct wl_port *p, const struct nic_desc *ring,
-			       const struct nic_ring *rg, uint32_t n, bool whole)
-{
-	uint32_t i = rg->dev_head & rg->mask, a = rg->size - i < n ? rg->size - i : n;
-	uint64_t last = UINT64_MAX;
-
-	for (unsigned int run = 0; run < 2; run++) {
-		const struct nic_desc *dsc = run ? ring : ring + i, *end = dsc + (run ? n - a : a);
-
-		for (; dsc < end; dsc++) {
-			if (whole)
-				wl_dev_prefetch(p, dsc->addr, dsc->len, &last);
-			else
-				wl_dev_prefetch_line(p, dsc->addr, &last);
-		}
-	}
-}
-
-/*
  * The write-back of a receive burst's n descriptors together (a NIC's descriptor write-back
  * threshold: the driver's polls of DD take each ring line from the device once), with the
  * bytes written to each buffer; the ring's device head moves past them.
@@ -997,7 +972,7 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->rx;
 	/* Acquire pairs with the driver's release store of tail in write_rx(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t n = tail - rg->dev_head;
+	uint32_t n = tail - rg->dev_head, next;
 	uint32_t written[NIC_BURST];
 	unsigned int fnr[NIC_ACK_EVERY];
 	uint64_t bytes = 0;
@@ -1005,10 +980,9 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 
 	if (!n || !(ring = dev_ring(d, p, rg)))
 		return 0;
-	n = n < NIC_BURST ? n : NIC_BURST;
-	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES)
-		n = WL_BURST_BYTES / prm->rx_buf ? WL_BURST_BYTES / prm->rx_buf : 1;
-	dev_prefetch_burst(p, ring, rg, n, false);
+	n = nic_rx_extent(n, prm->rx_buf);
+	next = rg->dev_head + n;
+	nic_ahead_start(p, ring, rg->mask, rg->dev_head, rg->dev_ahead, n, tail, false);
 	for (uint32_t k0 = 0; k0 < n; k0 += NIC_ACK_EVERY) {
 		uint32_t m = n - k0 < NIC_ACK_EVERY ? n - k0 : NIC_ACK_EVERY;
 
@@ -1044,6 +1018,10 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 			written[k0 + f] = prm->rx_frame;
 			bytes += prm->rx_frame;
 		}
+		if (!k0) /* the next burst's descriptors are here: its page-table lines */
+			rg->dev_ahead = nic_ahead_late(p, ring, rg->mask, next,
+						       nic_rx_extent(tail - next, prm->rx_buf),
+						       false);
 		if (k0 + m < n && !dev_ack_between(d, p, rg, &ring)) {
 			/* never while the ring stays mapped: untranslatable, no descriptor can
 			   be written back (the buffers are written again next burst) */
@@ -1154,10 +1132,8 @@ static uint64_t rx_burst_agg(struct wl_dev *d, struct wl_port *p, struct nic_por
 
 	if (!n || !(a.ring = dev_ring(d, p, rg)))
 		return 0;
-	n = n < NIC_BURST ? n : NIC_BURST;
-	if ((uint64_t)n * prm->rx_buf > WL_BURST_BYTES)
-		n = WL_BURST_BYTES / prm->rx_buf ? WL_BURST_BYTES / prm->rx_buf : 1;
-	dev_prefetch_burst(p, a.ring, rg, n, true);
+	n = nic_rx_extent(n, prm->rx_buf);
+	nic_prefetch_burst(p, a.ring, rg->mask, rg->dev_head, n, true);
 	for (uint32_t k = 0; k < n; k++) {
 		const struct nic_desc *dsc = &a.ring[(rg->dev_head + k) & rg->mask];
 
@@ -1209,7 +1185,7 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->tx;
 	/* Acquire pairs with the driver's release store of tail in write_tx(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t avail = tail - rg->dev_head, n = 0;
+	uint32_t avail = tail - rg->dev_head, n, next;
 	unsigned int nr[NIC_ACK_EVERY];
 	uint64_t bytes = 0, sent = 0; /* sent: the payload of the sends done so far */
 	size_t off = 0;
@@ -1219,21 +1195,9 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	if (!avail || !(ring = dev_ring(d, p, rg)))
 		return 0;
 	/* The whole sends of the burst: descriptors [0, n), bytes of payload. */
-	while (n < avail && n < NIC_BURST && bytes < WL_BURST_BYTES) {
-		uint32_t ns = 0;
-		uint64_t len = 0;
-
-		while (n + ns < avail && ns < NIC_SEGS &&
-		       !(ring[(rg->dev_head + n + ns++) & rg->mask].flags & NIC_EOP))
-			;
-		if (!(ring[(rg->dev_head + n + ns - 1) & rg->mask].flags & NIC_EOP))
-			break; /* not a whole send (the driver never publishes one) */
-		for (uint32_t k = 0; k < ns; k++)
-			len += ring[(rg->dev_head + n + k) & rg->mask].len;
-		bytes += len;
-		n += ns;
-	}
-	dev_prefetch_burst(p, ring, rg, n, true);
+	n = nic_tx_extent(ring, rg->mask, rg->dev_head, avail, &bytes);
+	next = rg->dev_head + n;
+	nic_ahead_start(p, ring, rg->mask, rg->dev_head, rg->dev_ahead, n, tail, true);
 	for (uint32_t k0 = 0; k0 < n; k0 += NIC_ACK_EVERY) {
 		uint32_t m = n - k0 < NIC_ACK_EVERY ? n - k0 : NIC_ACK_EVERY;
 
@@ -1259,6 +1223,10 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 				off = 0;
 			}
 		}
+		if (!k0) /* the next burst's descriptors are here: its page-table lines */
+			rg->dev_ahead = nic_ahead_late(
+				p, ring, rg->mask, next,
+				tail - next < NIC_BURST ? tail - next : NIC_BURST, true);
 		if (k0 + m < n && !dev_ack_between(d, p, rg, &ring)) {
 			/* never while the ring stays mapped (see rx_burst()) */
 			wl_dev_ring_lost(d, n);
