@@ -22,7 +22,8 @@
  * poll's batch - stream runs only, submitted - ends in line: batch_end_runs). The
  * invalidation is one RANGE command over the hull when the hull is at most four times the
  * bytes unmapped (magazines often hand back neighbouring IOVAs), else one command per run of
- * adjacent ranges, all submitted at once (one atomic add on the queue), up to BATCH_PSI_RUNS
+ * adjacent ranges, all submitted at once (one atomic add on the queue, for a poll's stream
+ * runs made before their page-table clears: batch_issue_runs, iommu/inval.h), up to BATCH_PSI_RUNS
  * runs; more scattered than that, one DOMAIN command (leaf-only unless a table page was
  * freed). That is Linux's VT-d rule (a domain-selective flush above the page-selective
  * limit) for the same reason: every device reads and applies each command, each slot is a
@@ -591,6 +592,14 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
  * (two-step unlinks cleared theirs already) - and submit the commands
  * (one over the hull when it is at most four times the bytes unmapped, one per run up to
  * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
+ *
+ * Stream runs only (batch_issue_runs, a poll's batch): the commands are known before the
+ * clears (a kept table's clear changes no gather), so their ring slots are reserved first,
+ * the clears made, and the slots written and committed after (iommu/inval.h): the queue's
+ * add then waits for no clear, and the clears drain with the slot behind the close - one
+ * cross-core transfer of waiting per submit, not two in series. The general way
+ * (batch_issue_slow) reserves after its clears: a page-table call's clears grow the gather
+ * and may free tables (not leaf-only any more), so its commands are known only then.
  */
 static int batch_issue_slow(struct dg_dma_batch *b);
 
@@ -690,8 +699,9 @@ static dg_always_inline void batch_reserve_cmds(struct dg_dma_batch *b, struct d
 }
 
 /* Write and commit what batch_reserve_cmds() reserved; the batch's wait covers it (b->seq). */
-static dg_always_inline void batch_post_cmds(struct dg_dma_batch *b, const struct dg_inval_cmd *cmds,
-					     size_t nc, struct inval_ticket *t)
+static dg_always_inline void batch_post_cmds(struct dg_dma_batch *b,
+					     const struct dg_inval_cmd *cmds, size_t nc,
+					     struct inval_ticket *t)
 {
 	uint64_t seq = 0;
 

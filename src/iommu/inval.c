@@ -13,6 +13,10 @@
  * submit_ranges(): each command's split decided once, its slot count without a walk; the
  * same slots, marks and errors as validate() + emit() (the general way).
  *
+ * A strict DMA batch submits in two steps (inval.h: iommu_inval_reserve() before its
+ * page-table clears, iommu_inval_post() after them): the same checks, slots and marks as
+ * dg_inval_submit(), the queue's two locked RMWs no longer both behind the clears' lines.
+ *
  * A wait for seq S completes when the batch holding S has been published and every online
  * device has acknowledged S (agent.c). Completion is then recorded by one memory write,
  * `completed` (the VT-d wait descriptor's status write), which every later wait for S' <= S
@@ -453,9 +457,14 @@ int iommu_inval_reserve(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, s
 	int r;
 
 	assert(mmu && cmds && n);
-	t->ranges = ranges_only(cmds, n);
-	r = t->ranges ? ranges_plan(mmu, cmds, n, t->way, &total) :
-			general_plan(mmu, cmds, n, &total);
+	if (n == 1 && cmds[0].type == DG_INVAL_RANGE) { /* a copy for one (no loops) */
+		t->ranges = true;
+		r = ranges_plan(mmu, cmds, 1, t->way, &total);
+	} else {
+		t->ranges = ranges_only(cmds, n);
+		r = t->ranges ? ranges_plan(mmu, cmds, n, t->way, &total) :
+				general_plan(mmu, cmds, n, &total);
+	}
 	if (r)
 		return r;
 	t->total = (uint32_t)total;
@@ -473,7 +482,9 @@ void iommu_inval_post(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, siz
 {
 	if (!t->reserved)
 		t->start = inv_queue_reserve(&mmu->inv, t->total, &t->owner);
-	if (t->ranges) {
+	if (t->ranges && n == 1) {
+		ranges_write(mmu, cmds, 1, t->way, t->start, t->total); /* no loops */
+	} else if (t->ranges) {
 		ranges_write(mmu, cmds, n, t->way, t->start, t->total);
 	} else {
 		uint64_t s = t->start;

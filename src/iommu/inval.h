@@ -37,11 +37,11 @@
 
 /* A reservation between iommu_inval_reserve() and iommu_inval_post(). */
 struct inval_ticket {
-	uint64_t start;	 /* first slot (reserved only) */
-	uint32_t total;	 /* slots */
-	bool owner;	 /* owns the queue's batch (reserved only) */
-	bool reserved;	 /* false: reference configuration, the post reserves */
-	bool ranges;	 /* RANGE commands only, written by way[] */
+	uint64_t start; /* first slot (reserved only) */
+	uint32_t total; /* slots */
+	bool owner;	/* owns the queue's batch (reserved only) */
+	bool reserved;	/* false: reference configuration, the post reserves */
+	bool ranges;	/* RANGE commands only, written by way[] */
 	uint8_t way[INVAL_TICKET_RANGES];
 };
 

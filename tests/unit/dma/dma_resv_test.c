@@ -377,12 +377,11 @@ static void test_ticket(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_runs_one),	cmocka_unit_test(test_runs_two),
-		cmocka_unit_test(test_runs_eight),	cmocka_unit_test(test_runs_reference),
-		cmocka_unit_test(test_runs_mutex_queue),
-		cmocka_unit_test(test_mixed_batch),	cmocka_unit_test(test_empty_batch),
-		cmocka_unit_test(test_refused_reserve), cmocka_unit_test(test_timeout),
-		cmocka_unit_test(test_ticket),
+		cmocka_unit_test(test_runs_one),	 cmocka_unit_test(test_runs_two),
+		cmocka_unit_test(test_runs_eight),	 cmocka_unit_test(test_runs_reference),
+		cmocka_unit_test(test_runs_mutex_queue), cmocka_unit_test(test_mixed_batch),
+		cmocka_unit_test(test_empty_batch),	 cmocka_unit_test(test_refused_reserve),
+		cmocka_unit_test(test_timeout),		 cmocka_unit_test(test_ticket),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
