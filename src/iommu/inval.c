@@ -473,7 +473,7 @@ int iommu_inval_reserve(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, s
 	t->owner = false;
 	t->start = 0;
 	if (t->reserved)
-		t->start = inv_queue_reserve(&mmu->inv, t->total, &t->owner);
+		t->start = inv_queue_reserve_closed(&mmu->inv, t->total, &t->owner);
 	return 0;
 }
 
@@ -493,7 +493,7 @@ void iommu_inval_post(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, siz
 			emit(mmu, &cmds[i], &s, i ? 0 : INV_MARK_SUBMIT);
 		assert(s == t->start + t->total);
 	}
-	inv_queue_commit(&mmu->inv, t->start, t->total, t->owner);
+	inv_queue_commit_closed(&mmu->inv, t->start, t->total, t->owner);
 	*seq = t->start + t->total;
 }
 

@@ -25,11 +25,13 @@
 #include <dmaguard/dev.h>
 #include <dmaguard/iommu.h>
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -326,11 +328,32 @@ static void test_timeout(void **state)
 	free(mem);
 }
 
+/* A second producer's dg_inval_submit(), in its own thread. */
+struct later {
+	struct dg_iommu *mmu;
+	struct dg_inval_cmd c;
+	uint64_t seq;
+	_Atomic int done;
+};
+
+static void *later_main(void *arg)
+{
+	struct later *l = arg;
+
+	if (dg_inval_submit(l->mmu, &l->c, 1, &l->seq))
+		l->seq = 0;
+	atomic_store(&l->done, 1);
+	return NULL;
+}
+
 /*
- * The two steps (white box): while a reservation is held the queue is open (inv_queue_check
- * refuses it: what the tests above would see if a path forgot its post), a producer that
- * joins it returns with its command unpublished, and the post publishes both. A refused
- * reserve leaves the tail where it was.
+ * The two steps (white box). A refused reserve leaves the tail where it was. A reservation
+ * made with no batch open is closed (inval_queue.h): the producer publishes alone, so while
+ * it is held the queue is open (inv_queue_check refuses it: what the tests above would see if
+ * a path forgot its post), and a later producer (another thread: it owns the next batch)
+ * waits in its commit until the post, which publishes both in order. A reservation made
+ * while a batch is open joins it: its post returns with nothing published, the batch's owner
+ * publishes it.
  */
 static void test_ticket(void **state)
 {
@@ -339,7 +362,11 @@ static void test_ticket(void **state)
 	struct dg_dma_dev *dd;
 	struct inval_ticket t;
 	struct dg_inval_cmd c, bad;
-	uint64_t t0, seq, seq2;
+	struct inv_cmd ic = {.op = INV_OP_GLOBAL, .mark = INV_MARK_SUBMIT};
+	struct later l;
+	pthread_t th;
+	uint64_t t0, seq, start;
+	bool owner;
 
 	(void)state;
 	assert_int_equal(fixture_init(&f, false, 0), 0);
@@ -357,20 +384,43 @@ static void test_ticket(void **state)
 	assert_int_equal(queue_tail(&f), t0);
 	queue_closed(&f);
 
+	/* alone: a later producer waits for the post */
 	assert_int_equal(iommu_inval_reserve(f.mmu, &c, 1, &t), 0);
 	assert_true(t.reserved && t.owner);
 	assert_int_equal(t.total, 2); /* [first, first + 3 granules): two exact blocks */
 	assert_int_equal(queue_tail(&f), t0 + 2);
 	assert_int_equal(inv_queue_check(&f.mmu->inv, NULL), -EUCLEAN);
-	assert_int_equal(dg_inval_submit(f.mmu, &c, 1, &seq2), 0); /* joins: not the owner */
-	assert_int_equal(seq2, t0 + 4);
-	assert_false(dg_inval_done(f.mmu, seq2));
+	l.mmu = f.mmu;
+	l.c = c;
+	l.seq = 0;
+	atomic_init(&l.done, 0);
+	assert_int_equal(pthread_create(&th, NULL, later_main, &l), 0);
+	for (int i = 0; i < 50 && !atomic_load(&l.done); i++)
+		usleep(1000);
+	assert_false(atomic_load(&l.done)); /* its commit waits for ours */
 	assert_true(atomic_load(&f.mmu->inv.published) <= t0);
 	iommu_inval_post(f.mmu, &c, 1, &t, &seq);
 	assert_int_equal(seq, t0 + 2);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(l.seq, t0 + 4);
 	queue_closed(&f);
-	assert_int_equal(atomic_load(&f.mmu->inv.published), seq2);
-	assert_int_equal(dg_inval_wait(f.mmu, seq2), 0);
+	assert_int_equal(dg_inval_wait(f.mmu, l.seq), 0);
+
+	/* joined: a batch open (its reserve by hand), the post publishes nothing */
+	start = inv_queue_reserve(&f.mmu->inv, 1, &owner);
+	assert_true(owner);
+	assert_int_equal(start, t0 + 4);
+	assert_int_equal(iommu_inval_reserve(f.mmu, &c, 1, &t), 0);
+	assert_false(t.owner);
+	iommu_inval_post(f.mmu, &c, 1, &t, &seq);
+	assert_int_equal(seq, t0 + 7);
+	assert_int_equal(atomic_load(&f.mmu->inv.published), t0 + 4);
+	assert_int_equal(inv_queue_check(&f.mmu->inv, NULL), -EUCLEAN);
+	inv_queue_write(&f.mmu->inv, start, &ic);
+	inv_queue_commit(&f.mmu->inv, start, 1, owner); /* the close covers the joined slots */
+	queue_closed(&f);
+	assert_int_equal(atomic_load(&f.mmu->inv.published), t0 + 7);
+	assert_int_equal(dg_inval_wait(f.mmu, seq), 0);
 	assert_int_equal(fixture_end(&f, dd), 0);
 }
 
