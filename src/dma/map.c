@@ -596,8 +596,9 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
  * Stream runs only (batch_issue_runs, a poll's batch): the commands are known before the
  * clears (a kept table's clear changes no gather), so their ring slots are reserved first,
  * the clears made, and the slots written and committed after (iommu/inval.h): the queue's
- * add then waits for no clear, and the clears drain with the slot behind the close - one
- * cross-core transfer of waiting per submit, not two in series. The general way
+ * add then waits for no clear, no close follows (a lone producer's reservation is closed),
+ * and the clears drain with the slot behind the poll's next locked instruction - one
+ * cross-core transfer of waiting per submit at most, not two in series. The general way
  * (batch_issue_slow) reserves after its clears: a page-table call's clears grow the gather
  * and may free tables (not leaf-only any more), so its commands are known only then.
  */

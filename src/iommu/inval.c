@@ -438,15 +438,15 @@ int dg_inval_submit(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_
 }
 
 /*
- * Two steps (inval.h): the checks and the reservation, then, after the caller's page-table
- * clears, the slot writes and the commit - the same slots, marks and errors as
+ * Two steps (inval.h): the checks and a closed reservation, then, after the caller's
+ * page-table clears, the slot writes and the commit - the same slots, marks and errors as
  * dg_inval_submit(). The point is where the store buffer drains (a locked instruction waits
  * for every earlier store to own its line; a page-table clear's line is held shared by the
  * device that walked it, ~80 ns away on the test VM): submitting after the clears, the
  * reservation's add waited for the clears, then the close waited for the slot line; reserved
- * before them, the add finds only the caller's own lines in the buffer, and the clears, the
- * slot stores and `published` drain together behind the close (the owner's) or behind the
- * caller's next locked instruction (a producer that joined). The stamp's release store still
+ * before them, the add finds only the caller's own lines in the buffer, a lone producer
+ * needs no close (inval_queue.h), and the clears, the slot stores and `published` drain
+ * together behind the caller's next locked instruction. The stamp's release store still
  * follows the clears in program order, so a device that applies the command as soon as its
  * stamp is written sees them (inval_queue.h).
  */

@@ -2,22 +2,24 @@
 /*
  * iommu/inval.h - dg_inval_submit() in two steps (private: the DMA layer's strict batch).
  *
- * iommu_inval_reserve() checks the commands, counts their ring slots and reserves them (the
- * queue's one atomic add); iommu_inval_post() writes the slots and commits them (the close's
- * one RMW, when the caller owns the queue's batch). Between the two the caller does the
- * page-table clears the commands cover: the add then comes before the clears, and the clears,
- * the slot stores and `published` leave the store buffer together behind the close, one
- * cross-core line transfer of waiting per submit instead of two in series (the add used to
- * wait for the clears' lines, then the close for the slot's line: inval.c "Two steps").
+ * iommu_inval_reserve() checks the commands, counts their ring slots and reserves them with
+ * a closed reservation (inval_queue.h: the queue's one atomic add, and no batch for others
+ * to join); iommu_inval_post() writes the slots and commits them - alone, with no close, when
+ * no batch was open; else the open batch's owner publishes them. Between the two the caller
+ * does the page-table clears the commands cover. So a strict submit's one locked instruction
+ * (the add) comes before the clears, and the clears, the slot stores and `published` leave
+ * the store buffer together behind the caller's next locked instruction: one cross-core
+ * line transfer of waiting at most, where dg_inval_submit() after the clears had its add
+ * wait for the clears' lines and then its close for the slot's line, in series.
  *
  * Rules for the caller, the queue's (inval_queue.h):
  *  - a successful reserve must be followed by exactly one post with the same commands, on
  *    every path: the slots are numbered already, every later command waits behind them
  *    (devices apply in order, the owner of a later batch waits for this one's publication),
  *    so a reserve never posted stops the queue;
- *  - nothing between the two may wait for the queue (an invalidation wait, a lock a waiter
- *    holds): the reservation may be joined by other producers whose publication waits for
- *    this post;
+ *  - nothing between the two may wait for the queue (an invalidation wait, a submit of its
+ *    own - it would own the next batch and wait for this one -, a lock a waiter holds): other
+ *    producers' publications wait for this post;
  *  - the page-table changes the commands cover are made before the post (the stamp's
  *    release store orders them before the command for a device that applies it early).
  * A refused reserve (its errors are dg_inval_submit()'s) reserves nothing. In the reference

@@ -58,9 +58,10 @@
  * What that buys: a locked RMW drains the store buffer, and the page-table clears' lines are
  * held shared by the devices that walked them (one cross-core transfer each, ~80 ns on the
  * test VM). Reserving after the clears, the add waited for them and the close then waited
- * for the slot line, in series; reserving before, the add finds no clear in the buffer, and
- * the clears, the slot and `published` drain together behind the close. The stamp argument
- * below is unchanged: the stamp's release store follows the clears in program order.
+ * for the slot line, in series; reserving before, with a closed reservation (above), the add
+ * finds no clear in the buffer, no close follows, and the clears, the slot and `published`
+ * drain together behind the producer's next locked instruction. The stamp argument below is
+ * unchanged: the stamp's release store follows the clears in program order.
  *
  * Consumers watch the stamp of their next slot, not `published` (agent.c): a device that has
  * applied the commands < seen reads the stamp of slot seen % len on every translation; while
