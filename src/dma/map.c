@@ -22,7 +22,8 @@
  * poll's batch - stream runs only, submitted - ends in line: batch_end_runs). The
  * invalidation is one RANGE command over the hull when the hull is at most four times the
  * bytes unmapped (magazines often hand back neighbouring IOVAs), else one command per run of
- * adjacent ranges, all submitted at once (one atomic add on the queue), up to BATCH_PSI_RUNS
+ * adjacent ranges, all submitted at once (one atomic add on the queue, for a poll's stream
+ * runs made before their page-table clears: batch_issue_runs, iommu/inval.h), up to BATCH_PSI_RUNS
  * runs; more scattered than that, one DOMAIN command (leaf-only unless a table page was
  * freed). That is Linux's VT-d rule (a domain-selective flush above the page-selective
  * limit) for the same reason: every device reads and applies each command, each slot is a
@@ -39,6 +40,7 @@
  */
 #include "dma/dma_internal.h"
 #include "dma/fixed_map.h"
+#include "iommu/inval.h"
 #include "pt/pt_fast.h"
 
 #include <assert.h>
@@ -590,6 +592,15 @@ void dma_order_frees(struct iova_owned *fr, uint32_t n)
  * (two-step unlinks cleared theirs already) - and submit the commands
  * (one over the hull when it is at most four times the bytes unmapped, one per run up to
  * BATCH_PSI_RUNS, else one DOMAIN command). No wait: b->seq.
+ *
+ * Stream runs only (batch_issue_runs, a poll's batch): the commands are known before the
+ * clears (a kept table's clear changes no gather), so their ring slots are reserved first,
+ * the clears made, and the slots written and committed after (iommu/inval.h): the queue's
+ * add then waits for no clear, no close follows (a lone producer's reservation is closed),
+ * and the clears drain with the slot behind the poll's next locked instruction - one
+ * cross-core transfer of waiting per submit at most, not two in series. The general way
+ * (batch_issue_slow) reserves after its clears: a page-table call's clears grow the gather
+ * and may free tables (not leaf-only any more), so its commands are known only then.
  */
 static int batch_issue_slow(struct dg_dma_batch *b);
 
@@ -624,22 +635,19 @@ static dg_always_inline void batch_note_pieces(struct dg_dma_batch *b, const uin
 	}
 }
 
-/* Submit the commands of @nr runs [lo, hi) spanning [start, end) and @bytes unmapped: one
- * RANGE over the hull (with what the gather holds, earlier submits' included) when it is one
- * run or at most four times the bytes, one per run up to BATCH_PSI_RUNS, else one DOMAIN.
- * Never fails (dma_inval_submit falls back to DOMAIN, then GLOBAL): the entries just marked
- * submitted are covered by b->seq, which batch_flush waits for or parks in quarantine. */
-static dg_always_inline int batch_submit_cmds(struct dg_dma_batch *b, const uint64_t *lo,
-					      const uint64_t *hi, size_t nr, uint64_t start,
-					      uint64_t end, uint64_t bytes)
+/* The commands of @nr runs [lo, hi) spanning [start, end) and @bytes unmapped, into @cmds
+ * (returns how many): one RANGE over the hull (with what the gather holds, earlier submits'
+ * included) when it is one run or at most four times the bytes, one per run up to
+ * BATCH_PSI_RUNS, else one DOMAIN. */
+static dg_always_inline size_t batch_cmds(const struct dg_dma_batch *b, const uint64_t *lo,
+					  const uint64_t *hi, size_t nr, uint64_t start,
+					  uint64_t end, uint64_t bytes,
+					  struct dg_inval_cmd cmds[BATCH_PSI_RUNS])
 {
-	struct dma_space *sp = b->dev->sp;
+	const struct dma_space *sp = b->dev->sp;
 	const struct dg_pt_gather *g = &b->gather;
 	const unsigned int flags = g->leaf_only ? DG_INVAL_LEAF : 0;
-	struct dg_inval_cmd cmds[BATCH_PSI_RUNS];
-	uint64_t seq = 0;
 	size_t nc = 1;
-	int r;
 
 	if (g->start != g->end) {
 		start = g->start < start ? g->start : start;
@@ -662,11 +670,64 @@ static dg_always_inline int batch_submit_cmds(struct dg_dma_batch *b, const uint
 							 .iova = lo[nc],
 							 .size = hi[nc] - lo[nc]};
 	}
-	r = dma_inval_submit(b->dev, cmds, nc, &seq);
-	assert(!r && seq);
+	return nc;
+}
+
+/*
+ * Reserve the ring slots of @cmds[0..*nc) (iommu/inval.h), before the page-table clears
+ * they cover. Never fails, as dma_inval_submit(): refused, one DOMAIN command (cmds[0],
+ * *nc = 1); refused too, one GLOBAL command. The reservation is always posted
+ * (batch_post_cmds) by the same call, whatever happens between: only the clears, which
+ * cannot fail and wait for nothing.
+ */
+static dg_always_inline void batch_reserve_cmds(struct dg_dma_batch *b, struct dg_inval_cmd *cmds,
+						size_t *nc, struct inval_ticket *t)
+{
+	struct dg_iommu *mmu = b->dev->dma->mmu;
+	int r = iommu_inval_reserve(mmu, cmds, *nc, t);
+
+	if (dg_unlikely(r)) {
+		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = cmds[0].domain};
+		*nc = 1;
+		r = iommu_inval_reserve(mmu, cmds, 1, t);
+		if (r) {
+			cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_GLOBAL};
+			r = iommu_inval_reserve(mmu, cmds, 1, t);
+		}
+		assert(!r); /* dma_inval_submit(): a GLOBAL command cannot be refused */
+	}
+	(void)r;
+}
+
+/* Write and commit what batch_reserve_cmds() reserved; the batch's wait covers it (b->seq). */
+static dg_always_inline void batch_post_cmds(struct dg_dma_batch *b,
+					     const struct dg_inval_cmd *cmds, size_t nc,
+					     struct inval_ticket *t)
+{
+	uint64_t seq = 0;
+
+	iommu_inval_post(b->dev->dma->mmu, cmds, nc, t, &seq);
+	ctr_add(dma_tstats(b->dev), CTR_SUBMITS, 1);
+	assert(seq);
 	if (seq > b->seq)
 		b->seq = seq; /* a wait for the later one covers the earlier ones */
-	return r;
+}
+
+/* Submit the commands of @nr runs (batch_cmds()) after the clears (the general way: a
+ * page-table call's clears change the gather, so the commands are known only after them).
+ * Never fails (dma_inval_submit's fallbacks): the entries just marked submitted are covered
+ * by b->seq, which batch_flush waits for or parks in quarantine. */
+static dg_always_inline int batch_submit_cmds(struct dg_dma_batch *b, const uint64_t *lo,
+					      const uint64_t *hi, size_t nr, uint64_t start,
+					      uint64_t end, uint64_t bytes)
+{
+	struct dg_inval_cmd cmds[BATCH_PSI_RUNS];
+	size_t nc = batch_cmds(b, lo, hi, nr, start, end, bytes, cmds);
+	struct inval_ticket t;
+
+	batch_reserve_cmds(b, cmds, &nc, &t);
+	batch_post_cmds(b, cmds, nc, &t);
+	return 0;
 }
 
 /*
@@ -683,6 +744,9 @@ static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 	const uint32_t nsub = b->nsub;
 	uint64_t lo[BATCH_PIECES], hi[BATCH_PIECES], start = UINT64_MAX, end = 0;
 	uint32_t j0 = b->nruns, covered = 0, pe[BATCH_PIECES], npe = 0, nr = 0;
+	struct dg_inval_cmd cmds[BATCH_PSI_RUNS];
+	struct inval_ticket t;
+	size_t nc;
 
 	static_assert(BATCH_PIECES <= BATCH_PSI_RUNS, "a command per run");
 	for (uint32_t j = b->nruns; j-- > 0 && b->run_first[j] >= nsub;)
@@ -709,10 +773,15 @@ static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 	}
 	if (covered != b->n - nsub || !covered)
 		return 1; /* other entries too (or none of this kind) */
+	/* The commands first (the kept tables' clears leave the gather as it is), their slots
+	 * reserved before the clears: one store-buffer drain per submit (iommu/inval.h). */
+	nc = batch_cmds(b, lo, hi, nr, start, end, (uint64_t)covered << sp->gshift, cmds);
+	batch_reserve_cmds(b, cmds, &nc, &t);
 	batch_clear_runs(b, j0);
 	batch_note_pieces(b, pe, npe, true);
 	b->nsub = b->n;
-	return batch_submit_cmds(b, lo, hi, nr, start, end, (uint64_t)covered << sp->gshift);
+	batch_post_cmds(b, cmds, nc, &t);
+	return 0;
 }
 
 static dg_noinline int batch_issue_new(struct dg_dma_batch *b)

@@ -13,6 +13,10 @@
  * submit_ranges(): each command's split decided once, its slot count without a walk; the
  * same slots, marks and errors as validate() + emit() (the general way).
  *
+ * A strict DMA batch submits in two steps (inval.h: iommu_inval_reserve() before its
+ * page-table clears, iommu_inval_post() after them): the same checks, slots and marks as
+ * dg_inval_submit(), the queue's two locked RMWs no longer both behind the clears' lines.
+ *
  * A wait for seq S completes when the batch holding S has been published and every online
  * device has acknowledged S (agent.c). Completion is then recorded by one memory write,
  * `completed` (the VT-d wait descriptor's status write), which every later wait for S' <= S
@@ -30,6 +34,7 @@
  * wait for the same seq can succeed.
  */
 #include "iommu/iommu_internal.h"
+#include "iommu/inval.h"
 
 #include "base/clock.h"
 
@@ -264,20 +269,12 @@ static inline uint32_t count_blocks_fast(uint64_t a, uint64_t last)
 /* A command of submit_ranges(): how its slots are written. */
 enum { RW_DOMAIN, RW_COVER, RW_EXACT };
 
-/*
- * dg_inval_submit() of up to SUBMIT_RANGES RANGE commands (a DMA batch's: one, or one per
- * run): validate()'s checks and emit()'s slots with each command's split decided once (a
- * leaf-only range looks at two blocks at most, the exact count is popcounts, not a walk) -
- * the same slots, marks and errors as the general way (inval_cover_test.c compares them).
- */
-#define SUBMIT_RANGES 8
-static dg_always_inline int submit_ranges(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds,
-					  size_t n, uint64_t *seq)
-{
-	uint8_t way[SUBMIT_RANGES];
-	uint64_t start, s, total = 0;
-	bool owner;
+#define SUBMIT_RANGES INVAL_TICKET_RANGES /* submit_ranges()' commands at most */
 
+/* submit_ranges()' checks and split: way[i] for each command, *total its slots. */
+static dg_always_inline int ranges_plan(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds,
+					size_t n, uint8_t *way, uint64_t *total)
+{
 	for (size_t i = 0; i < n; i++) {
 		const struct dg_inval_cmd *c = &cmds[i];
 		const struct dg_domain *dom;
@@ -310,12 +307,20 @@ static dg_always_inline int submit_ranges(struct dg_iommu *mmu, const struct dg_
 			slots = dg_likely(last != UINT64_MAX) ? count_blocks_fast(a, last) :
 								count_blocks(a, last);
 		}
-		total += slots;
-		if (total > mmu->inv.len)
+		*total += slots;
+		if (*total > mmu->inv.len)
 			return -E2BIG;
 	}
-	start = inv_queue_reserve(&mmu->inv, (uint32_t)total, &owner);
-	s = start;
+	return 0;
+}
+
+/* submit_ranges()' slot writes, from @start on (reserved). */
+static dg_always_inline void ranges_write(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds,
+					  size_t n, const uint8_t *way, uint64_t start,
+					  uint64_t total)
+{
+	uint64_t s = start;
+
 	for (size_t i = 0; i < n; i++) {
 		const struct dg_inval_cmd *c = &cmds[i];
 		struct inv_cmd ic = {.op = INV_OP_BLOCK,
@@ -353,38 +358,76 @@ static dg_always_inline int submit_ranges(struct dg_iommu *mmu, const struct dg_
 		}
 	}
 	assert(s == start + total);
+	(void)total;
+}
+
+/*
+ * dg_inval_submit() of up to SUBMIT_RANGES RANGE commands (a DMA batch's: one, or one per
+ * run): validate()'s checks and emit()'s slots with each command's split decided once (a
+ * leaf-only range looks at two blocks at most, the exact count is popcounts, not a walk) -
+ * the same slots, marks and errors as the general way (inval_cover_test.c compares them).
+ */
+static dg_always_inline int submit_ranges(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds,
+					  size_t n, uint64_t *seq)
+{
+	uint8_t way[SUBMIT_RANGES];
+	uint64_t start, total = 0;
+	bool owner;
+	int r = ranges_plan(mmu, cmds, n, way, &total);
+
+	if (r)
+		return r;
+	start = inv_queue_reserve(&mmu->inv, (uint32_t)total, &owner);
+	ranges_write(mmu, cmds, n, way, start, total);
 	inv_queue_commit(&mmu->inv, start, (uint32_t)total, owner);
 	*seq = start + total;
 	return 0;
 }
 
-int dg_inval_submit(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq)
+/* The general way's checks: *total gets the slots. */
+static int general_plan(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n,
+			uint64_t *total)
 {
-	uint64_t total = 0, start, s;
-	bool owner;
-
-	if (!mmu || !cmds || !n || !seq)
-		return -EINVAL;
-	if (n == 1 && cmds[0].type == DG_INVAL_RANGE)
-		return submit_ranges(mmu, cmds, 1, seq); /* a copy for one (no loops) */
-	if (n <= SUBMIT_RANGES) {
-		size_t k = 0;
-
-		while (k < n && cmds[k].type == DG_INVAL_RANGE)
-			k++;
-		if (k == n)
-			return submit_ranges(mmu, cmds, n, seq);
-	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t slots;
 		int r = validate(mmu, &cmds[i], &slots);
 
 		if (r)
 			return r;
-		total += slots;
-		if (total > mmu->inv.len)
+		*total += slots;
+		if (*total > mmu->inv.len)
 			return -E2BIG;
 	}
+	return 0;
+}
+
+/* @n commands up to SUBMIT_RANGES, all RANGE: submit_ranges()' way. */
+static inline bool ranges_only(const struct dg_inval_cmd *cmds, size_t n)
+{
+	size_t k = 0;
+
+	if (n > SUBMIT_RANGES)
+		return false;
+	while (k < n && cmds[k].type == DG_INVAL_RANGE)
+		k++;
+	return k == n;
+}
+
+int dg_inval_submit(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq)
+{
+	uint64_t total = 0, start, s;
+	bool owner;
+	int r;
+
+	if (!mmu || !cmds || !n || !seq)
+		return -EINVAL;
+	if (n == 1 && cmds[0].type == DG_INVAL_RANGE)
+		return submit_ranges(mmu, cmds, 1, seq); /* a copy for one (no loops) */
+	if (ranges_only(cmds, n))
+		return submit_ranges(mmu, cmds, n, seq);
+	r = general_plan(mmu, cmds, n, &total);
+	if (r)
+		return r;
 	start = inv_queue_reserve(&mmu->inv, (uint32_t)total, &owner);
 	s = start;
 	for (size_t i = 0; i < n; i++)
@@ -392,6 +435,66 @@ int dg_inval_submit(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_
 	inv_queue_commit(&mmu->inv, start, (uint32_t)total, owner);
 	*seq = start + total;
 	return 0;
+}
+
+/*
+ * Two steps (inval.h): the checks and a closed reservation, then, after the caller's
+ * page-table clears, the slot writes and the commit - the same slots, marks and errors as
+ * dg_inval_submit(). The point is where the store buffer drains (a locked instruction waits
+ * for every earlier store to own its line; a page-table clear's line is held shared by the
+ * device that walked it, ~80 ns away on the test VM): submitting after the clears, the
+ * reservation's add waited for the clears, then the close waited for the slot line; reserved
+ * before them, the add finds only the caller's own lines in the buffer, a lone producer
+ * needs no close (inval_queue.h), and the clears, the slot stores and `published` drain
+ * together behind the caller's next locked instruction. The stamp's release store still
+ * follows the clears in program order, so a device that applies the command as soon as its
+ * stamp is written sees them (inval_queue.h).
+ */
+int iommu_inval_reserve(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n,
+			struct inval_ticket *t)
+{
+	uint64_t total = 0;
+	int r;
+
+	assert(mmu && cmds && n);
+	if (n == 1 && cmds[0].type == DG_INVAL_RANGE) { /* a copy for one (no loops) */
+		t->ranges = true;
+		r = ranges_plan(mmu, cmds, 1, t->way, &total);
+	} else {
+		t->ranges = ranges_only(cmds, n);
+		r = t->ranges ? ranges_plan(mmu, cmds, n, t->way, &total) :
+				general_plan(mmu, cmds, n, &total);
+	}
+	if (r)
+		return r;
+	t->total = (uint32_t)total;
+	/* The reference queue's reserve takes its lock: left to the post (inval.h). */
+	t->reserved = !mmu->inv.reference;
+	t->owner = false;
+	t->start = 0;
+	if (t->reserved)
+		t->start = inv_queue_reserve_closed(&mmu->inv, t->total, &t->owner);
+	return 0;
+}
+
+void iommu_inval_post(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n,
+		      struct inval_ticket *t, uint64_t *seq)
+{
+	if (!t->reserved)
+		t->start = inv_queue_reserve(&mmu->inv, t->total, &t->owner);
+	if (t->ranges && n == 1) {
+		ranges_write(mmu, cmds, 1, t->way, t->start, t->total); /* no loops */
+	} else if (t->ranges) {
+		ranges_write(mmu, cmds, n, t->way, t->start, t->total);
+	} else {
+		uint64_t s = t->start;
+
+		for (size_t i = 0; i < n; i++)
+			emit(mmu, &cmds[i], &s, i ? 0 : INV_MARK_SUBMIT);
+		assert(s == t->start + t->total);
+	}
+	inv_queue_commit_closed(&mmu->inv, t->start, t->total, t->owner);
+	*seq = t->start + t->total;
 }
 
 /*

@@ -94,6 +94,20 @@ uint64_t inv_queue_reserve(struct inv_queue *q, uint32_t n, bool *owner)
 	return pub + (uint32_t)(RESV_TAIL(old) - (uint32_t)pub);
 }
 
+uint64_t inv_queue_reserve_closed(struct inv_queue *q, uint32_t n, bool *owner)
+{
+	uint64_t old, pub;
+
+	if (q->reference)
+		return inv_queue_reserve(q, n, owner);
+	/* n slots, joined32 untouched: no batch of ours for others to join (inval_queue.h). */
+	old = atomic_fetch_add_explicit(&q->resv, (uint64_t)n << 32, memory_order_relaxed);
+	*owner = RESV_JOINED(old) == 0;
+	/* As in inv_queue_reserve(). */
+	pub = atomic_load_explicit(&q->published, memory_order_acquire);
+	return pub + (uint32_t)(RESV_TAIL(old) - (uint32_t)pub);
+}
+
 void inv_queue_wait_space(struct inv_queue *q, uint64_t seq)
 {
 	unsigned int spins = 0;
@@ -174,6 +188,22 @@ void inv_queue_commit(struct inv_queue *q, uint64_t start, uint32_t n, bool owne
 		cur = step;
 	}
 	(void)n;
+}
+
+void inv_queue_commit_closed(struct inv_queue *q, uint64_t start, uint32_t n, bool owner)
+{
+	unsigned int spins = 0;
+
+	if (q->reference || !owner) {
+		/* the mutex queue's; or joined an open batch: its owner publishes our slots */
+		inv_queue_commit(q, start, n, owner);
+		return;
+	}
+	/* Alone: the previous publisher first (as commit's step a), then our n slots (<= len,
+	   inv_queue_reserve's rule), no close. */
+	while (atomic_load_explicit(&q->published, memory_order_acquire) != start)
+		backoff(&spins);
+	publish(q, start, start + n);
 }
 
 int inv_queue_read(const struct inv_queue *q, uint64_t seq, struct inv_cmd *c)

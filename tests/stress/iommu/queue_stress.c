@@ -9,7 +9,9 @@
  * calls in a loop (each one a quiescent point) and sometimes go offline. One batch in eight
  * is submitted by hand through the queue's steps (reserve, write, commit) with the CPU given
  * up between them, so devices often find commands written but not published, or a slot being
- * written, in the slot they watch (agent.c applies written commands early, in order).
+ * written, in the slot they watch (agent.c applies written commands early, in order). One
+ * in four goes through the DMA layer's two steps (iommu/inval.h: reserve, the CPU given up,
+ * write and commit), half of those RANGE commands only.
  * Checked: every
  * submission gets a distinct range of sequence numbers and every slot is published exactly
  * once (the final tail equals the commands submitted, the ring's stamps all match); every
@@ -18,6 +20,7 @@
  * a device never applies (seen) or acknowledges past what was reserved, and seen never goes
  * backwards.
  */
+#include "iommu/inval.h"
 #include "iommu/iommu_internal.h"
 
 #include <dmaguard/dev.h>
@@ -90,13 +93,27 @@ static uint64_t submit_by_hand(const struct dg_inval_cmd *cmds, unsigned int n)
 	return start + n;
 }
 
+/* The DMA layer's two steps (iommu/inval.h): reserve, the CPU given up (where a strict batch
+   clears its page-table entries), then write and commit. */
+static uint64_t submit_two_steps(const struct dg_inval_cmd *cmds, unsigned int n)
+{
+	struct inval_ticket t;
+	uint64_t seq;
+
+	if (iommu_inval_reserve(mmu, cmds, n, &t))
+		die("two-step reserve");
+	sched_yield();
+	iommu_inval_post(mmu, cmds, n, &t, &seq);
+	return seq;
+}
+
 static void *producer_main(void *arg)
 {
 	uint64_t rng = (uintptr_t)arg * 0x9e3779b97f4a7c15ull + 1, last = 0;
 
 	for (unsigned long b = 0; b < batches; b++) {
 		struct dg_inval_cmd cmds[8];
-		unsigned int n = 1 + (unsigned int)(xorshift(&rng) % 8);
+		unsigned int n = 1 + (unsigned int)(xorshift(&rng) % 8), how;
 		uint64_t seq;
 
 		for (unsigned int i = 0; i < n; i++) {
@@ -123,8 +140,19 @@ static void *producer_main(void *arg)
 				break;
 			}
 		}
-		if (xorshift(&rng) % 8 == 0)
+		how = (unsigned int)(xorshift(&rng) % 8);
+		if (how == 7) /* RANGE commands only (one slot each): the ticket's RANGE way */
+			for (unsigned int i = 0; i < n; i++)
+				cmds[i] = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+								.flags = DG_INVAL_LEAF,
+								.domain = dg_domain_id(dom),
+								.iova = (uint64_t)(i * 7 % 1024) *
+									4096,
+								.size = 4096};
+		if (how == 0)
 			seq = submit_by_hand(cmds, n);
+		else if (how >= 6)
+			seq = submit_two_steps(cmds, n);
 		else if (dg_inval_submit(mmu, cmds, n, &seq))
 			die("submit");
 		if (seq <= last)

@@ -1,0 +1,438 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A strict batch's submit in two steps (src/iommu/inval.h, map.c batch_issue_runs): its ring
+ * slots are reserved before the page-table clears and written and committed after them. A
+ * reserved slot that is never committed stops the queue (every later command waits behind
+ * it), so on every path a submit takes, the queue must be closed when the call returns: no
+ * producer batch open, the tail equal to `published`, every published stamp right
+ * (inv_queue_check()) - checked right after dg_dma_batch_submit() and after the batch end:
+ *  - the common way (stream runs only: the reservation before the clears), one run and
+ *    several (one command, and one per run), policy strict and its Linux-reference variant
+ *    (the mutex queue: the post reserves);
+ *  - the general way (single unmaps and a bulk unmap mixed: reserved after the clears);
+ *  - an empty batch, a batch of nothing but a submit, an end with nothing left to issue;
+ *  - a refused reservation (the domain id forged: RANGE and DOMAIN refused, GLOBAL taken);
+ *  - a wait that times out (the device online and never acknowledging).
+ * After each, the strict guarantee: the device faults on every unmapped granule.
+ * And the two steps themselves (white box): a held reservation keeps the queue open and a
+ * later producer's command unpublished until the post; a refused reserve reserves nothing.
+ */
+#include "dma/dma_internal.h" /* before cmocka.h: it defines fail() */
+#include "dma_test_util.h"
+#include "iommu/inval.h"
+#include "iommu/iommu_internal.h"
+
+#include <dmaguard/dev.h>
+#include <dmaguard/iommu.h>
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define G	   4096u
+#define TIMEOUT_NS 5000000ull /* the timeout test's waits give up after 5 ms */
+
+/* The queue is closed: nothing reserved and not committed. */
+static void queue_closed(struct dma_fixture *f)
+{
+	struct inv_queue *q = &f->mmu->inv;
+
+	assert_int_equal(inv_queue_check(q, stderr), 0);
+	assert_int_equal(inv_queue_tail(q), atomic_load(&q->published));
+}
+
+static uint64_t queue_tail(struct dma_fixture *f)
+{
+	return inv_queue_tail(&f->mmu->inv);
+}
+
+/* The device reads @iova (its IOTLB then holds the translation), or writes it if the mapping
+ * is device-write-only (FROM_DEVICE). */
+static void touch(struct dg_device *dev, uint64_t iova)
+{
+	uint8_t b[8] = {0};
+	int r = dg_dev_read(dev, iova, b, sizeof(b));
+
+	if (r == -EACCES)
+		r = dg_dev_write(dev, iova, b, sizeof(b));
+	assert_int_equal(r, 0);
+}
+
+static void faults(struct dg_device *dev, uint64_t iova)
+{
+	uint8_t b[8];
+
+	assert_int_equal(dg_dev_read(dev, iova, b, sizeof(b)), -EFAULT);
+}
+
+static uint64_t submits(struct dma_fixture *f)
+{
+	struct dg_iommu_stats s;
+
+	dg_iommu_stats(f->mmu, &s);
+	return s.submits;
+}
+
+/*
+ * Bulk maps in @pieces rings of @n buffers each (alternating directions: each its own
+ * stream), unmapped in one batch by bulk unmaps (stream runs: the common way), submitted and
+ * ended; the queue closed after the submit and after the end, every buffer faulting.
+ */
+static void runs_batch(bool reference, bool ref_dev, unsigned int pieces, unsigned int n)
+{
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_batch b;
+	uint8_t *mem = page_alloc((size_t)pieces * n * G);
+	void *bufs[8][64];
+	uint64_t dma[8][64], t0, s0;
+
+	assert_true(pieces <= 8 && n <= 64);
+	assert_int_equal(fixture_init(&f, reference, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, ref_dev, &dev);
+	assert_non_null(dd);
+	for (unsigned int p = 0; p < pieces; p++) {
+		for (unsigned int i = 0; i < n; i++)
+			bufs[p][i] = mem + ((size_t)p * n + i) * G;
+		assert_int_equal(dg_dma_map_bulk(dd, bufs[p], n, 64,
+						 p & 1 ? DG_DMA_TO_DEVICE : DG_DMA_FROM_DEVICE, 0,
+						 dma[p]),
+				 0);
+		for (unsigned int i = 0; i < n; i++)
+			touch(dev, dma[p][i]);
+	}
+	queue_closed(&f);
+	t0 = queue_tail(&f);
+	s0 = submits(&f);
+	dg_dma_batch_begin(dd, &b);
+	for (unsigned int p = 0; p < pieces; p++)
+		assert_int_equal(dg_dma_unmap_bulk(dd, dma[p], n, 64,
+						   p & 1 ? DG_DMA_TO_DEVICE : DG_DMA_FROM_DEVICE, 0,
+						   &b),
+				 0);
+	if (!ref_dev)
+		assert_int_equal(b.run_clear, (1u << pieces) - 1); /* the common way's batch */
+	assert_int_equal(dg_dma_batch_submit(&b), 0);
+	queue_closed(&f);
+	assert_true(queue_tail(&f) > t0);
+	if (!ref_dev) /* (the Linux reference submits per unmap) */
+		assert_int_equal(submits(&f) - s0, 1);
+	s0 = submits(&f);
+	assert_int_equal(dg_dma_batch_submit(&b), 0); /* nothing new: nothing reserved */
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	queue_closed(&f);
+	assert_int_equal(submits(&f), s0);
+	for (unsigned int p = 0; p < pieces; p++)
+		for (unsigned int i = 0; i < n; i++)
+			faults(dev, dma[p][i]);
+	fixture_faults(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(mem);
+}
+
+static void test_runs_one(void **state)
+{
+	(void)state;
+	runs_batch(false, false, 1, 32);
+}
+
+static void test_runs_two(void **state)
+{
+	(void)state;
+	runs_batch(false, false, 2, 32);
+}
+
+static void test_runs_eight(void **state)
+{
+	(void)state;
+	runs_batch(false, false, 8, 4);
+}
+
+/* The mutex queue (the reserve only checks, the post locks), strict's own batches. */
+static void test_runs_mutex_queue(void **state)
+{
+	(void)state;
+	runs_batch(true, false, 2, 32);
+}
+
+/* The whole Linux reference: its unmaps' own submits. */
+static void test_runs_reference(void **state)
+{
+	(void)state;
+	runs_batch(true, true, 2, 32);
+}
+
+/* The general way: single unmaps and a bulk unmap in one batch (reserved after the clears). */
+static void test_mixed_batch(void **state)
+{
+	enum { N = 16 };
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_batch b;
+	uint8_t *mem = page_alloc(2 * N * G);
+	void *bufs[N];
+	uint64_t dma[N], one[N], s0;
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	for (unsigned int i = 0; i < N; i++) {
+		bufs[i] = mem + (size_t)i * G;
+		assert_int_equal(dg_dma_map_single(dd, mem + (size_t)(N + i) * G, G,
+						   DG_DMA_TO_DEVICE, 0, &one[i]),
+				 0);
+		touch(dev, one[i]);
+	}
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
+	for (unsigned int i = 0; i < N; i++)
+		touch(dev, dma[i]);
+	s0 = submits(&f);
+	dg_dma_batch_begin(dd, &b);
+	for (unsigned int i = 0; i < N; i += 2)
+		assert_int_equal(dg_dma_unmap_single(dd, one[i], G, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_batch_submit(&b), 0);
+	queue_closed(&f);
+	for (unsigned int i = 1; i < N; i += 2) /* after a submit: a second one at the end */
+		assert_int_equal(dg_dma_unmap_single(dd, one[i], G, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	queue_closed(&f);
+	assert_int_equal(submits(&f) - s0, 2);
+	for (unsigned int i = 0; i < N; i++) {
+		faults(dev, dma[i]);
+		faults(dev, one[i]);
+	}
+	fixture_faults(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(mem);
+}
+
+/* Nothing to invalidate: nothing reserved. */
+static void test_empty_batch(void **state)
+{
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_batch b;
+	uint64_t t0;
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	t0 = queue_tail(&f);
+	dg_dma_batch_begin(dd, &b);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	dg_dma_batch_begin(dd, &b);
+	assert_int_equal(dg_dma_batch_submit(&b), 0);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	queue_closed(&f);
+	assert_int_equal(queue_tail(&f), t0);
+	assert_int_equal(fixture_end(&f, dd), 0);
+}
+
+/*
+ * A refused reservation: the space's domain id forged to one no domain has (white box, as
+ * dma_inval_fallback_test), so the batch's RANGE command and the DOMAIN fallback are refused
+ * and a GLOBAL command is reserved and posted; the queue closed, the buffers faulting.
+ */
+static void test_refused_reserve(void **state)
+{
+	enum { N = 32 };
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_batch b;
+	uint8_t *mem = page_alloc(N * G);
+	void *bufs[N];
+	uint64_t dma[N];
+	uint32_t dom_id;
+	struct dg_iommu_stats s0, s1;
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	for (unsigned int i = 0; i < N; i++)
+		bufs[i] = mem + (size_t)i * G;
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
+	for (unsigned int i = 0; i < N; i++)
+		touch(dev, dma[i]);
+	dom_id = dd->sp->dom_id;
+	dd->sp->dom_id = DG_DOMAIN_ID_MAX;
+	dg_iommu_stats(f.mmu, &s0);
+	dg_dma_batch_begin(dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
+	assert_int_equal(b.run_clear, 1);
+	assert_int_equal(dg_dma_batch_submit(&b), 0);
+	queue_closed(&f);
+	assert_int_equal(dg_dma_batch_end(&b), 0);
+	dg_iommu_stats(f.mmu, &s1);
+	dd->sp->dom_id = dom_id;
+	queue_closed(&f);
+	assert_int_equal(s1.submits - s0.submits, 1);
+	assert_int_equal(s1.inval_ranges - s0.inval_ranges, 0);
+	assert_int_equal(s1.inval_cmds[DG_INVAL_GLOBAL] - s0.inval_cmds[DG_INVAL_GLOBAL], 1);
+	for (unsigned int i = 0; i < N; i++)
+		faults(dev, dma[i]);
+	fixture_faults(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(mem);
+}
+
+/* A wait that times out: the submit's slots were committed all the same (a later wait can
+ * complete); the end parks everything, the device then answers. */
+static void test_timeout(void **state)
+{
+	enum { N = 32 };
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct dg_dma_batch b;
+	uint8_t *mem = page_alloc(N * G);
+	void *bufs[N];
+	uint64_t dma[N], seq;
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, TIMEOUT_NS), 0);
+	dd = fixture_dev(&f, 1, DG_DMA_STRICT, NULL, &dev);
+	assert_non_null(dd);
+	for (unsigned int i = 0; i < N; i++)
+		bufs[i] = mem + (size_t)i * G;
+	assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
+	touch(dev, dma[0]); /* online, and never acknowledging from now on */
+	dg_dma_batch_begin(dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_batch_submit(&b), 0);
+	queue_closed(&f);
+	seq = b.seq;
+	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
+	queue_closed(&f);
+	fixture_dev_answers(dev);
+	assert_int_equal(dg_inval_wait(f.mmu, seq), 0);
+	assert_int_equal(dg_dma_housekeep(f.dma), 0);
+	for (unsigned int i = 0; i < N; i++)
+		faults(dev, dma[i]);
+	queue_closed(&f);
+	fixture_faults(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(mem);
+}
+
+/* A second producer's dg_inval_submit(), in its own thread. */
+struct later {
+	struct dg_iommu *mmu;
+	struct dg_inval_cmd c;
+	uint64_t seq;
+	_Atomic int done;
+};
+
+static void *later_main(void *arg)
+{
+	struct later *l = arg;
+
+	if (dg_inval_submit(l->mmu, &l->c, 1, &l->seq))
+		l->seq = 0;
+	atomic_store(&l->done, 1);
+	return NULL;
+}
+
+/*
+ * The two steps (white box). A refused reserve leaves the tail where it was. A reservation
+ * made with no batch open is closed (inval_queue.h): the producer publishes alone, so while
+ * it is held the queue is open (inv_queue_check refuses it: what the tests above would see if
+ * a path forgot its post), and a later producer (another thread: it owns the next batch)
+ * waits in its commit until the post, which publishes both in order. A reservation made
+ * while a batch is open joins it: its post returns with nothing published, the batch's owner
+ * publishes it.
+ */
+static void test_ticket(void **state)
+{
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct inval_ticket t;
+	struct dg_inval_cmd c, bad;
+	struct inv_cmd ic = {.op = INV_OP_GLOBAL, .mark = INV_MARK_SUBMIT};
+	struct later l;
+	pthread_t th;
+	uint64_t t0, seq, start;
+	bool owner;
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	c = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+				  .flags = DG_INVAL_LEAF,
+				  .domain = dd->sp->dom_id,
+				  .iova = dd->sp->first,
+				  .size = 3 * G};
+	bad = c;
+	bad.size = G + 1; /* not aligned: refused */
+	t0 = queue_tail(&f);
+	assert_int_equal(iommu_inval_reserve(f.mmu, &bad, 1, &t), -EINVAL);
+	assert_int_equal(queue_tail(&f), t0);
+	queue_closed(&f);
+
+	/* alone: a later producer waits for the post */
+	assert_int_equal(iommu_inval_reserve(f.mmu, &c, 1, &t), 0);
+	assert_true(t.reserved && t.owner);
+	assert_int_equal(t.total, 2); /* [first, first + 3 granules): two exact blocks */
+	assert_int_equal(queue_tail(&f), t0 + 2);
+	assert_int_equal(inv_queue_check(&f.mmu->inv, NULL), -EUCLEAN);
+	l.mmu = f.mmu;
+	l.c = c;
+	l.seq = 0;
+	atomic_init(&l.done, 0);
+	assert_int_equal(pthread_create(&th, NULL, later_main, &l), 0);
+	for (int i = 0; i < 50 && !atomic_load(&l.done); i++)
+		usleep(1000);
+	assert_false(atomic_load(&l.done)); /* its commit waits for ours */
+	assert_true(atomic_load(&f.mmu->inv.published) <= t0);
+	iommu_inval_post(f.mmu, &c, 1, &t, &seq);
+	assert_int_equal(seq, t0 + 2);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(l.seq, t0 + 4);
+	queue_closed(&f);
+	assert_int_equal(dg_inval_wait(f.mmu, l.seq), 0);
+
+	/* joined: a batch open (its reserve by hand), the post publishes nothing */
+	start = inv_queue_reserve(&f.mmu->inv, 1, &owner);
+	assert_true(owner);
+	assert_int_equal(start, t0 + 4);
+	assert_int_equal(iommu_inval_reserve(f.mmu, &c, 1, &t), 0);
+	assert_false(t.owner);
+	iommu_inval_post(f.mmu, &c, 1, &t, &seq);
+	assert_int_equal(seq, t0 + 7);
+	assert_int_equal(atomic_load(&f.mmu->inv.published), t0 + 4);
+	assert_int_equal(inv_queue_check(&f.mmu->inv, NULL), -EUCLEAN);
+	inv_queue_write(&f.mmu->inv, start, &ic);
+	inv_queue_commit(&f.mmu->inv, start, 1, owner); /* the close covers the joined slots */
+	queue_closed(&f);
+	assert_int_equal(atomic_load(&f.mmu->inv.published), t0 + 7);
+	assert_int_equal(dg_inval_wait(f.mmu, seq), 0);
+	assert_int_equal(fixture_end(&f, dd), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_runs_one),	 cmocka_unit_test(test_runs_two),
+		cmocka_unit_test(test_runs_eight),	 cmocka_unit_test(test_runs_reference),
+		cmocka_unit_test(test_runs_mutex_queue), cmocka_unit_test(test_mixed_batch),
+		cmocka_unit_test(test_empty_batch),	 cmocka_unit_test(test_refused_reserve),
+		cmocka_unit_test(test_timeout),		 cmocka_unit_test(test_ticket),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
