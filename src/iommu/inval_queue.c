@@ -209,26 +209,11 @@ void inv_queue_commit_closed(struct inv_queue *q, uint64_t start, uint32_t n, bo
 int inv_queue_read(const struct inv_queue *q, uint64_t seq, struct inv_cmd *c)
 {
 	const struct inv_slot *s = &q->slots[seq & q->mask];
-	uint64_t word, iova;
 
 	/* Acquire pairs with the release stamp store in inv_queue_write(). */
 	if (atomic_load_explicit(&s->stamp, memory_order_acquire) != seq + 1)
 		return -ESTALE;
-	/*
-	 * Acquire on the fields pairs with their release stores: if one comes from a newer
-	 * writer, its stamp = 0 store is visible to the re-check below (seqlock read side).
-	 */
-	word = atomic_load_explicit(&s->word, memory_order_acquire);
-	iova = atomic_load_explicit(&s->iova, memory_order_acquire);
-	if (atomic_load_explicit(&s->stamp, memory_order_relaxed) != seq + 1)
-		return -ESTALE;
-	c->op = (uint8_t)word;
-	c->leaf = (uint8_t)(word >> 8);
-	c->order = (uint8_t)(word >> 16);
-	c->mark = (uint8_t)(word >> 24);
-	c->id = (uint32_t)(word >> 32);
-	c->iova = iova;
-	return 0;
+	return inv_slot_fields(s, seq, c);
 }
 
 uint64_t inv_queue_tail(struct inv_queue *q)

@@ -222,6 +222,28 @@ static inline uint64_t inv_queue_quiet(const struct inv_queue *q, uint64_t seq)
 	return seq >= q->len ? seq + 1 - q->len : INV_STAMP_NEVER;
 }
 
+/*
+ * The fields of slot @s, whose stamp the caller read as @seq + 1 with acquire: the seqlock read
+ * side. Acquire on the fields pairs with their release stores (inv_queue_write()), so a newer
+ * writer's stamp = 0 is visible to the re-check. 0 (command @seq in @c) or -ESTALE (changed
+ * while read). inv_queue_read()'s and inv_queue_next()'s.
+ */
+static inline int inv_slot_fields(const struct inv_slot *s, uint64_t seq, struct inv_cmd *c)
+{
+	const uint64_t word = atomic_load_explicit(&s->word, memory_order_acquire);
+	const uint64_t iova = atomic_load_explicit(&s->iova, memory_order_acquire);
+
+	if (atomic_load_explicit(&s->stamp, memory_order_relaxed) != seq + 1)
+		return -ESTALE;
+	c->op = (uint8_t)word;
+	c->leaf = (uint8_t)(word >> 8);
+	c->order = (uint8_t)(word >> 16);
+	c->mark = (uint8_t)(word >> 24);
+	c->id = (uint32_t)(word >> 32);
+	c->iova = iova;
+	return 0;
+}
+
 /* The stamp a consumer whose next command is @seq watches. */
 static inline const _Atomic uint64_t *inv_queue_watch(const struct inv_queue *q, uint64_t seq)
 {
@@ -239,26 +261,14 @@ static inline int inv_queue_next(const struct inv_queue *q, uint64_t seq, struct
 	const struct inv_slot *s = &q->slots[seq & q->mask];
 	/* Acquire pairs with the release stamp store in inv_queue_write(): the command, and
 	   what its producer did before writing it (the page-table change), are visible. */
-	uint64_t st = atomic_load_explicit(&s->stamp, memory_order_acquire), word, iova;
+	uint64_t st = atomic_load_explicit(&s->stamp, memory_order_acquire);
 
 	if (st != seq + 1) {
 		if (!st)
 			return -EBUSY;
 		return st == inv_queue_quiet(q, seq) ? -EAGAIN : -ESTALE;
 	}
-	/* Seqlock read side, as in inv_queue_read(): acquire on the fields pairs with their
-	   release stores, so a newer writer's stamp = 0 is visible to the re-check. */
-	word = atomic_load_explicit(&s->word, memory_order_acquire);
-	iova = atomic_load_explicit(&s->iova, memory_order_acquire);
-	if (atomic_load_explicit(&s->stamp, memory_order_relaxed) != seq + 1)
-		return -ESTALE;
-	c->op = (uint8_t)word;
-	c->leaf = (uint8_t)(word >> 8);
-	c->order = (uint8_t)(word >> 16);
-	c->mark = (uint8_t)(word >> 24);
-	c->id = (uint32_t)(word >> 32);
-	c->iova = iova;
-	return 0;
+	return inv_slot_fields(s, seq, c);
 }
 
 /* Publish, or leave to the owner, the @n slots from @start (all written). */
