@@ -161,8 +161,9 @@ static const struct {
  * Strict's device-side cross-core transfers per I/O against its extra time per I/O, for the
  * workloads whose every mapping is one page (the 64-byte NIC family: unit Mpps): one page-table
  * line per 8 new mappings (8 PTEs per line, IOVAs ascending; the device reads each line once
- * after the driver wrote it) and three lines per invalidation command (`published`, the slot,
- * the acknowledgement: docs/iommu.md "Shared cache lines"). Their count times the measured
+ * after the driver wrote it) and two lines per invalidation command (the slot, whose stamp the
+ * device watches, and the acknowledgement; `published` was a third until devices watched the
+ * stamp: docs/iommu.md "Shared cache lines"). Their count times the measured
  * transfer cost is the order of strict's extra time per I/O (docs/bench.md "Reading the
  * table").
  */
@@ -182,13 +183,13 @@ static void transfers_note(FILE *out, const struct wl_result *res, size_t n,
 		if (!id || !(id->thr_s.median > 0) || !(r->thr_s.median > 0))
 			continue;
 		double maps = (double)r->tot.maps / (double)r->tot.ios;
-		double lines = maps / 8 + 3 * r->inval_io;
+		double lines = maps / 8 + 2 * r->inval_io;
 		/* ns per packet per thread pair */
 		double extra = r->threads * 1e3 * (1 / r->thr_s.median - 1 / id->thr_s.median);
 
 		if (!head)
 			fprintf(out,
-				"\nstrict's device-side cross-core transfers per I/O (maps/8 + 3 x "
+				"\nstrict's device-side cross-core transfers per I/O (maps/8 + 2 x "
 				"inval) x %.0f ns, against strict's extra time per I/O\n"
 				"%-9s %7s %7s %9s %10s %13s\n",
 				x->ns.median, "workload", "maps", "inval", "lines/IO", "x xfer ns",
