@@ -9,6 +9,9 @@
  *  - values: throughput > 0, ratio_to_identity > 0 and finite (1 for the baselines), the
  *    baseline named (identity; identity-2step for the two-step configurations) and its
  *    throughput repeated in every row it is the baseline of, one ratio sample per round;
+ *  - the cache-line transfer of every round (cacheline_transfer_ns_samples, check_round_xfer:
+ *    one per round, positive and finite or null where not measured, the same in every row of
+ *    a workload) and the round of every throughput sample (throughput_sample_rounds);
  *  - counters consistent: every streaming map of a run was unmapped, no fault, no error,
  *    I/Os done, and what each configuration must or must not do: identity reaches all memory
  *    and never invalidates (identity-2step too); strict, strict-2step and the Linux-like
@@ -142,6 +145,62 @@ static int check_machine_report(json_t *root)
 	return fails ? 1 : 0;
 }
 
+/* The run's rounds and --quick, the machine's cores, and the rounds' transfer figures seen. */
+static long long run_rounds;
+static bool run_quick;
+static long long cores;
+static int xfer_measured;
+static json_t *xfer_of[NWL]; /* the first row's cacheline_transfer_ns_samples, per workload */
+
+/*
+ * cacheline_transfer_ns_samples (bench_workloads.c round_xfer()): one figure per round of the
+ * run, each positive and finite, or null where it was not measured: every round of a run that
+ * is not --quick (on two CPUs or more), the first round of the first workload only in --quick.
+ * Every row of a workload has the same figures (one measurement per round, before its runs).
+ * throughput_sample_rounds: the round of each throughput sample, in order; a policy's row has
+ * one sample per round, the same ones as its ratio_samples.
+ */
+static void check_round_xfer(json_t *r, const char *wl, const char *cfg, int w, bool id)
+{
+	json_t *x = json_object_get(r, "cacheline_transfer_ns_samples"), *v;
+	json_t *rounds = json_object_get(r, "throughput_sample_rounds");
+	json_t *thr = json_object_get(r, "throughput_samples");
+	size_t i;
+	long long prev = 0;
+
+	EXPECT(json_is_array(x) && (long long)json_array_size(x) == run_rounds,
+	       "%s/%s: cacheline_transfer_ns_samples: %zu, not one per round (%lld)", wl, cfg,
+	       json_is_array(x) ? json_array_size(x) : 0, run_rounds);
+	json_array_foreach(x, i, v)
+	{
+		double ns = json_is_number(v) ? json_number_value(v) : NAN;
+
+		EXPECT(json_is_null(v) || (ns > 0 && isfinite(ns)),
+		       "%s/%s: cacheline_transfer_ns_samples[%zu] %g", wl, cfg, i, ns);
+		EXPECT(!json_is_null(v) || run_quick || cores < 2,
+		       "%s/%s: cacheline_transfer_ns_samples[%zu] null in a run that is not "
+		       "--quick",
+		       wl, cfg, i);
+		xfer_measured += !json_is_null(v);
+	}
+	if (!xfer_of[w])
+		xfer_of[w] = x;
+	EXPECT(json_equal(x, xfer_of[w]),
+	       "%s/%s: cacheline_transfer_ns_samples differ from the workload's other rows", wl,
+	       cfg);
+	EXPECT(json_is_array(rounds) && json_is_array(thr) &&
+		       json_array_size(rounds) == json_array_size(thr),
+	       "%s/%s: throughput_sample_rounds: not one per throughput sample", wl, cfg);
+	json_array_foreach(rounds, i, v)
+	{
+		long long k = json_is_integer(v) ? json_integer_value(v) : -1;
+
+		EXPECT(k >= prev && k < run_rounds && (id || k == (long long)i),
+		       "%s/%s: throughput_sample_rounds[%zu] %lld", wl, cfg, i, k);
+		prev = k;
+	}
+}
+
 static void check_result(json_t *r, const char *wl, const char *cfg, int w)
 {
 	const char *unit = json_string_value(json_object_get(r, "unit"));
@@ -179,6 +238,7 @@ static void check_result(json_t *r, const char *wl, const char *cfg, int w)
 	       "%s/%s: one ratio sample per round", wl, cfg);
 	EXPECT(json_is_array(json_object_get(r, "throughput_samples")), "%s/%s: throughput_samples",
 	       wl, cfg);
+	check_round_xfer(r, wl, cfg, w, id);
 	/* counters */
 	EXPECT(cnt(r, "run_maps") == cnt(r, "run_unmaps"), "%s/%s: %lld maps but %lld unmaps", wl,
 	       cfg, cnt(r, "run_maps"), cnt(r, "run_unmaps"));
@@ -282,8 +342,10 @@ int main(int argc, char **argv)
 	EXPECT(!strcmp(json_string_value(json_object_get(root, "suite")) ?: "", "workloads"),
 	       "suite");
 	check_xfer(machine);
-	EXPECT(json_integer_value(json_object_get(json_object_get(root, "run"), "rounds")) >= 1,
-	       "run.rounds");
+	run_rounds = json_integer_value(json_object_get(json_object_get(root, "run"), "rounds"));
+	run_quick = json_is_true(json_object_get(json_object_get(root, "run"), "quick"));
+	cores = json_integer_value(json_object_get(machine, "cores"));
+	EXPECT(run_rounds >= 1, "run.rounds");
 	results = json_object_get(root, "results");
 	EXPECT(json_is_array(results), "results");
 	json_array_foreach(results, i, r)
@@ -315,6 +377,8 @@ int main(int argc, char **argv)
 		for (size_t c = 0; c < NCFG; c++)
 			EXPECT(seen[w][c] == (want[w] ? 1 : 0), "%s/%s: %d results", workloads[w],
 			       configs[c], seen[w][c]);
+	EXPECT(xfer_measured || cores < 2 || !json_array_size(results),
+	       "cacheline_transfer_ns_samples: no round measured the transfer");
 	json_decref(root);
 	if (fails)
 		fprintf(stderr, "bench_workloads_json_check: %d failures\n", fails);
