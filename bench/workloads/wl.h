@@ -591,8 +591,8 @@ struct wl_result {
 	const struct wl_workload *wl;
 	enum wl_cfg cfg;
 	unsigned int threads, qd;
-	unsigned int n;			     /* rounds measured */
-	double thr[WL_MAX_ROUNDS * WL_NCFG]; /* throughput per run, in wl->unit (identity: a
+	unsigned int n;				    /* rounds measured */
+	double thr[WL_MAX_ROUNDS * WL_NCFG];	    /* throughput per run, in wl->unit (identity: a
 						run before and after every policy's) */
 	uint8_t thr_round[WL_MAX_ROUNDS * WL_NCFG]; /* the round of each thr[] run */
 	double ratio[WL_MAX_ROUNDS]; /* per round: thr / mean of the identity runs around it */
