@@ -479,8 +479,11 @@ static int bench_workloads_main(int argc, char **argv)
 			}
 			double tmp[WL_MAX_ROUNDS];
 
-			size_t kept =
-				bench_alternating_ratios(v, b, a, x->n, x->ratio, &x->ratio_s);
+			/* the summary sorts its copy; x->ratio keeps the rounds' order (the JSON's
+			   ratio_samples, next to each round's transfer figure) */
+			size_t kept = bench_alternating_ratios(v, b, a, x->n, tmp, &x->ratio_s);
+
+			wl_round_ratios(v, b, a, x->n, x->ratio);
 			memcpy(tmp, x->thr, x->n * sizeof(double));
 			bench_summarize(tmp, x->n, &x->thr_s);
 			if (kept != x->n)

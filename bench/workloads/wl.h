@@ -611,6 +611,11 @@ struct wl_result {
 };
 
 void wl_result_derive(struct wl_result *res);
+/* The ratio of each round in the rounds' order: value[i] / ((before[i] + after[i]) / 2), NaN
+   for a round bench_alternating_ratios() leaves out (a baseline that measured nothing). That
+   one's ratios are sorted (its summary's); these stay next to the round's other figures. */
+void wl_round_ratios(const double *value, const double *before, const double *after, size_t n,
+		     double *ratio);
 
 /* Output (wl_report.c). */
 struct wl_report_opts {

@@ -55,6 +55,18 @@ void wl_result_derive(struct wl_result *res)
 	res->subpage = t->maps ? (double)t->subpage_bytes / (double)t->maps : 0;
 }
 
+void wl_round_ratios(const double *value, const double *before, const double *after, size_t n,
+		     double *ratio)
+{
+	for (size_t i = 0; i < n; i++) {
+		double base = (before[i] + after[i]) / 2;
+
+		ratio[i] = !(base > 0) || !(value[i] >= 0) || isinf(base) || isinf(value[i]) ?
+				   NAN :
+				   value[i] / base;
+	}
+}
+
 /* ---- formatting ------------------------------------------------------------------------------ */
 
 static void fmt_thr(char *buf, size_t n, const struct wl_workload *wl, double v)
@@ -383,7 +395,7 @@ static json_t *result_json(const struct wl_result *r, const struct wl_result *id
 	json_object_set_new(j, "ratio_spread", json_real(r->ratio_s.spread));
 	json_object_set_new(j, "ratio_min", json_real(r->ratio_s.min));
 	json_object_set_new(j, "ratio_max", json_real(r->ratio_s.max));
-	json_object_set_new(j, "ratio_samples", array_of(r->ratio, nratio));
+	json_object_set_new(j, "ratio_samples", array_or_null(r->ratio, nratio));
 	json_object_set_new(j, "cacheline_transfer_ns_samples",
 			    array_or_null(r->xfer_ns, r->rounds));
 	json_object_set_new(j, "rounds", json_integer(wl_cfg_is_baseline(r->cfg) ? 0 : r->n));
