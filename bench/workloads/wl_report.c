@@ -3,8 +3,9 @@
  * bench/workloads/wl_report.c - what "dmaguard bench" prints and writes: the header (with the
  * machine's cache-line transfer cost, bench/machine.c), the table (one row per workload and
  * configuration), the matrix of ratios, strict's cross-core transfers per I/O against its
- * extra time, the seed comparison of DESIGN.md section 1, grep-able RESULT lines, JSON
- * (docs/bench-json.md), CSV, and the bar chart of ratios (gnuplot PNG/SVG, or ASCII).
+ * extra time (with the range of the transfer measured at each round's start), the seed
+ * comparison of DESIGN.md section 1, grep-able RESULT lines, JSON (docs/bench-json.md), CSV,
+ * and the bar chart of ratios (gnuplot PNG/SVG, or ASCII).
  */
 #include "wl.h"
 
