@@ -12,6 +12,7 @@
  *  - the cache-line transfer of every round (cacheline_transfer_ns_samples, check_round_xfer:
  *    one per round, positive and finite or null where not measured, the same in every row of
  *    a workload) and the round of every throughput sample (throughput_sample_rounds);
+ *    ratio_samples in the rounds' order (check_ratio_order);
  *  - counters consistent: every streaming map of a run was unmapped, no fault, no error,
  *    I/Os done, and what each configuration must or must not do: identity reaches all memory
  *    and never invalidates (identity-2step too); strict, strict-2step and the Linux-like
@@ -201,6 +202,46 @@ static void check_round_xfer(json_t *r, const char *wl, const char *cfg, int w, 
 	}
 }
 
+/*
+ * ratio_samples in the rounds' order (bench_workloads.c, wl_round_ratios()): round i's ratio is
+ * throughput_samples[i] over the mean of two of the baseline's runs, the one before (its
+ * round i, or the previous round's last) and the one after (its round i): some pair of the
+ * baseline's samples of rounds i - 1 and i must give throughput_samples[i] / ratio_samples[i].
+ * A sorted array puts another round's ratio there.
+ */
+static void check_ratio_order(json_t *r, json_t *base, const char *wl, const char *cfg)
+{
+	json_t *ratios = json_object_get(r, "ratio_samples"), *v;
+	json_t *thr = json_object_get(r, "throughput_samples");
+	json_t *bthr = json_object_get(base, "throughput_samples");
+	json_t *brnd = json_object_get(base, "throughput_sample_rounds");
+	size_t i;
+
+	json_array_foreach(ratios, i, v)
+	{
+		double want = json_number_value(json_array_get(thr, i)) / json_number_value(v);
+		bool found = false;
+
+		if (json_is_null(v))
+			continue;
+		for (size_t p = 0; p < json_array_size(bthr) && !found; p++)
+			for (size_t q = p + 1; q < json_array_size(bthr) && !found; q++) {
+				long long rp = json_integer_value(json_array_get(brnd, p));
+				long long rq = json_integer_value(json_array_get(brnd, q));
+				double m = (json_number_value(json_array_get(bthr, p)) +
+					    json_number_value(json_array_get(bthr, q))) /
+					   2;
+
+				found = rq == (long long)i && (rp == rq || rp + 1 == rq) &&
+					fabs(m - want) <= 1e-9 * fabs(want);
+			}
+		EXPECT(found,
+		       "%s/%s: ratio_samples[%zu] %g: no pair of the baseline's runs of its round "
+		       "gives it (not in the rounds' order?)",
+		       wl, cfg, i, json_number_value(v));
+	}
+}
+
 static void check_result(json_t *r, const char *wl, const char *cfg, int w)
 {
 	const char *unit = json_string_value(json_object_get(r, "unit"));
@@ -309,6 +350,7 @@ int main(int argc, char **argv)
 	int seen[NWL][NCFG] = {{0}};
 	bool want[NWL];
 	double ident[NWL][2] = {{0}}; /* identity, identity-2step */
+	json_t *base_row[NWL][2] = {{NULL}};
 	json_t *root, *results, *r, *machine;
 	size_t i;
 
@@ -360,8 +402,10 @@ int main(int argc, char **argv)
 			continue;
 		seen[w][c]++;
 		check_result(r, wl, cfg, w);
-		if (c == 0 || c == IDENTITY_2STEP)
+		if (c == 0 || c == IDENTITY_2STEP) {
 			ident[w][c != 0] = num(r, "throughput");
+			base_row[w][c != 0] = r;
+		}
 	}
 	json_array_foreach(results, i, r)
 	{
@@ -372,6 +416,8 @@ int main(int argc, char **argv)
 		if (w >= 0)
 			EXPECT(num(r, "throughput_identity") == ident[w][two],
 			       "result %zu: throughput_identity differs from its baseline's", i);
+		if (w >= 0 && base_row[w][two] && base_row[w][two] != r)
+			check_ratio_order(r, base_row[w][two], workloads[w], cfg);
 	}
 	for (size_t w = 0; w < NWL; w++)
 		for (size_t c = 0; c < NCFG; c++)
