@@ -170,17 +170,6 @@ static const struct {
 	{"ARM SMMUv3 NVMe-oF 4K randread, 8 jobs", "nvme4k", 1080, 520, "K IOPS"},
 };
 
-/*
- * Strict's device-side cross-core transfers per I/O against its extra time per I/O, for the
- * workloads whose every mapping is one page (the 64-byte NIC family: unit Mpps): one page-table
- * line per 8 new mappings (8 PTEs per line, IOVAs ascending; the device reads each line once
- * after the driver wrote it) and two lines per invalidation command (the slot, whose stamp the
- * device watches, and the acknowledgement; `published` was a third until devices watched the
- * stamp: docs/iommu.md "Shared cache lines"). Their count times the measured
- * transfer cost is the order of strict's extra time per I/O (docs/bench.md "Reading the
- * table"). The last column is the range (min-max) of the transfer measured at the start of
- * each round of the workload (bench_workloads.c): how far the cost moved under the rounds.
- */
 /* The range of a result's per-round transfer figures, "min-max" ns ("-": none measured). */
 static void xfer_range(char *buf, size_t n, const struct wl_result *r)
 {
@@ -197,6 +186,17 @@ static void xfer_range(char *buf, size_t n, const struct wl_result *r)
 		snprintf(buf, n, "%.0f-%.0f", lo, hi);
 }
 
+/*
+ * Strict's device-side cross-core transfers per I/O against its extra time per I/O, for the
+ * workloads whose every mapping is one page (the 64-byte NIC family: unit Mpps): one page-table
+ * line per 8 new mappings (8 PTEs per line, IOVAs ascending; the device reads each line once
+ * after the driver wrote it) and two lines per invalidation command (the slot, whose stamp the
+ * device watches, and the acknowledgement; `published` was a third until devices watched the
+ * stamp: docs/iommu.md "Shared cache lines"). Their count times the measured
+ * transfer cost is the order of strict's extra time per I/O (docs/bench.md "Reading the
+ * table"). The last column is the range (min-max) of the transfer measured at the start of
+ * each round of the workload (bench_workloads.c): how far the cost moved under the rounds.
+ */
 static void transfers_note(FILE *out, const struct wl_result *res, size_t n,
 			   const struct bench_xfer *x)
 {
