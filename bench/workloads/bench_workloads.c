@@ -28,11 +28,16 @@
  * Before the runs, the cost of one cache-line transfer between the driver's and the device's
  * CPU (bench/machine.c: 0.1 s, --quick 20 ms) goes into the header and the JSON's machine
  * section: strict's remaining cost over identity is lines the two cores pass (docs/bench.md
- * "Reading the table").
+ * "Reading the table"). It moves with the host's placement of the vCPUs, so it is measured
+ * again, shortly (a few ms, wl.h WL_XFER_ROUND_RUNS), at the start of every round of every
+ * workload: each result keeps the figure of each round (JSON cacheline_transfer_ns_samples,
+ * next to ratio_samples; the range in the transfers note). --quick measures only the first
+ * round of the first workload.
  */
 #include "wl.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -262,6 +267,24 @@ static void progress_end(void)
 
 /* ---- the run ------------------------------------------------------------------------------------ */
 
+/*
+ * The cache-line transfer at the start of a round (wl.h, WL_XFER_ROUND_RUNS): ns one way, NaN
+ * when not measured (fewer than two CPUs, a thread not pinned, or --quick past its first one).
+ * Measured between runs, when no workload thread is left on the two CPUs.
+ */
+static double round_xfer(bool quick)
+{
+	static bool measured_once;
+	struct bench_xfer x;
+
+	if (quick && measured_once)
+		return NAN;
+	measured_once = true;
+	if (bench_xfer_measure(0, 1, WL_XFER_ROUND_RUNS, WL_XFER_ROUND_RUN_S, &x) || !x.measured)
+		return NAN;
+	return x.ns.median;
+}
+
 static int fixed_count(const struct opts *o)
 {
 	struct wl_run_opts ro = {.ops = o->c.ops, .threads = o->c.threads, .qd = o->qd};
@@ -378,6 +401,12 @@ static int bench_workloads_main(int argc, char **argv)
 			/* the last run's configuration and throughput */
 			enum wl_cfg last = WL_NCFG;
 			double last_thr = 0;
+			double xns = round_xfer(o.c.quick);
+
+			for (size_t k = 0; k < nres - base; k++) {
+				row[k].xfer_ns[r] = xns;
+				row[k].rounds = r + 1;
+			}
 
 			for (size_t k = 0; k < nres - base; k++) {
 				struct wl_result *x = &row[k], *bl = NULL;
@@ -408,6 +437,7 @@ static int bench_workloads_main(int argc, char **argv)
 						y->failed = true;
 						rc = 1;
 					}
+					y->thr_round[y->n] = (uint8_t)r;
 					y->thr[y->n++] = thr;
 					last = y->cfg;
 					last_thr = thr;
@@ -449,8 +479,11 @@ static int bench_workloads_main(int argc, char **argv)
 			}
 			double tmp[WL_MAX_ROUNDS];
 
-			size_t kept =
-				bench_alternating_ratios(v, b, a, x->n, x->ratio, &x->ratio_s);
+			/* the summary sorts its copy; x->ratio keeps the rounds' order (the JSON's
+			   ratio_samples, next to each round's transfer figure) */
+			size_t kept = bench_alternating_ratios(v, b, a, x->n, tmp, &x->ratio_s);
+
+			wl_round_ratios(v, b, a, x->n, x->ratio);
 			memcpy(tmp, x->thr, x->n * sizeof(double));
 			bench_summarize(tmp, x->n, &x->thr_s);
 			if (kept != x->n)

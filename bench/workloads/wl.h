@@ -575,15 +575,31 @@ struct wl_totals {
 
 #define WL_MAX_ROUNDS 100
 
+/*
+ * The cache-line transfer measured again at the start of every round of every workload
+ * (bench_xfer_measure(), bench/machine.c): the host moves the two vCPUs closer or farther apart
+ * between rounds (28 ns one way in one round, 70-90 ns minutes later), and every workload passes
+ * lines between the driver's and the device's cores, identity included. A few ms a round
+ * (WL_XFER_ROUND_RUNS runs of WL_XFER_ROUND_RUN_S, the median of their median batches): ~0.3 s
+ * over make run's 45 rounds. --quick measures the first round of the first workload only.
+ */
+#define WL_XFER_ROUND_RUNS  3
+#define WL_XFER_ROUND_RUN_S 0.002
+
 /* One row of the report: a workload under a configuration, over every round. */
 struct wl_result {
 	const struct wl_workload *wl;
 	enum wl_cfg cfg;
 	unsigned int threads, qd;
-	unsigned int n;			     /* rounds measured */
-	double thr[WL_MAX_ROUNDS * WL_NCFG]; /* throughput per run, in wl->unit (identity: a
+	unsigned int n;				    /* rounds measured */
+	double thr[WL_MAX_ROUNDS * WL_NCFG];	    /* throughput per run, in wl->unit (identity: a
 						run before and after every policy's) */
+	uint8_t thr_round[WL_MAX_ROUNDS * WL_NCFG]; /* the round of each thr[] run */
 	double ratio[WL_MAX_ROUNDS]; /* per round: thr / mean of the identity runs around it */
+	/* per round: the cache-line transfer measured at its start (ns one way, NaN: not
+	   measured), the same in every row of the workload; rounds: how many there were */
+	double xfer_ns[WL_MAX_ROUNDS];
+	unsigned int rounds;
 	struct bench_summary thr_s, ratio_s;
 	struct wl_totals tot;
 	bool failed; /* a run could not be set up, or saw an error, a fault or a leak */
@@ -595,6 +611,11 @@ struct wl_result {
 };
 
 void wl_result_derive(struct wl_result *res);
+/* The ratio of each round in the rounds' order: value[i] / ((before[i] + after[i]) / 2), NaN
+   for a round bench_alternating_ratios() leaves out (a baseline that measured nothing). That
+   one's ratios are sorted (its summary's); these stay next to the round's other figures. */
+void wl_round_ratios(const double *value, const double *before, const double *after, size_t n,
+		     double *ratio);
 
 /* Output (wl_report.c). */
 struct wl_report_opts {

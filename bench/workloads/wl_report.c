@@ -3,8 +3,9 @@
  * bench/workloads/wl_report.c - what "dmaguard bench" prints and writes: the header (with the
  * machine's cache-line transfer cost, bench/machine.c), the table (one row per workload and
  * configuration), the matrix of ratios, strict's cross-core transfers per I/O against its
- * extra time, the seed comparison of DESIGN.md section 1, grep-able RESULT lines, JSON
- * (docs/bench-json.md), CSV, and the bar chart of ratios (gnuplot PNG/SVG, or ASCII).
+ * extra time (with the range of the transfer measured at each round's start), the seed
+ * comparison of DESIGN.md section 1, grep-able RESULT lines, JSON (docs/bench-json.md), CSV,
+ * and the bar chart of ratios (gnuplot PNG/SVG, or ASCII).
  */
 #include "wl.h"
 
@@ -53,6 +54,18 @@ void wl_result_derive(struct wl_result *res)
 		break;
 	}
 	res->subpage = t->maps ? (double)t->subpage_bytes / (double)t->maps : 0;
+}
+
+void wl_round_ratios(const double *value, const double *before, const double *after, size_t n,
+		     double *ratio)
+{
+	for (size_t i = 0; i < n; i++) {
+		double base = (before[i] + after[i]) / 2;
+
+		ratio[i] = !(base > 0) || !(value[i] >= 0) || isinf(base) || isinf(value[i]) ?
+				   NAN :
+				   value[i] / base;
+	}
 }
 
 /* ---- formatting ------------------------------------------------------------------------------ */
@@ -157,6 +170,22 @@ static const struct {
 	{"ARM SMMUv3 NVMe-oF 4K randread, 8 jobs", "nvme4k", 1080, 520, "K IOPS"},
 };
 
+/* The range of a result's per-round transfer figures, "min-max" ns ("-": none measured). */
+static void xfer_range(char *buf, size_t n, const struct wl_result *r)
+{
+	double lo = INFINITY, hi = -INFINITY;
+
+	for (unsigned int i = 0; i < r->rounds; i++)
+		if (isfinite(r->xfer_ns[i])) {
+			lo = r->xfer_ns[i] < lo ? r->xfer_ns[i] : lo;
+			hi = r->xfer_ns[i] > hi ? r->xfer_ns[i] : hi;
+		}
+	if (lo > hi)
+		snprintf(buf, n, "-");
+	else
+		snprintf(buf, n, "%.0f-%.0f", lo, hi);
+}
+
 /*
  * Strict's device-side cross-core transfers per I/O against its extra time per I/O, for the
  * workloads whose every mapping is one page (the 64-byte NIC family: unit Mpps): one page-table
@@ -165,7 +194,8 @@ static const struct {
  * device watches, and the acknowledgement; `published` was a third until devices watched the
  * stamp: docs/iommu.md "Shared cache lines"). Their count times the measured
  * transfer cost is the order of strict's extra time per I/O (docs/bench.md "Reading the
- * table").
+ * table"). The last column is the range (min-max) of the transfer measured at the start of
+ * each round of the workload (bench_workloads.c): how far the cost moved under the rounds.
  */
 static void transfers_note(FILE *out, const struct wl_result *res, size_t n,
 			   const struct bench_xfer *x)
@@ -186,17 +216,19 @@ static void transfers_note(FILE *out, const struct wl_result *res, size_t n,
 		double lines = maps / 8 + 2 * r->inval_io;
 		/* ns per packet per thread pair */
 		double extra = r->threads * 1e3 * (1 / r->thr_s.median - 1 / id->thr_s.median);
+		char range[32];
 
+		xfer_range(range, sizeof(range), r);
 		if (!head)
 			fprintf(out,
 				"\nstrict's device-side cross-core transfers per I/O (maps/8 + 2 x "
 				"inval) x %.0f ns, against strict's extra time per I/O\n"
-				"%-9s %7s %7s %9s %10s %13s\n",
+				"%-9s %7s %7s %9s %10s %13s %14s\n",
 				x->ns.median, "workload", "maps", "inval", "lines/IO", "x xfer ns",
-				"measured +ns");
+				"measured +ns", "xfer ns/round");
 		head = true;
-		fprintf(out, "%-9s %7.3f %7.4f %9.3f %10.1f %13.1f\n", r->wl->name, maps,
-			r->inval_io, lines, lines * x->ns.median, extra);
+		fprintf(out, "%-9s %7.3f %7.4f %9.3f %10.1f %13.1f %14s\n", r->wl->name, maps,
+			r->inval_io, lines, lines * x->ns.median, extra, range);
 	}
 }
 
@@ -322,6 +354,25 @@ static json_t *array_of(const double *v, size_t n)
 	return a;
 }
 
+/* Per round: a number, or null where it was not measured (NaN). */
+static json_t *array_or_null(const double *v, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, isfinite(v[i]) ? json_real(v[i]) : json_null());
+	return a;
+}
+
+static json_t *rounds_of(const uint8_t *v, size_t n)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(a, json_integer(v[i]));
+	return a;
+}
+
 static json_t *result_json(const struct wl_result *r, const struct wl_result *id)
 {
 	const struct wl_totals *t = &r->tot;
@@ -340,11 +391,14 @@ static json_t *result_json(const struct wl_result *r, const struct wl_result *id
 	json_object_set_new(j, "baseline", json_string(wl_cfg_name[wl_cfg_baseline(r->cfg)]));
 	json_object_set_new(j, "throughput_identity", json_real(id ? id->thr_s.median : 0));
 	json_object_set_new(j, "throughput_samples", array_of(r->thr, r->n));
+	json_object_set_new(j, "throughput_sample_rounds", rounds_of(r->thr_round, r->n));
 	json_object_set_new(j, "ratio_to_identity", json_real(r->ratio_s.median));
 	json_object_set_new(j, "ratio_spread", json_real(r->ratio_s.spread));
 	json_object_set_new(j, "ratio_min", json_real(r->ratio_s.min));
 	json_object_set_new(j, "ratio_max", json_real(r->ratio_s.max));
-	json_object_set_new(j, "ratio_samples", array_of(r->ratio, nratio));
+	json_object_set_new(j, "ratio_samples", array_or_null(r->ratio, nratio));
+	json_object_set_new(j, "cacheline_transfer_ns_samples",
+			    array_or_null(r->xfer_ns, r->rounds));
 	json_object_set_new(j, "rounds", json_integer(wl_cfg_is_baseline(r->cfg) ? 0 : r->n));
 	json_object_set_new(j, "driver_dma_ns_per_io", json_real(r->dma_ns));
 	json_object_set_new(j, "device_translate_ns_per_io", json_real(r->xlat_ns));

@@ -9,6 +9,10 @@
  *  - values: throughput > 0, ratio_to_identity > 0 and finite (1 for the baselines), the
  *    baseline named (identity; identity-2step for the two-step configurations) and its
  *    throughput repeated in every row it is the baseline of, one ratio sample per round;
+ *  - the cache-line transfer of every round (cacheline_transfer_ns_samples, check_round_xfer:
+ *    one per round, positive and finite or null where not measured, the same in every row of
+ *    a workload) and the round of every throughput sample (throughput_sample_rounds);
+ *    ratio_samples in the rounds' order (check_ratio_order);
  *  - counters consistent: every streaming map of a run was unmapped, no fault, no error,
  *    I/Os done, and what each configuration must or must not do: identity reaches all memory
  *    and never invalidates (identity-2step too); strict, strict-2step and the Linux-like
@@ -142,6 +146,102 @@ static int check_machine_report(json_t *root)
 	return fails ? 1 : 0;
 }
 
+/* The run's rounds and --quick, the machine's cores, and the rounds' transfer figures seen. */
+static long long run_rounds;
+static bool run_quick;
+static long long cores;
+static int xfer_measured;
+static json_t *xfer_of[NWL]; /* the first row's cacheline_transfer_ns_samples, per workload */
+
+/*
+ * cacheline_transfer_ns_samples (bench_workloads.c round_xfer()): one figure per round of the
+ * run, each positive and finite, or null where it was not measured: every round of a run that
+ * is not --quick (on two CPUs or more), the first round of the first workload only in --quick.
+ * Every row of a workload has the same figures (one measurement per round, before its runs).
+ * throughput_sample_rounds: the round of each throughput sample, in order; a policy's row has
+ * one sample per round, the same ones as its ratio_samples.
+ */
+static void check_round_xfer(json_t *r, const char *wl, const char *cfg, int w, bool id)
+{
+	json_t *x = json_object_get(r, "cacheline_transfer_ns_samples"), *v;
+	json_t *rounds = json_object_get(r, "throughput_sample_rounds");
+	json_t *thr = json_object_get(r, "throughput_samples");
+	size_t i;
+	long long prev = 0;
+
+	EXPECT(json_is_array(x) && (long long)json_array_size(x) == run_rounds,
+	       "%s/%s: cacheline_transfer_ns_samples: %zu, not one per round (%lld)", wl, cfg,
+	       json_is_array(x) ? json_array_size(x) : 0, run_rounds);
+	json_array_foreach(x, i, v)
+	{
+		double ns = json_is_number(v) ? json_number_value(v) : NAN;
+
+		EXPECT(json_is_null(v) || (ns > 0 && isfinite(ns)),
+		       "%s/%s: cacheline_transfer_ns_samples[%zu] %g", wl, cfg, i, ns);
+		EXPECT(!json_is_null(v) || run_quick || cores < 2,
+		       "%s/%s: cacheline_transfer_ns_samples[%zu] null in a run that is not "
+		       "--quick",
+		       wl, cfg, i);
+		xfer_measured += !json_is_null(v);
+	}
+	if (!xfer_of[w])
+		xfer_of[w] = x;
+	EXPECT(json_equal(x, xfer_of[w]),
+	       "%s/%s: cacheline_transfer_ns_samples differ from the workload's other rows", wl,
+	       cfg);
+	EXPECT(json_is_array(rounds) && json_is_array(thr) &&
+		       json_array_size(rounds) == json_array_size(thr),
+	       "%s/%s: throughput_sample_rounds: not one per throughput sample", wl, cfg);
+	json_array_foreach(rounds, i, v)
+	{
+		long long k = json_is_integer(v) ? json_integer_value(v) : -1;
+
+		EXPECT(k >= prev && k < run_rounds && (id || k == (long long)i),
+		       "%s/%s: throughput_sample_rounds[%zu] %lld", wl, cfg, i, k);
+		prev = k;
+	}
+}
+
+/*
+ * ratio_samples in the rounds' order (bench_workloads.c, wl_round_ratios()): round i's ratio is
+ * throughput_samples[i] over the mean of two of the baseline's runs, the one before (its
+ * round i, or the previous round's last) and the one after (its round i): some pair of the
+ * baseline's samples of rounds i - 1 and i must give throughput_samples[i] / ratio_samples[i].
+ * A sorted array puts another round's ratio there.
+ */
+static void check_ratio_order(json_t *r, json_t *base, const char *wl, const char *cfg)
+{
+	json_t *ratios = json_object_get(r, "ratio_samples"), *v;
+	json_t *thr = json_object_get(r, "throughput_samples");
+	json_t *bthr = json_object_get(base, "throughput_samples");
+	json_t *brnd = json_object_get(base, "throughput_sample_rounds");
+	size_t i;
+
+	json_array_foreach(ratios, i, v)
+	{
+		double want = json_number_value(json_array_get(thr, i)) / json_number_value(v);
+		bool found = false;
+
+		if (json_is_null(v))
+			continue;
+		for (size_t p = 0; p < json_array_size(bthr) && !found; p++)
+			for (size_t q = p + 1; q < json_array_size(bthr) && !found; q++) {
+				long long rp = json_integer_value(json_array_get(brnd, p));
+				long long rq = json_integer_value(json_array_get(brnd, q));
+				double m = (json_number_value(json_array_get(bthr, p)) +
+					    json_number_value(json_array_get(bthr, q))) /
+					   2;
+
+				found = rq == (long long)i && (rp == rq || rp + 1 == rq) &&
+					fabs(m - want) <= 1e-9 * fabs(want);
+			}
+		EXPECT(found,
+		       "%s/%s: ratio_samples[%zu] %g: no pair of the baseline's runs of its round "
+		       "gives it (not in the rounds' order?)",
+		       wl, cfg, i, json_number_value(v));
+	}
+}
+
 static void check_result(json_t *r, const char *wl, const char *cfg, int w)
 {
 	const char *unit = json_string_value(json_object_get(r, "unit"));
@@ -179,6 +279,7 @@ static void check_result(json_t *r, const char *wl, const char *cfg, int w)
 	       "%s/%s: one ratio sample per round", wl, cfg);
 	EXPECT(json_is_array(json_object_get(r, "throughput_samples")), "%s/%s: throughput_samples",
 	       wl, cfg);
+	check_round_xfer(r, wl, cfg, w, id);
 	/* counters */
 	EXPECT(cnt(r, "run_maps") == cnt(r, "run_unmaps"), "%s/%s: %lld maps but %lld unmaps", wl,
 	       cfg, cnt(r, "run_maps"), cnt(r, "run_unmaps"));
@@ -249,6 +350,7 @@ int main(int argc, char **argv)
 	int seen[NWL][NCFG] = {{0}};
 	bool want[NWL];
 	double ident[NWL][2] = {{0}}; /* identity, identity-2step */
+	json_t *base_row[NWL][2] = {{NULL}};
 	json_t *root, *results, *r, *machine;
 	size_t i;
 
@@ -282,8 +384,10 @@ int main(int argc, char **argv)
 	EXPECT(!strcmp(json_string_value(json_object_get(root, "suite")) ?: "", "workloads"),
 	       "suite");
 	check_xfer(machine);
-	EXPECT(json_integer_value(json_object_get(json_object_get(root, "run"), "rounds")) >= 1,
-	       "run.rounds");
+	run_rounds = json_integer_value(json_object_get(json_object_get(root, "run"), "rounds"));
+	run_quick = json_is_true(json_object_get(json_object_get(root, "run"), "quick"));
+	cores = json_integer_value(json_object_get(machine, "cores"));
+	EXPECT(run_rounds >= 1, "run.rounds");
 	results = json_object_get(root, "results");
 	EXPECT(json_is_array(results), "results");
 	json_array_foreach(results, i, r)
@@ -298,8 +402,10 @@ int main(int argc, char **argv)
 			continue;
 		seen[w][c]++;
 		check_result(r, wl, cfg, w);
-		if (c == 0 || c == IDENTITY_2STEP)
+		if (c == 0 || c == IDENTITY_2STEP) {
 			ident[w][c != 0] = num(r, "throughput");
+			base_row[w][c != 0] = r;
+		}
 	}
 	json_array_foreach(results, i, r)
 	{
@@ -310,11 +416,15 @@ int main(int argc, char **argv)
 		if (w >= 0)
 			EXPECT(num(r, "throughput_identity") == ident[w][two],
 			       "result %zu: throughput_identity differs from its baseline's", i);
+		if (w >= 0 && base_row[w][two] && base_row[w][two] != r)
+			check_ratio_order(r, base_row[w][two], workloads[w], cfg);
 	}
 	for (size_t w = 0; w < NWL; w++)
 		for (size_t c = 0; c < NCFG; c++)
 			EXPECT(seen[w][c] == (want[w] ? 1 : 0), "%s/%s: %d results", workloads[w],
 			       configs[c], seen[w][c]);
+	EXPECT(xfer_measured || cores < 2 || !json_array_size(results),
+	       "cacheline_transfer_ns_samples: no round measured the transfer");
 	json_decref(root);
 	if (fails)
 		fprintf(stderr, "bench_workloads_json_check: %d failures\n", fails);

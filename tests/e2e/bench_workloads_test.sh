@@ -4,7 +4,8 @@
 # policy, ratios positive, counters consistent, the machine's cache-line transfer cost), CSV
 # and the ASCII plot come out, fixed-count mode runs, --list names every workload, and bad
 # options exit 2. The checker refuses a report without the transfer cost or with a negative
-# one; `dmaguard bench machine` writes a report it accepts.
+# one, and per-round transfer figures of the wrong count, negative, or missing outside --quick;
+# `dmaguard bench machine` writes a report it accepts.
 . "$(dirname "$0")/e2e_lib.sh"
 "$exe" bench --quick --json "$tmp/out.json" --csv "$tmp/out.csv" --plot ascii \
 	>"$tmp/out.txt" 2>"$tmp/err.txt" || { echo "FAIL: quick run"; cat "$tmp/err.txt"; fail=1; }
@@ -31,6 +32,30 @@ expect_check_fails "$tmp/noxfer.json" "cacheline_transfer_ns missing"
 sed '/"cacheline_transfer_ns"/,/}/ s/"median": [^,]*/"median": -1.5/' "$tmp/out.json" \
 	>"$tmp/negxfer.json"
 expect_check_fails "$tmp/negxfer.json" "cacheline_transfer_ns.median -1.5"
+# the transfer of every round (cacheline_transfer_ns_samples; --quick measures the first
+# round of the first workload only, xdp64): the checker refuses an array of the wrong length,
+# a negative figure, and a null in a run that is not --quick; the note gives xdp64's range
+grep -q '^xdp64  .* [0-9][0-9]*-[0-9][0-9]*$' "$tmp/out.txt" ||
+	{ echo "FAIL: no per-round transfer range for xdp64 in the transfers note"; fail=1; }
+sed '0,/"cacheline_transfer_ns_samples": \[$/s//&\n        1.5,/' "$tmp/out.json" \
+	>"$tmp/xferlen.json"
+expect_check_fails "$tmp/xferlen.json" "cacheline_transfer_ns_samples: 2, not one per round (1)"
+sed '/"cacheline_transfer_ns_samples": \[$/{n;s/^\( *\)[0-9][0-9.e+-]*/\1-2.5/}' \
+	"$tmp/out.json" >"$tmp/xferneg.json"
+expect_check_fails "$tmp/xferneg.json" "cacheline_transfer_ns_samples.0. -2.5"
+sed 's/"quick": true/"quick": false/' "$tmp/out.json" >"$tmp/xfernull.json"
+expect_check_fails "$tmp/xfernull.json" "null in a run that is not --quick"
+# two rounds: two figures per row (the second null in --quick), each throughput sample's round
+"$exe" bench workloads --quick --rounds 2 --duration 0.01 --workload xdp64 \
+	--json "$tmp/two.json" >/dev/null 2>"$tmp/err.txt" ||
+	{ echo "FAIL: two-round run"; cat "$tmp/err.txt"; fail=1; }
+"$check" "$tmp/two.json" xdp64 || fail=1
+tr -d ' \n' <"$tmp/two.json" | grep -q '"cacheline_transfer_ns_samples":\[[0-9.e+-]*,null\]' ||
+	{ echo "FAIL: two-round run: cacheline_transfer_ns_samples not [figure, null]"; fail=1; }
+# without --quick every round measures it: the checker takes no null there
+"$exe" bench workloads --rounds 2 --duration 0.01 --workload xdp64 --json "$tmp/full.json" \
+	>/dev/null 2>"$tmp/err.txt" || { echo "FAIL: two-round run without --quick"; cat "$tmp/err.txt"; fail=1; }
+"$check" "$tmp/full.json" xdp64 || fail=1
 # the suite alone: its report passes the same check, and a negative median fails it
 "$exe" bench machine --quick --json "$tmp/machine.json" >"$tmp/machine.txt" 2>&1 ||
 	{ echo "FAIL: bench machine"; cat "$tmp/machine.txt"; fail=1; }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Unit tests of what the workloads suite adds to the benchmark protocol: alternated ratios
- * (bench_alternating_ratios) against values computed by hand, the per-I/O figures derived from
+ * (bench_alternating_ratios) against values computed by hand, and per round in the rounds' order
+ * (wl_round_ratios, the JSON's ratio_samples), the per-I/O figures derived from
  * a run's counters, the sg copies the emulated devices use (across segment boundaries, with
  * offsets), the spreading of queues over ports, the ASCII bar chart, and the ring slots of
  * the two-step drivers (wl_slots.c) on a real strict and identity device, and the stuck-run
@@ -44,6 +45,22 @@ static void test_alternating_ratios(void **state)
 	assert_true(s.n == 1 && s.median == 0.5 && s.spread == 0);
 	assert_int_equal(bench_alternating_ratios(v2, b2, a2, 0, r, &s), 0);
 	assert_true(isnan(s.median));
+}
+
+/* wl_round_ratios: the rounds' order kept (not sorted), NaN for a round without a baseline;
+   the same values as bench_alternating_ratios' sorted ones */
+static void test_round_ratios(void **state)
+{
+	double v[] = {200, 50, 100, 80}, b[] = {100, 100, 50, 0}, a[] = {100, 100, 150, 0};
+	double r[4], s[4];
+	struct bench_summary sum;
+
+	(void)state;
+	wl_round_ratios(v, b, a, 4, r);
+	assert_true(r[0] == 2 && r[1] == 0.5 && r[2] == 1);
+	assert_true(isnan(r[3]));
+	assert_int_equal(bench_alternating_ratios(v, b, a, 4, s, &sum), 3);
+	assert_true(s[0] == 0.5 && s[1] == 1 && s[2] == 2 && sum.median == 1);
 }
 
 static void test_derive(void **state)
@@ -461,6 +478,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_alternating_ratios),
 		cmocka_unit_test(test_slots),
+		cmocka_unit_test(test_round_ratios),
 		cmocka_unit_test(test_derive),
 		cmocka_unit_test(test_sg_copy),
 		cmocka_unit_test(test_port_queues),
