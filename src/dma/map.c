@@ -148,6 +148,16 @@ void dma_space_destroy(struct dma_space *sp)
 
 /* ---- invalidation, quarantine ------------------------------------------------------------- */
 
+/* What a refused submit falls back to, step @k (the rule below): 0, one DOMAIN command of
+ * @domain (the first refused command's); 1, one GLOBAL command, which is never refused.
+ * dma_inval_submit()'s and a strict batch's reserve (batch_reserve_cmds). */
+static dg_always_inline struct dg_inval_cmd inval_fallback(unsigned int k, uint32_t domain)
+{
+	if (k == 0)
+		return (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = domain};
+	return (struct dg_inval_cmd){.type = DG_INVAL_GLOBAL};
+}
+
 /*
  * Never fails, and every caller relies on it: a failed submit would leave page-table entries
  * cleared with no invalidation queued, and *seq (0, or an older submit's) would let the
@@ -164,16 +174,12 @@ int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, siz
 	struct dg_iommu *mmu = dd->dma->mmu;
 	int r = dg_inval_submit(mmu, cmds, n, seq);
 
-	if (dg_unlikely(r)) {
-		struct dg_inval_cmd d = {.type = DG_INVAL_DOMAIN, .domain = cmds[0].domain};
+	for (unsigned int k = 0; dg_unlikely(r) && k < 2; k++) {
+		const struct dg_inval_cmd d = inval_fallback(k, cmds[0].domain);
 
 		r = dg_inval_submit(mmu, &d, 1, seq);
-		if (r) {
-			d = (struct dg_inval_cmd){.type = DG_INVAL_GLOBAL};
-			r = dg_inval_submit(mmu, &d, 1, seq);
-		}
-		assert(!r); /* see above: a GLOBAL command cannot be refused */
 	}
+	assert(!r); /* see above: a GLOBAL command cannot be refused */
 	ctr_add(dma_tstats(dd), CTR_SUBMITS, 1);
 	return r;
 }
@@ -686,16 +692,12 @@ static dg_always_inline void batch_reserve_cmds(struct dg_dma_batch *b, struct d
 	struct dg_iommu *mmu = b->dev->dma->mmu;
 	int r = iommu_inval_reserve(mmu, cmds, *nc, t);
 
-	if (dg_unlikely(r)) {
-		cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_DOMAIN, .domain = cmds[0].domain};
+	for (unsigned int k = 0; dg_unlikely(r) && k < 2; k++) {
+		cmds[0] = inval_fallback(k, cmds[0].domain); /* step 1: the DOMAIN's, the same */
 		*nc = 1;
 		r = iommu_inval_reserve(mmu, cmds, 1, t);
-		if (r) {
-			cmds[0] = (struct dg_inval_cmd){.type = DG_INVAL_GLOBAL};
-			r = iommu_inval_reserve(mmu, cmds, 1, t);
-		}
-		assert(!r); /* dma_inval_submit(): a GLOBAL command cannot be refused */
 	}
+	assert(!r); /* dma_inval_submit(): a GLOBAL command cannot be refused */
 	(void)r;
 }
 
@@ -886,6 +888,19 @@ static int batch_flush(struct dg_dma_batch *b)
 	return batch_flush_waited(b, INT_MIN);
 }
 
+/* An empty batch: no entries, runs, pieces, commands or gathered range (what a flush leaves
+ * and a begin starts from). */
+static dg_always_inline void batch_reset(struct dg_dma_batch *b)
+{
+	b->n = 0;
+	b->nsub = 0;
+	b->seq = 0;
+	b->npieces = 0;
+	b->nruns = 0;
+	b->run_clear = 0;
+	dg_pt_gather_init(&b->gather);
+}
+
 /* batch_flush(), @waited its wait's result when done already (batch_end_runs: failed), or
  * INT_MIN: not waited. */
 static dg_noinline int batch_flush_waited(struct dg_dma_batch *b, int waited)
@@ -1074,13 +1089,7 @@ waited:
 			if ((b->ent[i].size & BATCH_KIND) == BATCH_BOUNCE)
 				dma_bounce_free(dd, b->ent[i].addr);
 done:
-	b->n = 0;
-	b->nsub = 0;
-	b->seq = 0;
-	b->npieces = 0;
-	b->nruns = 0;
-	b->run_clear = 0;
-	dg_pt_gather_init(&b->gather);
+	batch_reset(b);
 	b->flushes++;
 	return r;
 }
@@ -1119,15 +1128,9 @@ void dg_dma_batch_begin(struct dg_dma_dev *dd, struct dg_dma_batch *b)
 	b->dev = dd;
 	if (dd) /* this thread's count: no locked add on a strict poll (dma_open_batches()) */
 		dma_open_batches_add(dd, dma_tstats(dd), 1);
-	b->n = 0;
-	b->nsub = 0;
-	b->seq = 0;
-	b->npieces = 0;
-	b->nruns = 0;
-	b->run_clear = 0;
+	batch_reset(b);
 	b->flushes = 0;
 	b->status = 0;
-	dg_pt_gather_init(&b->gather);
 }
 
 int dg_dma_batch_submit(struct dg_dma_batch *b)
@@ -1228,13 +1231,7 @@ static dg_always_inline int batch_end_runs(struct dg_dma_batch *b, int *r)
 		sn += b->run_len[j]; /* a stream granule is one granule */
 	}
 	dma_stream_retire(sp, stok, sn);
-	b->n = 0;
-	b->nsub = 0;
-	b->seq = 0;
-	b->npieces = 0;
-	b->nruns = 0;
-	b->run_clear = 0;
-	dg_pt_gather_init(&b->gather);
+	batch_reset(b);
 	b->flushes++;
 	return 0;
 }
