@@ -674,7 +674,8 @@ int dma_strict_retire(struct dg_dma_dev *dd, struct dma_space *sp, uint64_t iova
 int dma_inval(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq);
 /* dma_inval() in two halves: submit (*seq: what to wait for), then wait. The submit never
  * fails (0 always: a refused command becomes a DOMAIN, then a GLOBAL one), so *seq always
- * covers the commands and only the wait can fail (-ETIMEDOUT): what to park in quarantine. */
+ * covers the commands and only the wait can fail (-ETIMEDOUT): what to park in quarantine.
+ * The submit is the DMA layer's one way (map.c): iommu/inval.h's two steps back to back. */
 int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
 		     uint64_t *seq);
 int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq);

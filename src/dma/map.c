@@ -148,9 +148,8 @@ void dma_space_destroy(struct dma_space *sp)
 
 /* ---- invalidation, quarantine ------------------------------------------------------------- */
 
-/* What a refused submit falls back to, step @k (the rule below): 0, one DOMAIN command of
- * @domain (the first refused command's); 1, one GLOBAL command, which is never refused.
- * dma_inval_submit()'s and a strict batch's reserve (batch_reserve_cmds). */
+/* What a refused reserve falls back to, step @k (dma_inval_reserve): 0, one DOMAIN command of
+ * @domain (the first refused command's); 1, one GLOBAL command, which is never refused. */
 static dg_always_inline struct dg_inval_cmd inval_fallback(unsigned int k, uint32_t domain)
 {
 	if (k == 0)
@@ -159,29 +158,64 @@ static dg_always_inline struct dg_inval_cmd inval_fallback(unsigned int k, uint3
 }
 
 /*
+ * Every invalidation the DMA layer submits is these two steps (iommu/inval.h: a closed
+ * reservation, then the slot writes and the commit): a strict batch's stream runs with their
+ * page-table clears between them (batch_issue_runs), every other submit with nothing between
+ * (dma_inval_submit, batch_submit_cmds). One way, so one place for the fallbacks below, and
+ * one locked RMW per submit (dg_inval_submit()'s joined reservation takes two: the add and
+ * the close). What a closed reservation gives up - gathering other producers' commands into
+ * its batch - costs nothing here: a DMA submit's waiter waits for its own publication anyway,
+ * and it still joins a batch that is open (inval_queue.h).
+ *
  * Never fails, and every caller relies on it: a failed submit would leave page-table entries
  * cleared with no invalidation queued, and *seq (0, or an older submit's) would let the
  * quarantine or a batch end give their IOVAs back with translations still in the IOTLBs.
  * So: the commands as asked; refused (-E2BIG: more slots than the ring, or a range the queue
  * does not take), one DOMAIN command; refused too (-ENOENT: no such domain - not the case
  * while the space lives, as the domain is destroyed only with it), one GLOBAL command, which
- * dg_inval_submit() always takes (no fields to validate, one slot, a ring is never empty).
- * Queue full is not a failure: dg_inval_submit waits for room (inv_queue_write).
+ * is always taken (no fields to validate, one slot, a ring is never empty). Every refusal is
+ * at the reserve, before anything is reserved. Queue full is not a failure: the post waits
+ * for room (inv_queue_write).
+ *
+ * dma_inval_reserve() returns the commands to post (@cmds, or @fb: the fallback), *n their
+ * number; the reservation must be posted (dma_inval_post) with them on every path, and
+ * nothing between the two may wait (iommu/inval.h).
  */
+static dg_always_inline const struct dg_inval_cmd *
+dma_inval_reserve(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t *n,
+		  struct inval_ticket *t, struct dg_inval_cmd *fb)
+{
+	int r = iommu_inval_reserve(mmu, cmds, *n, t);
+
+	for (unsigned int k = 0; dg_unlikely(r) && k < 2; k++) {
+		*fb = inval_fallback(k, cmds[0].domain); /* k = 1: fb's, the same */
+		cmds = fb;
+		*n = 1;
+		r = iommu_inval_reserve(mmu, cmds, 1, t);
+	}
+	assert(!r); /* see above: a GLOBAL command cannot be refused */
+	(void)r;
+	return cmds;
+}
+
+/* The second step of dma_inval_reserve()'s reservation: *seq covers @cmds (counts a submit). */
+static dg_always_inline void dma_inval_post(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds,
+					    size_t n, struct inval_ticket *t, uint64_t *seq)
+{
+	iommu_inval_post(dd->dma->mmu, cmds, n, t, seq);
+	ctr_add(dma_tstats(dd), CTR_SUBMITS, 1);
+}
+
 int dma_inval_submit(struct dg_dma_dev *dd, const struct dg_inval_cmd *cmds, size_t n,
 		     uint64_t *seq)
 {
-	struct dg_iommu *mmu = dd->dma->mmu;
-	int r = dg_inval_submit(mmu, cmds, n, seq);
+	struct dg_inval_cmd fb;
+	struct inval_ticket t;
 
-	for (unsigned int k = 0; dg_unlikely(r) && k < 2; k++) {
-		const struct dg_inval_cmd d = inval_fallback(k, cmds[0].domain);
-
-		r = dg_inval_submit(mmu, &d, 1, seq);
-	}
-	assert(!r); /* see above: a GLOBAL command cannot be refused */
-	ctr_add(dma_tstats(dd), CTR_SUBMITS, 1);
-	return r;
+	assert(cmds && n);
+	cmds = dma_inval_reserve(dd->dma->mmu, cmds, &n, &t, &fb);
+	dma_inval_post(dd, cmds, n, &t, seq);
+	return 0;
 }
 
 int dma_inval_wait(struct dg_dma_dev *dd, uint64_t seq)
@@ -679,56 +713,22 @@ static dg_always_inline size_t batch_cmds(const struct dg_dma_batch *b, const ui
 	return nc;
 }
 
-/*
- * Reserve the ring slots of @cmds[0..*nc) (iommu/inval.h), before the page-table clears
- * they cover. Never fails, as dma_inval_submit(): refused, one DOMAIN command (cmds[0],
- * *nc = 1); refused too, one GLOBAL command. The reservation is always posted
- * (batch_post_cmds) by the same call, whatever happens between: only the clears, which
- * cannot fail and wait for nothing.
- */
-static dg_always_inline void batch_reserve_cmds(struct dg_dma_batch *b, struct dg_inval_cmd *cmds,
-						size_t *nc, struct inval_ticket *t)
-{
-	struct dg_iommu *mmu = b->dev->dma->mmu;
-	int r = iommu_inval_reserve(mmu, cmds, *nc, t);
-
-	for (unsigned int k = 0; dg_unlikely(r) && k < 2; k++) {
-		cmds[0] = inval_fallback(k, cmds[0].domain); /* step 1: the DOMAIN's, the same */
-		*nc = 1;
-		r = iommu_inval_reserve(mmu, cmds, 1, t);
-	}
-	assert(!r); /* dma_inval_submit(): a GLOBAL command cannot be refused */
-	(void)r;
-}
-
-/* Write and commit what batch_reserve_cmds() reserved; the batch's wait covers it (b->seq). */
-static dg_always_inline void batch_post_cmds(struct dg_dma_batch *b,
-					     const struct dg_inval_cmd *cmds, size_t nc,
-					     struct inval_ticket *t)
-{
-	uint64_t seq = 0;
-
-	iommu_inval_post(b->dev->dma->mmu, cmds, nc, t, &seq);
-	ctr_add(dma_tstats(b->dev), CTR_SUBMITS, 1);
-	assert(seq);
-	if (seq > b->seq)
-		b->seq = seq; /* a wait for the later one covers the earlier ones */
-}
-
 /* Submit the commands of @nr runs (batch_cmds()) after the clears (the general way: a
- * page-table call's clears change the gather, so the commands are known only after them).
- * Never fails (dma_inval_submit's fallbacks): the entries just marked submitted are covered
- * by b->seq, which batch_flush waits for or parks in quarantine. */
+ * page-table call's clears change the gather, so the commands are known only after them),
+ * the two steps with nothing between. Never fails (dma_inval_reserve's fallbacks): the
+ * entries just marked submitted are covered by b->seq, which batch_flush waits for or parks
+ * in quarantine. */
 static dg_always_inline int batch_submit_cmds(struct dg_dma_batch *b, const uint64_t *lo,
 					      const uint64_t *hi, size_t nr, uint64_t start,
 					      uint64_t end, uint64_t bytes)
 {
 	struct dg_inval_cmd cmds[BATCH_PSI_RUNS];
 	size_t nc = batch_cmds(b, lo, hi, nr, start, end, bytes, cmds);
-	struct inval_ticket t;
+	uint64_t seq;
 
-	batch_reserve_cmds(b, cmds, &nc, &t);
-	batch_post_cmds(b, cmds, nc, &t);
+	dma_inval_submit(b->dev, cmds, nc, &seq);
+	if (seq > b->seq)
+		b->seq = seq; /* a wait for the later one covers the earlier ones */
 	return 0;
 }
 
@@ -746,8 +746,10 @@ static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 	const uint32_t nsub = b->nsub;
 	uint64_t lo[BATCH_PIECES], hi[BATCH_PIECES], start = UINT64_MAX, end = 0;
 	uint32_t j0 = b->nruns, covered = 0, pe[BATCH_PIECES], npe = 0, nr = 0;
-	struct dg_inval_cmd cmds[BATCH_PSI_RUNS];
+	struct dg_inval_cmd cmds[BATCH_PSI_RUNS], fb;
+	const struct dg_inval_cmd *post;
 	struct inval_ticket t;
+	uint64_t seq;
 	size_t nc;
 
 	static_assert(BATCH_PIECES <= BATCH_PSI_RUNS, "a command per run");
@@ -778,11 +780,13 @@ static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 	/* The commands first (the kept tables' clears leave the gather as it is), their slots
 	 * reserved before the clears: one store-buffer drain per submit (iommu/inval.h). */
 	nc = batch_cmds(b, lo, hi, nr, start, end, (uint64_t)covered << sp->gshift, cmds);
-	batch_reserve_cmds(b, cmds, &nc, &t);
+	post = dma_inval_reserve(b->dev->dma->mmu, cmds, &nc, &t, &fb);
 	batch_clear_runs(b, j0);
 	batch_note_pieces(b, pe, npe, true);
 	b->nsub = b->n;
-	batch_post_cmds(b, cmds, nc, &t);
+	dma_inval_post(b->dev, post, nc, &t, &seq);
+	if (seq > b->seq)
+		b->seq = seq; /* a wait for the later one covers the earlier ones */
 	return 0;
 }
 

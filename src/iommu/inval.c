@@ -9,13 +9,17 @@
  * page-selective invalidation widens its address mask). A DMA batch's run of unmapped
  * buffers (tcp: 5-20 pages, 2-6 exact blocks) is then two commands at most.
  *
- * A submit of RANGE commands only (up to eight: a DMA batch's one, or one per run) takes
- * submit_ranges(): each command's split decided once, its slot count without a walk; the
- * same slots, marks and errors as validate() + emit() (the general way).
+ * A submit of RANGE commands only (up to eight: a DMA batch's one, or one per run) takes the
+ * ranges' way: each command's split decided once, its slot count without a walk; the same
+ * slots, marks and errors as validate() + emit() (the general way).
  *
- * A strict DMA batch submits in two steps (inval.h: iommu_inval_reserve() before its
- * page-table clears, iommu_inval_post() after them): the same checks, slots and marks as
- * dg_inval_submit(), the queue's two locked RMWs no longer both behind the clears' lines.
+ * Every submit is submit_plan() (checks, split, slot count), a reservation, submit_write()
+ * (the slots) and a commit; what differs is the reservation. dg_inval_submit() takes a joined
+ * one in one step (the public submit: concurrent producers gather into one owner's batch).
+ * The DMA layer takes a closed one in two steps (inval.h: iommu_inval_reserve(),
+ * iommu_inval_post()) for every submit it makes - a strict batch's stream runs with their
+ * page-table clears between the two, the rest with nothing between -: one locked RMW per
+ * submit instead of two, and for the batch's runs, not behind the clears' lines.
  *
  * A wait for seq S completes when the batch holding S has been published and every online
  * device has acknowledged S (agent.c). Completion is then recorded by one memory write,
@@ -266,12 +270,12 @@ static inline uint32_t count_blocks_fast(uint64_t a, uint64_t last)
 	return popcount64(m - a) + popcount64(e - m);
 }
 
-/* A command of submit_ranges(): how its slots are written. */
+/* A command of the ranges' way (submit_plan): how its slots are written. */
 enum { RW_DOMAIN, RW_COVER, RW_EXACT };
 
-#define SUBMIT_RANGES INVAL_TICKET_RANGES /* submit_ranges()' commands at most */
+#define SUBMIT_RANGES INVAL_TICKET_RANGES /* the ranges' way's commands at most */
 
-/* submit_ranges()' checks and split: way[i] for each command, *total its slots. */
+/* The ranges' way's checks and split: way[i] for each command, *total its slots. */
 static dg_always_inline int ranges_plan(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds,
 					size_t n, uint8_t *way, uint64_t *total)
 {
@@ -314,7 +318,7 @@ static dg_always_inline int ranges_plan(struct dg_iommu *mmu, const struct dg_in
 	return 0;
 }
 
-/* submit_ranges()' slot writes, from @start on (reserved). */
+/* The ranges' way's slot writes, from @start on (reserved). */
 static dg_always_inline void ranges_write(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds,
 					  size_t n, const uint8_t *way, uint64_t start,
 					  uint64_t total)
@@ -361,29 +365,6 @@ static dg_always_inline void ranges_write(struct dg_iommu *mmu, const struct dg_
 	(void)total;
 }
 
-/*
- * dg_inval_submit() of up to SUBMIT_RANGES RANGE commands (a DMA batch's: one, or one per
- * run): validate()'s checks and emit()'s slots with each command's split decided once (a
- * leaf-only range looks at two blocks at most, the exact count is popcounts, not a walk) -
- * the same slots, marks and errors as the general way (inval_cover_test.c compares them).
- */
-static dg_always_inline int submit_ranges(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds,
-					  size_t n, uint64_t *seq)
-{
-	uint8_t way[SUBMIT_RANGES];
-	uint64_t start, total = 0;
-	bool owner;
-	int r = ranges_plan(mmu, cmds, n, way, &total);
-
-	if (r)
-		return r;
-	start = inv_queue_reserve(&mmu->inv, (uint32_t)total, &owner);
-	ranges_write(mmu, cmds, n, way, start, total);
-	inv_queue_commit(&mmu->inv, start, (uint32_t)total, owner);
-	*seq = start + total;
-	return 0;
-}
-
 /* The general way's checks: *total gets the slots. */
 static int general_plan(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n,
 			uint64_t *total)
@@ -401,7 +382,7 @@ static int general_plan(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, s
 	return 0;
 }
 
-/* @n commands up to SUBMIT_RANGES, all RANGE: submit_ranges()' way. */
+/* @n commands up to SUBMIT_RANGES, all RANGE: the ranges' way. */
 static inline bool ranges_only(const struct dg_inval_cmd *cmds, size_t n)
 {
 	size_t k = 0;
@@ -413,50 +394,20 @@ static inline bool ranges_only(const struct dg_inval_cmd *cmds, size_t n)
 	return k == n;
 }
 
-int dg_inval_submit(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq)
-{
-	uint64_t total = 0, start, s;
-	bool owner;
-	int r;
-
-	if (!mmu || !cmds || !n || !seq)
-		return -EINVAL;
-	if (n == 1 && cmds[0].type == DG_INVAL_RANGE)
-		return submit_ranges(mmu, cmds, 1, seq); /* a copy for one (no loops) */
-	if (ranges_only(cmds, n))
-		return submit_ranges(mmu, cmds, n, seq);
-	r = general_plan(mmu, cmds, n, &total);
-	if (r)
-		return r;
-	start = inv_queue_reserve(&mmu->inv, (uint32_t)total, &owner);
-	s = start;
-	for (size_t i = 0; i < n; i++)
-		emit(mmu, &cmds[i], &s, i ? 0 : INV_MARK_SUBMIT);
-	inv_queue_commit(&mmu->inv, start, (uint32_t)total, owner);
-	*seq = start + total;
-	return 0;
-}
-
 /*
- * Two steps (inval.h): the checks and a closed reservation, then, after the caller's
- * page-table clears, the slot writes and the commit - the same slots, marks and errors as
- * dg_inval_submit(). The point is where the store buffer drains (a locked instruction waits
- * for every earlier store to own its line; a page-table clear's line is held shared by the
- * device that walked it, ~80 ns away on the test VM): submitting after the clears, the
- * reservation's add waited for the clears, then the close waited for the slot line; reserved
- * before them, the add finds only the caller's own lines in the buffer, a lone producer
- * needs no close (inval_queue.h), and the clears, the slot stores and `published` drain
- * together behind the caller's next locked instruction. The stamp's release store still
- * follows the clears in program order, so a device that applies the command as soon as its
- * stamp is written sees them (inval_queue.h).
+ * A submit's checks and slot count, into @t (ranges, way[], total): every submit's, one way
+ * (dg_inval_submit() and iommu_inval_reserve()). Up to SUBMIT_RANGES RANGE commands (a DMA
+ * batch's: one, or one per run) take the ranges' way: each command's split decided once (a
+ * leaf-only range looks at two blocks at most, the exact count is popcounts, not a walk) -
+ * the same slots, marks and errors as validate() + emit(), the general way
+ * (inval_cover_test.c compares them). One RANGE command has a copy of its own (no loops).
  */
-int iommu_inval_reserve(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n,
-			struct inval_ticket *t)
+static dg_always_inline int submit_plan(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds,
+					size_t n, struct inval_ticket *t)
 {
 	uint64_t total = 0;
 	int r;
 
-	assert(mmu && cmds && n);
 	if (n == 1 && cmds[0].type == DG_INVAL_RANGE) { /* a copy for one (no loops) */
 		t->ranges = true;
 		r = ranges_plan(mmu, cmds, 1, t->way, &total);
@@ -465,9 +416,73 @@ int iommu_inval_reserve(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, s
 		r = t->ranges ? ranges_plan(mmu, cmds, n, t->way, &total) :
 				general_plan(mmu, cmds, n, &total);
 	}
+	t->total = (uint32_t)total;
+	return r;
+}
+
+/* Write the slots submit_plan() counted into @t, from t->start on (reserved). */
+static dg_always_inline void submit_write(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds,
+					  size_t n, const struct inval_ticket *t)
+{
+	if (t->ranges && n == 1) {
+		ranges_write(mmu, cmds, 1, t->way, t->start, t->total); /* no loops */
+	} else if (t->ranges) {
+		ranges_write(mmu, cmds, n, t->way, t->start, t->total);
+	} else {
+		uint64_t s = t->start;
+
+		for (size_t i = 0; i < n; i++)
+			emit(mmu, &cmds[i], &s, i ? 0 : INV_MARK_SUBMIT);
+		assert(s == t->start + t->total);
+	}
+}
+
+/*
+ * One step: submit_plan(), a joined reservation (inval_queue.h: producers that reserve
+ * before this one's commit join its batch, or this one joins theirs), submit_write(), the
+ * commit. The public submit, for every caller outside the DMA layer (iommu.c's context
+ * invalidations, dg_iommu_flush_gather(), users of the library); the DMA layer submits in
+ * two steps (below), also when nothing comes between them (see inval.h).
+ */
+int dg_inval_submit(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n, uint64_t *seq)
+{
+	struct inval_ticket t;
+	int r;
+
+	if (!mmu || !cmds || !n || !seq)
+		return -EINVAL;
+	r = submit_plan(mmu, cmds, n, &t);
 	if (r)
 		return r;
-	t->total = (uint32_t)total;
+	t.start = inv_queue_reserve(&mmu->inv, t.total, &t.owner);
+	submit_write(mmu, cmds, n, &t);
+	inv_queue_commit(&mmu->inv, t.start, t.total, t.owner);
+	*seq = t.start + t.total;
+	return 0;
+}
+
+/*
+ * Two steps (inval.h): submit_plan() and a closed reservation, then, after the caller's
+ * page-table clears (if any), submit_write() and the commit - the same slots, marks and
+ * errors as dg_inval_submit(). The point is where the store buffer drains (a locked
+ * instruction waits for every earlier store to own its line; a page-table clear's line is
+ * held shared by the device that walked it, ~80 ns away on the test VM): submitting after the
+ * clears, the reservation's add waited for the clears, then the close waited for the slot
+ * line; reserved before them, the add finds only the caller's own lines in the buffer, a lone
+ * producer needs no close (inval_queue.h), and the clears, the slot stores and `published`
+ * drain together behind the caller's next locked instruction. The stamp's release store
+ * still follows the clears in program order, so a device that applies the command as soon
+ * as its stamp is written sees them (inval_queue.h).
+ */
+int iommu_inval_reserve(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, size_t n,
+			struct inval_ticket *t)
+{
+	int r;
+
+	assert(mmu && cmds && n);
+	r = submit_plan(mmu, cmds, n, t);
+	if (r)
+		return r;
 	/* The reference queue's reserve takes its lock: left to the post (inval.h). */
 	t->reserved = !mmu->inv.reference;
 	t->owner = false;
@@ -482,17 +497,7 @@ void iommu_inval_post(struct dg_iommu *mmu, const struct dg_inval_cmd *cmds, siz
 {
 	if (!t->reserved)
 		t->start = inv_queue_reserve(&mmu->inv, t->total, &t->owner);
-	if (t->ranges && n == 1) {
-		ranges_write(mmu, cmds, 1, t->way, t->start, t->total); /* no loops */
-	} else if (t->ranges) {
-		ranges_write(mmu, cmds, n, t->way, t->start, t->total);
-	} else {
-		uint64_t s = t->start;
-
-		for (size_t i = 0; i < n; i++)
-			emit(mmu, &cmds[i], &s, i ? 0 : INV_MARK_SUBMIT);
-		assert(s == t->start + t->total);
-	}
+	submit_write(mmu, cmds, n, t);
 	inv_queue_commit_closed(&mmu->inv, t->start, t->total, t->owner);
 	*seq = t->start + t->total;
 }

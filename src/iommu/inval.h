@@ -1,16 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * iommu/inval.h - dg_inval_submit() in two steps (private: the DMA layer's strict batch).
+ * iommu/inval.h - dg_inval_submit() in two steps (private: every submit of the DMA layer).
  *
  * iommu_inval_reserve() checks the commands, counts their ring slots and reserves them with
  * a closed reservation (inval_queue.h: the queue's one atomic add, and no batch for others
  * to join); iommu_inval_post() writes the slots and commits them - alone, with no close, when
- * no batch was open; else the open batch's owner publishes them. Between the two the caller
- * does the page-table clears the commands cover. So a strict submit's one locked instruction
- * (the add) comes before the clears, and the clears, the slot stores and `published` leave
- * the store buffer together behind the caller's next locked instruction: one cross-core
- * line transfer of waiting at most, where dg_inval_submit() after the clears had its add
- * wait for the clears' lines and then its close for the slot's line, in series.
+ * no batch was open; else the open batch's owner publishes them. Between the two a strict
+ * batch's stream runs (dma/map.c batch_issue_runs) do the page-table clears the commands
+ * cover. So a strict submit's one locked instruction (the add) comes before the clears, and
+ * the clears, the slot stores and `published` leave the store buffer together behind the
+ * caller's next locked instruction: one cross-core line transfer of waiting at most, where
+ * dg_inval_submit() after the clears had its add wait for the clears' lines and then its
+ * close for the slot's line, in series. Every other DMA submit (dma/map.c dma_inval_submit:
+ * strict unmaps outside a batch, a batch's general way, lazy's flush, the Linux reference's
+ * per-page flushes, undo paths) takes the two steps back to back: one way to submit in the
+ * DMA layer, one locked RMW per submit instead of dg_inval_submit()'s two (the add and the
+ * close). dg_inval_submit() (joined reservations: later producers gather into the owner's
+ * batch) stays the public submit, for callers outside the DMA layer. The two share their
+ * checks and slot writes (inval.c submit_plan, submit_write): only the reservation differs.
  *
  * Rules for the caller, the queue's (inval_queue.h):
  *  - a successful reserve must be followed by exactly one post with the same commands, on

@@ -51,7 +51,8 @@
  *
  * Between its reserve and its write a producer may do other work, if that work waits for
  * nothing (iommu/inval.h, session 13: a strict DMA batch reserves, then clears the page-table
- * entries its commands cover, then writes and commits). Every later command waits behind
+ * entries its commands cover, then writes and commits; since session 14 every DMA submit
+ * reserves closed, the others with nothing between). Every later command waits behind
  * reserved slots (consumers apply in order; the next owner publishes after this batch; a
  * joined producer's commit returns, but its waiters wait for this owner), so every reserve is
  * followed by its write and commit on every path, soon, and never by a wait for the queue.

@@ -424,14 +424,185 @@ static void test_ticket(void **state)
 	assert_int_equal(fixture_end(&f, dd), 0);
 }
 
+/*
+ * The DMA layer's submits outside a batch (dma_inval_submit: a strict unmap without a batch,
+ * the Linux reference's per-page flushes, lazy's flush started by housekeeping) take the same
+ * two steps with nothing between: after each the queue is closed, one submit counted, and
+ * the device faults on what was unmapped - on the lock-free queue and on the mutex queue.
+ */
+static void unbatched(bool reference, enum dg_dma_policy policy, bool ref_dev)
+{
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	uint8_t *mem = page_alloc(4 * G);
+	uint64_t d1, d3, t0, s0;
+
+	assert_int_equal(fixture_init(&f, reference, 0), 0);
+	dd = fixture_idle_dev(&f, 1, policy, ref_dev, &dev);
+	assert_non_null(dd);
+	assert_int_equal(dg_dma_map_single(dd, mem, G, DG_DMA_TO_DEVICE, 0, &d1), 0);
+	assert_int_equal(dg_dma_map_single(dd, mem + G, 3 * G, DG_DMA_TO_DEVICE, 0, &d3), 0);
+	touch(dev, d1);
+	touch(dev, d3 + 2 * G);
+	queue_closed(&f);
+	t0 = queue_tail(&f);
+	s0 = submits(&f);
+	assert_int_equal(dg_dma_unmap_single(dd, d1, G, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	assert_int_equal(dg_dma_unmap_single(dd, d3, 3 * G, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	if (policy == DG_DMA_LAZY) {
+		assert_int_equal(submits(&f), s0); /* queued, no flush yet */
+		fixture_advance(&f, 1000000000ull);
+		assert_int_equal(dg_dma_housekeep(f.dma), 0); /* the flush's submit */
+		assert_int_equal(submits(&f) - s0, 1);
+	} else if (!ref_dev) {
+		assert_int_equal(submits(&f) - s0, 2); /* one per unmap */
+	} else {
+		assert_int_equal(submits(&f) - s0, 4); /* one per page */
+	}
+	queue_closed(&f);
+	assert_true(queue_tail(&f) > t0);
+	faults(dev, d1);
+	for (unsigned int i = 0; i < 3; i++)
+		faults(dev, d3 + i * G);
+	assert_int_equal(dg_dma_housekeep(f.dma), 0);
+	queue_closed(&f);
+	fixture_faults(&f);
+	assert_int_equal(fixture_end(&f, dd), 0);
+	free(mem);
+}
+
+static void test_unbatched_strict(void **state)
+{
+	(void)state;
+	unbatched(false, DG_DMA_STRICT, false);
+}
+
+static void test_unbatched_strict_mutex_queue(void **state)
+{
+	(void)state;
+	unbatched(true, DG_DMA_STRICT, false);
+}
+
+static void test_unbatched_reference(void **state)
+{
+	(void)state;
+	unbatched(true, DG_DMA_STRICT, true);
+}
+
+static void test_unbatched_lazy(void **state)
+{
+	(void)state;
+	unbatched(false, DG_DMA_LAZY, false);
+}
+
+/* dma_inval_submit() in its own thread. */
+struct dma_later {
+	struct dg_dma_dev *dd;
+	struct dg_inval_cmd c;
+	uint64_t seq;
+	_Atomic int done;
+};
+
+static void *dma_later_main(void *arg)
+{
+	struct dma_later *l = arg;
+
+	dma_inval_submit(l->dd, &l->c, 1, &l->seq);
+	atomic_store(&l->done, 1);
+	return NULL;
+}
+
+/*
+ * dma_inval_submit() takes a closed reservation (white box; map.c: every DMA submit is the two
+ * steps). Behind a reservation held by hand, a submit from another thread waits in its commit
+ * (the previous publisher first) with no batch open for others to join: joined32 stays 0 (a
+ * joined reservation, dg_inval_submit()'s, would have opened one: 1). After the held post
+ * both are published in order. With a joined batch open (by hand) the submit joins it and
+ * returns at once, nothing published: the batch's owner publishes its slots.
+ */
+static void test_submit_closed(void **state)
+{
+	struct dma_fixture f;
+	struct dg_device *dev = NULL;
+	struct dg_dma_dev *dd;
+	struct inv_queue *q;
+	struct inval_ticket t;
+	struct dg_inval_cmd c;
+	struct inv_cmd ic = {.op = INV_OP_GLOBAL, .mark = INV_MARK_SUBMIT};
+	struct dma_later l;
+	pthread_t th;
+	uint64_t t0, seq, start;
+	bool owner;
+
+	(void)state;
+	assert_int_equal(fixture_init(&f, false, 0), 0);
+	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
+	assert_non_null(dd);
+	q = &f.mmu->inv;
+	c = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
+				  .flags = DG_INVAL_LEAF,
+				  .domain = dd->sp->dom_id,
+				  .iova = dd->sp->first,
+				  .size = 3 * G}; /* two slots */
+	t0 = queue_tail(&f);
+
+	/* behind a held reservation: the submit waits, no batch open */
+	assert_int_equal(iommu_inval_reserve(f.mmu, &c, 1, &t), 0);
+	assert_true(t.reserved && t.owner);
+	l.dd = dd;
+	l.c = c;
+	l.seq = 0;
+	atomic_init(&l.done, 0);
+	assert_int_equal(pthread_create(&th, NULL, dma_later_main, &l), 0);
+	for (int i = 0; i < 2000 && queue_tail(&f) != t0 + 4; i++)
+		usleep(1000);
+	assert_int_equal(queue_tail(&f), t0 + 4); /* reserved */
+	usleep(10000);
+	assert_false(atomic_load(&l.done));		      /* its commit waits for ours */
+	assert_int_equal((uint32_t)atomic_load(&q->resv), 0); /* closed: nothing to join */
+	assert_true(atomic_load(&q->published) <= t0);
+	iommu_inval_post(f.mmu, &c, 1, &t, &seq);
+	assert_int_equal(seq, t0 + 2);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(l.seq, t0 + 4);
+	queue_closed(&f);
+	assert_int_equal(dg_inval_wait(f.mmu, l.seq), 0);
+
+	/* a joined batch open: the submit joins it, its owner publishes */
+	start = inv_queue_reserve(q, 1, &owner);
+	assert_true(owner);
+	assert_int_equal(start, t0 + 4);
+	assert_int_equal(dma_inval_submit(dd, &c, 1, &seq), 0);
+	assert_int_equal(seq, t0 + 7);
+	assert_int_equal(atomic_load(&q->published), t0 + 4);
+	assert_int_equal(inv_queue_check(q, NULL), -EUCLEAN);
+	inv_queue_write(q, start, &ic);
+	inv_queue_commit(q, start, 1, owner);
+	queue_closed(&f);
+	assert_int_equal(atomic_load(&q->published), t0 + 7);
+	assert_int_equal(dg_inval_wait(f.mmu, seq), 0);
+	assert_int_equal(fixture_end(&f, dd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_runs_one),	 cmocka_unit_test(test_runs_two),
-		cmocka_unit_test(test_runs_eight),	 cmocka_unit_test(test_runs_reference),
-		cmocka_unit_test(test_runs_mutex_queue), cmocka_unit_test(test_mixed_batch),
-		cmocka_unit_test(test_empty_batch),	 cmocka_unit_test(test_refused_reserve),
-		cmocka_unit_test(test_timeout),		 cmocka_unit_test(test_ticket),
+		cmocka_unit_test(test_runs_one),
+		cmocka_unit_test(test_runs_two),
+		cmocka_unit_test(test_runs_eight),
+		cmocka_unit_test(test_runs_reference),
+		cmocka_unit_test(test_runs_mutex_queue),
+		cmocka_unit_test(test_mixed_batch),
+		cmocka_unit_test(test_empty_batch),
+		cmocka_unit_test(test_refused_reserve),
+		cmocka_unit_test(test_timeout),
+		cmocka_unit_test(test_ticket),
+		cmocka_unit_test(test_unbatched_strict),
+		cmocka_unit_test(test_unbatched_strict_mutex_queue),
+		cmocka_unit_test(test_unbatched_reference),
+		cmocka_unit_test(test_unbatched_lazy),
+		cmocka_unit_test(test_submit_closed),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
