@@ -3,9 +3,9 @@
 # of `taskset -c 0 dmaguard attack --virtual-clock` (block "attack-output") and the
 # breaches/attempts matrix made from it (block "attack-matrix"). On a virtual clock and one
 # CPU the run is reproducible (no housekeeping thread; time moves only when the attack waits;
-# the library's per-CPU structures - flush queues, IOVA caches, bounce areas - are those of
-# CPU 0), so this script runs the command again and compares both blocks with the page: a
-# change that moves any figure (a count, a verdict, a virtual window) fails until the page is
+# the library's per-CPU structures - lazy flush queues, bounce areas - are those of CPU 0),
+# so this script runs the command again and compares both blocks with the page: a change
+# that moves any figure (a count, a verdict, a virtual window) fails until the page is
 # updated. Where the thread cannot be pinned to CPU 0 (no taskset, CPU 0 not allowed) only
 # the verdict column is compared: verdicts do not depend on the CPU.
 #   DG_UPDATE_DOC=1 tests/e2e/attack_doc_test.sh build/tools/dmaguard/dmaguard
