@@ -591,7 +591,10 @@ struct wl_result {
 	const struct wl_workload *wl;
 	enum wl_cfg cfg;
 	unsigned int threads, qd;
-	unsigned int n;				    /* rounds measured */
+	/* runs measured: the entries of thr[] and thr_round[]. A policy runs once a round, so
+	   its nruns is also its rounds (and its ratio[]'s entries); a baseline runs first in each
+	   round and again after each policy, so its nruns is up to WL_NCFG a round */
+	unsigned int nruns;
 	double thr[WL_MAX_ROUNDS * WL_NCFG];	    /* throughput per run, in wl->unit (identity: a
 						run before and after every policy's) */
 	uint8_t thr_round[WL_MAX_ROUNDS * WL_NCFG]; /* the round of each thr[] run */

@@ -377,7 +377,8 @@ static json_t *result_json(const struct wl_result *r, const struct wl_result *id
 {
 	const struct wl_totals *t = &r->tot;
 	json_t *j = json_object();
-	size_t nratio = wl_cfg_is_baseline(r->cfg) ? 0 : r->n;
+	/* a policy's runs, one a round, are its rounds; a baseline has no ratio of its own */
+	size_t nratio = wl_cfg_is_baseline(r->cfg) ? 0 : r->nruns;
 
 	json_object_set_new(j, "workload", json_string(r->wl->name));
 	json_object_set_new(j, "policy", json_string(wl_cfg_name[r->cfg]));
@@ -390,8 +391,8 @@ static json_t *result_json(const struct wl_result *r, const struct wl_result *id
 	json_object_set_new(j, "throughput", json_real(r->thr_s.median));
 	json_object_set_new(j, "baseline", json_string(wl_cfg_name[wl_cfg_baseline(r->cfg)]));
 	json_object_set_new(j, "throughput_identity", json_real(id ? id->thr_s.median : 0));
-	json_object_set_new(j, "throughput_samples", array_of(r->thr, r->n));
-	json_object_set_new(j, "throughput_sample_rounds", rounds_of(r->thr_round, r->n));
+	json_object_set_new(j, "throughput_samples", array_of(r->thr, r->nruns));
+	json_object_set_new(j, "throughput_sample_rounds", rounds_of(r->thr_round, r->nruns));
 	json_object_set_new(j, "ratio_to_identity", json_real(r->ratio_s.median));
 	json_object_set_new(j, "ratio_spread", json_real(r->ratio_s.spread));
 	json_object_set_new(j, "ratio_min", json_real(r->ratio_s.min));
@@ -399,7 +400,7 @@ static json_t *result_json(const struct wl_result *r, const struct wl_result *id
 	json_object_set_new(j, "ratio_samples", array_or_null(r->ratio, nratio));
 	json_object_set_new(j, "cacheline_transfer_ns_samples",
 			    array_or_null(r->xfer_ns, r->rounds));
-	json_object_set_new(j, "rounds", json_integer(wl_cfg_is_baseline(r->cfg) ? 0 : r->n));
+	json_object_set_new(j, "rounds", json_integer((json_int_t)nratio));
 	json_object_set_new(j, "driver_dma_ns_per_io", json_real(r->dma_ns));
 	json_object_set_new(j, "device_translate_ns_per_io", json_real(r->xlat_ns));
 	json_object_set_new(j, "iotlb_misses_per_4k", json_real(r->miss_4k));
