@@ -31,8 +31,9 @@
  * "Reading the table"). It moves with the host's placement of the vCPUs, so it is measured
  * again, shortly (a few ms, wl.h WL_XFER_ROUND_RUNS), at the start of every round of every
  * workload: each result keeps the figure of each round (JSON cacheline_transfer_ns_samples,
- * next to ratio_samples; the range in the transfers note). --quick measures only the first
- * round of the first workload.
+ * next to ratio_samples, and the CSV's cacheline_transfer_ns_* columns; the range in the
+ * transfers note, min and max in the RESULT lines). --quick measures only the first round of
+ * the first workload.
  */
 #include "wl.h"
 

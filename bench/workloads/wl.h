@@ -628,6 +628,8 @@ struct wl_report_opts {
 	double loadavg;
 };
 void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl_report_opts *o);
+/* One row's "RESULT suite=workloads ..." line (the table's last lines). */
+void wl_report_result_line(FILE *out, const struct wl_result *r);
 int wl_report_json(const char *path, struct wl_result *res, size_t n,
 		   const struct wl_report_opts *o);
 int wl_report_csv(const char *path, struct wl_result *res, size_t n);

@@ -170,17 +170,29 @@ static const struct {
 	{"ARM SMMUv3 NVMe-oF 4K randread, 8 jobs", "nvme4k", 1080, 520, "K IOPS"},
 };
 
+/* How many of a result's rounds measured the transfer, and their figures' least and greatest
+   (NaN both when none did). */
+static unsigned int xfer_minmax(const struct wl_result *r, double *lo, double *hi)
+{
+	unsigned int k = 0;
+
+	*lo = NAN;
+	*hi = NAN;
+	for (unsigned int i = 0; i < r->rounds; i++)
+		if (isfinite(r->xfer_ns[i])) {
+			*lo = k && *lo < r->xfer_ns[i] ? *lo : r->xfer_ns[i];
+			*hi = k && *hi > r->xfer_ns[i] ? *hi : r->xfer_ns[i];
+			k++;
+		}
+	return k;
+}
+
 /* The range of a result's per-round transfer figures, "min-max" ns ("-": none measured). */
 static void xfer_range(char *buf, size_t n, const struct wl_result *r)
 {
-	double lo = INFINITY, hi = -INFINITY;
+	double lo, hi;
 
-	for (unsigned int i = 0; i < r->rounds; i++)
-		if (isfinite(r->xfer_ns[i])) {
-			lo = r->xfer_ns[i] < lo ? r->xfer_ns[i] : lo;
-			hi = r->xfer_ns[i] > hi ? r->xfer_ns[i] : hi;
-		}
-	if (lo > hi)
+	if (!xfer_minmax(r, &lo, &hi))
 		snprintf(buf, n, "-");
 	else
 		snprintf(buf, n, "%.0f-%.0f", lo, hi);
@@ -328,19 +340,25 @@ void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl
 		fputc('\n', out);
 	}
 	fputc('\n', out);
-	for (size_t i = 0; i < n; i++) {
-		const struct wl_result *r = &res[i];
-
-		fprintf(out,
-			"RESULT suite=workloads workload=%s policy=%s throughput=%.4g unit=%s "
-			"ratio=%.4f spread=%.4f driver_dma_ns=%.1f device_xlat_ns=%.1f "
-			"misses_per_4k=%.4f waits_per_io=%.4f window_ns=%.0f subpage_bytes=%.0f "
-			"ok=%d\n",
-			r->wl->name, wl_cfg_name[r->cfg], r->thr_s.median, r->wl->unit,
-			r->ratio_s.median, r->ratio_s.spread, r->dma_ns, r->xlat_ns, r->miss_4k,
-			r->waits_io, r->window_ns, r->subpage, !r->failed);
-	}
+	for (size_t i = 0; i < n; i++)
+		wl_report_result_line(out, &res[i]);
 	fflush(out);
+}
+
+void wl_report_result_line(FILE *out, const struct wl_result *r)
+{
+	double lo, hi;
+	unsigned int k = xfer_minmax(r, &lo, &hi);
+
+	/* xfer_ns_*: the rounds' transfer figures (nan when no round measured it) */
+	fprintf(out,
+		"RESULT suite=workloads workload=%s policy=%s throughput=%.4g unit=%s "
+		"ratio=%.4f spread=%.4f driver_dma_ns=%.1f device_xlat_ns=%.1f "
+		"misses_per_4k=%.4f waits_per_io=%.4f window_ns=%.0f subpage_bytes=%.0f "
+		"xfer_ns_min=%.1f xfer_ns_max=%.1f xfer_rounds=%u ok=%d\n",
+		r->wl->name, wl_cfg_name[r->cfg], r->thr_s.median, r->wl->unit, r->ratio_s.median,
+		r->ratio_s.spread, r->dma_ns, r->xlat_ns, r->miss_4k, r->waits_io, r->window_ns,
+		r->subpage, k ? lo : NAN, k ? hi : NAN, k, !r->failed);
 }
 
 /* ---- JSON -------------------------------------------------------------------------------------- */
@@ -468,19 +486,35 @@ int wl_report_csv(const char *path, struct wl_result *res, size_t n)
 	fprintf(f, "workload,policy,unit,throughput,throughput_identity,ratio_to_identity,"
 		   "ratio_spread,driver_dma_ns_per_io,device_translate_ns_per_io,"
 		   "iotlb_misses_per_4k,walks_per_4k,invalidations_per_io,waits_per_io,window_ns,"
-		   "window_unmaps,subpage_exposed_bytes,persistent_exposed_bytes,exposure,ok\n");
+		   "window_unmaps,subpage_exposed_bytes,persistent_exposed_bytes,exposure,ok,"
+		   "cacheline_transfer_ns_min,cacheline_transfer_ns_max,"
+		   "cacheline_transfer_ns_samples\n");
 	for (size_t i = 0; i < n; i++) {
 		const struct wl_result *r = &res[i],
 				       *id = find(res, n, r->wl, wl_cfg_baseline(r->cfg));
+		double lo, hi;
 
 		fprintf(f,
 			"%s,%s,%s,%.6g,%.6g,%.5f,%.5f,%.2f,%.2f,%.5f,%.5f,%.5f,%.5f,%.0f,%llu,%.1f,"
-			"%llu,%s,%d\n",
+			"%llu,%s,%d,",
 			r->wl->name, wl_cfg_name[r->cfg], r->wl->unit, r->thr_s.median,
 			id ? id->thr_s.median : 0, r->ratio_s.median, r->ratio_s.spread, r->dma_ns,
 			r->xlat_ns, r->miss_4k, r->walks_4k, r->inval_io, r->waits_io, r->window_ns,
 			(unsigned long long)r->tot.lazy_window_unmaps, r->subpage,
 			(unsigned long long)r->tot.persistent_bytes, exposure(r), !r->failed);
+		/* the rounds' transfer figures: min and max (empty when no round measured it),
+		   then every round's in order, ';' between them, empty where not measured */
+		if (xfer_minmax(r, &lo, &hi))
+			fprintf(f, "%.1f,%.1f,", lo, hi);
+		else
+			fputs(",,", f);
+		for (unsigned int k = 0; k < r->rounds; k++) {
+			if (k)
+				fputc(';', f);
+			if (isfinite(r->xfer_ns[k]))
+				fprintf(f, "%.1f", r->xfer_ns[k]);
+		}
+		fputc('\n', f);
 	}
 	if (fclose(f)) {
 		fprintf(stderr, "bench workloads: cannot write %s\n", path);

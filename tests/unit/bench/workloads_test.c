@@ -4,7 +4,8 @@
  * (bench_alternating_ratios) against values computed by hand, and per round in the rounds' order
  * (wl_round_ratios, the JSON's ratio_samples), the per-I/O figures derived from
  * a run's counters, the sg copies the emulated devices use (across segment boundaries, with
- * offsets), the spreading of queues over ports, the ASCII bar chart, and the ring slots of
+ * offsets), the spreading of queues over ports, the ASCII bar chart, the rounds' transfer
+ * figures in the RESULT lines and the CSV (wl_report_result_line, wl_report_csv), the ring slots of
  * the two-step drivers (wl_slots.c) on a real strict and identity device, and the stuck-run
  * watchdog's verdict (starvation is not a stall).
  */
@@ -24,6 +25,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void test_alternating_ratios(void **state)
 {
@@ -230,6 +232,92 @@ static void test_plot_ascii(void **state)
 	assert_non_null(strstr(buf, "xdp64     identity        1.000 ##########|"));
 	assert_non_null(strstr(buf, "          strict          0.001 #         |"));
 	assert_non_null(strstr(buf, "fwd64     pool           40.000 ####################>"));
+	free(buf);
+}
+
+/* The RESULT line of @r, as the table prints it; the caller frees it. */
+static char *result_line(const struct wl_result *r)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	wl_report_result_line(f, r);
+	fclose(f);
+	return buf;
+}
+
+/* The line of @text that starts with @prefix (copied into @line), or false. */
+static bool line_of(const char *text, const char *prefix, char *line, size_t n)
+{
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		size_t l = strcspn(p, "\n");
+
+		if (!strncmp(p, prefix, strlen(prefix))) {
+			snprintf(line, n, "%.*s", (int)l, p);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * The rounds' transfer figures in the RESULT lines (min, max, how many rounds measured it;
+ * nan when none did) and in the CSV (min, max, then every round's, ';' between them, empty
+ * where not measured).
+ */
+static void test_report_xfer_rounds(void **state)
+{
+	struct wl_result r[3] = {{.wl = &wl_xdp64, .cfg = WL_IDENTITY, .rounds = 3},
+				 {.wl = &wl_xdp64, .cfg = WL_STRICT, .rounds = 3},
+				 {.wl = &wl_fwd64, .cfg = WL_IDENTITY, .rounds = 2}};
+	const double xdp[3] = {72.3, NAN, 56.1};
+	char path[] = "/tmp/wl-csv-XXXXXX", *buf, line[1024];
+	int fd = mkstemp(path);
+	FILE *f;
+	long sz;
+
+	(void)state;
+	for (unsigned int i = 0; i < 3; i++)
+		r[0].xfer_ns[i] = r[1].xfer_ns[i] = xdp[i];
+	r[2].xfer_ns[0] = r[2].xfer_ns[1] = NAN;
+	r[1].failed = true;
+	buf = result_line(&r[1]);
+	assert_non_null(strstr(buf, "RESULT suite=workloads workload=xdp64 policy=strict "));
+	assert_non_null(strstr(buf, " xfer_ns_min=56.1 xfer_ns_max=72.3 xfer_rounds=2 ok=0\n"));
+	free(buf);
+	buf = result_line(&r[2]);
+	assert_non_null(strstr(buf, " xfer_ns_min=nan xfer_ns_max=nan xfer_rounds=0 ok=1\n"));
+	free(buf);
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(wl_report_csv(path, r, 3), 0);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	buf = calloc(1, 8192);
+	sz = (long)fread(buf, 1, 8191, f);
+	fclose(f);
+	unlink(path);
+	assert_true(sz > 0);
+	assert_true(line_of(buf, "workload,", line, sizeof(line)));
+	assert_non_null(strstr(line, ",exposure,ok,cacheline_transfer_ns_min,"
+				     "cacheline_transfer_ns_max,cacheline_transfer_ns_samples"));
+	assert_true(line_of(buf, "xdp64,identity,", line, sizeof(line)));
+	assert_non_null(strstr(line, ",all-memory,1,56.1,72.3,72.3;;56.1"));
+	assert_true(line_of(buf, "xdp64,strict,", line, sizeof(line)));
+	assert_non_null(strstr(line, ",0,56.1,72.3,72.3;;56.1"));
+	assert_true(line_of(buf, "fwd64,identity,", line, sizeof(line)));
+	assert_non_null(strstr(line, ",all-memory,1,,,;"));
+	/* as many cells in every line as in the header */
+	for (const char *p = buf; *p; p = strchr(p, '\n') + 1) {
+		size_t commas = 0, l = strcspn(p, "\n");
+
+		for (size_t i = 0; i < l; i++)
+			commas += p[i] == ',';
+		assert_int_equal(commas, 21);
+	}
 	free(buf);
 }
 
@@ -484,6 +572,7 @@ int main(void)
 		cmocka_unit_test(test_port_queues),
 		cmocka_unit_test(test_threads_for),
 		cmocka_unit_test(test_plot_ascii),
+		cmocka_unit_test(test_report_xfer_rounds),
 		cmocka_unit_test(test_watch_verdict),
 		cmocka_unit_test(test_watch_starved_run),
 	};
