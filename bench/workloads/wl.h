@@ -630,6 +630,10 @@ struct wl_report_opts {
 void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl_report_opts *o);
 /* One row's "RESULT suite=workloads ..." line (the table's last lines). */
 void wl_report_result_line(FILE *out, const struct wl_result *r);
+/* The note under the ratio table: strict's cross-core transfers per I/O times @x's transfer
+   cost, against strict's measured extra time per I/O where it can be read (wl_report.c). */
+void wl_report_transfers(FILE *out, const struct wl_result *res, size_t n,
+			 const struct bench_xfer *x);
 int wl_report_json(const char *path, struct wl_result *res, size_t n,
 		   const struct wl_report_opts *o);
 int wl_report_csv(const char *path, struct wl_result *res, size_t n);

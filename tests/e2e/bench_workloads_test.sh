@@ -37,6 +37,10 @@ expect_check_fails "$tmp/negxfer.json" "cacheline_transfer_ns.median -1.5"
 # a negative figure, and a null in a run that is not --quick; the note gives xdp64's range
 grep -q '^xdp64  .* [0-9][0-9]*-[0-9][0-9]*$' "$tmp/out.txt" ||
 	{ echo "FAIL: no per-round transfer range for xdp64 in the transfers note"; fail=1; }
+# fwd64 measured no round's transfer: its measured extra time is not shown, and the note says why
+grep -q '^fwd64  .* - *-$' "$tmp/out.txt" && grep -q \
+	'^(fwd64: measured +ns not shown: 0 of 1 rounds measured the transfer[;)]' "$tmp/out.txt" ||
+	{ echo "FAIL: the transfers note shows fwd64's measured +ns, or not why not"; fail=1; }
 sed '0,/"cacheline_transfer_ns_samples": \[$/s//&\n        1.5,/' "$tmp/out.json" \
 	>"$tmp/xferlen.json"
 expect_check_fails "$tmp/xferlen.json" "cacheline_transfer_ns_samples: 2, not one per round (1)"

@@ -4,7 +4,8 @@
  * (bench_alternating_ratios) against values computed by hand, and per round in the rounds' order
  * (wl_round_ratios, the JSON's ratio_samples), the per-I/O figures derived from
  * a run's counters, the sg copies the emulated devices use (across segment boundaries, with
- * offsets), the spreading of queues over ports, the ASCII bar chart, the rounds' transfer
+ * offsets), the spreading of queues over ports, the ASCII bar chart, the transfers note's
+ * rule for showing strict's measured extra time (wl_report_transfers), the rounds' transfer
  * figures in the RESULT lines and the CSV (wl_report_result_line, wl_report_csv), the ring slots of
  * the two-step drivers (wl_slots.c) on a real strict and identity device, and the stuck-run
  * watchdog's verdict (starvation is not a stall).
@@ -321,6 +322,138 @@ static void test_report_xfer_rounds(void **state)
 	free(buf);
 }
 
+/* The transfers note of @r (identity, strict) with the header's transfer at @hdr_ns; the
+   caller frees it. */
+static char *note(const struct wl_result *r, size_t n, double hdr_ns)
+{
+	struct bench_xfer x = {.measured = true, .ns = {.median = hdr_ns}};
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	wl_report_transfers(f, r, n, &x);
+	fclose(f);
+	return buf;
+}
+
+/* The note's "measured +ns" of @wl ("-" or the figure), in @out. */
+static void note_measured(const char *text, const char *wl, char *out, size_t n)
+{
+	char line[512], name[32], m[32], range[32];
+	double maps, inval, lines, ns;
+
+	snprintf(name, sizeof(name), "%s ", wl);
+	assert_true(line_of(text, name, line, sizeof(line)));
+	assert_int_equal(sscanf(line, "%31s %lf %lf %lf %lf %31s %31s", name, &maps, &inval, &lines,
+				&ns, m, range),
+			 7);
+	snprintf(out, n, "%s", m);
+}
+
+/*
+ * The transfers note shows strict's measured extra time only when it can be read: every round
+ * measured the transfer, its figures and the header's within x1.5, identity's and strict's
+ * runs each spread at most 10%; otherwise "-" and a line saying which limit failed.
+ */
+static void test_transfers_note(void **state)
+{
+	struct wl_result r[2] = {{.wl = &wl_xdp64, .cfg = WL_IDENTITY, .threads = 1, .rounds = 2},
+				 {.wl = &wl_xdp64, .cfg = WL_STRICT, .threads = 1, .rounds = 2}};
+	char *buf, m[32];
+
+	(void)state;
+	r[0].thr_s = (struct bench_summary){.median = 20, .spread = 0.05};
+	r[1].thr_s = (struct bench_summary){.median = 16, .spread = 0.08};
+	r[1].tot.ios = 1000;
+	r[1].tot.maps = 1000;
+	r[1].inval_io = 0.03;
+	for (unsigned int k = 0; k < 2; k++) {
+		r[0].xfer_ns[k] = 60;
+		r[1].xfer_ns[k] = 60;
+	}
+	r[1].xfer_ns[1] = r[0].xfer_ns[1] = 89.9; /* 60-89.9: within x1.5 */
+	buf = note(r, 2, 60);
+	note_measured(buf, "xdp64", m, sizeof(m));
+	assert_string_equal(m, "12.5"); /* 1e3 / 16 - 1e3 / 20 ns a packet */
+	assert_non_null(strstr(buf, "lines/IO"));
+	assert_null(strstr(buf, "not shown"));
+	free(buf);
+
+	/* the header's figure counts too: 60 against 91 */
+	buf = note(r, 2, 91);
+	note_measured(buf, "xdp64", m, sizeof(m));
+	assert_string_equal(m, "-");
+	assert_non_null(strstr(buf, "(xdp64: measured +ns not shown: the transfer moved 60-91 ns "
+				    "(header and rounds: over x1.5))\n"));
+	free(buf);
+
+	/* exactly x1.5 is in the band; just over it is not */
+	r[1].xfer_ns[1] = 90;
+	buf = note(r, 2, 60);
+	note_measured(buf, "xdp64", m, sizeof(m));
+	assert_string_equal(m, "12.5");
+	free(buf);
+	r[1].xfer_ns[1] = 90.1;
+	buf = note(r, 2, 60);
+	note_measured(buf, "xdp64", m, sizeof(m));
+	assert_string_equal(m, "-");
+	assert_non_null(strstr(buf, "the transfer moved 60-90 ns"));
+	free(buf);
+
+	/* a round that did not measure it */
+	r[1].xfer_ns[1] = NAN;
+	buf = note(r, 2, 60);
+	note_measured(buf, "xdp64", m, sizeof(m));
+	assert_string_equal(m, "-");
+	assert_non_null(strstr(buf, "(xdp64: measured +ns not shown: 1 of 2 rounds measured the "
+				    "transfer)\n"));
+	free(buf);
+	r[1].xfer_ns[1] = 60;
+
+	/* identity's runs spread over 10%, then strict's: each named */
+	r[0].thr_s.spread = 0.11;
+	buf = note(r, 2, 60);
+	note_measured(buf, "xdp64", m, sizeof(m));
+	assert_string_equal(m, "-");
+	assert_non_null(strstr(buf, "not shown: identity's runs spread 11% (over 10%))\n"));
+	free(buf);
+	r[0].thr_s.spread = 0.10;
+	r[1].thr_s.spread = 0.45;
+	buf = note(r, 2, 60);
+	note_measured(buf, "xdp64", m, sizeof(m));
+	assert_string_equal(m, "-");
+	assert_non_null(strstr(buf, "not shown: strict's runs spread 45% (over 10%))\n"));
+	assert_null(strstr(buf, "identity's runs"));
+	free(buf);
+	r[1].thr_s.spread = 0.10; /* at the limits: shown */
+	buf = note(r, 2, 60);
+	note_measured(buf, "xdp64", m, sizeof(m));
+	assert_string_equal(m, "12.5");
+	free(buf);
+
+	/* everything at once, in one line; and no transfer measured at all: no note */
+	r[0].thr_s.spread = 0.5;
+	r[1].thr_s.spread = 0.3;
+	r[1].xfer_ns[0] = 200;
+	buf = note(r, 2, 60);
+	assert_non_null(strstr(buf, "(xdp64: measured +ns not shown: the transfer moved 60-200 ns "
+				    "(header and rounds: over x1.5); identity's runs spread 50% "
+				    "(over 10%); strict's runs spread 30% (over 10%))\n"));
+	free(buf);
+	{
+		char *none = NULL;
+		size_t len = 0;
+		FILE *f = open_memstream(&none, &len);
+		struct bench_xfer x = {.measured = false};
+
+		wl_report_transfers(f, r, 2, &x);
+		fclose(f);
+		assert_int_equal(len, 0);
+		free(none);
+	}
+}
+
 static struct dg_dma_dev *slots_dev(struct dg_iommu **mmu, struct dg_dma **dma,
 				    struct dg_device **dev, enum dg_dma_policy policy)
 {
@@ -573,6 +706,7 @@ int main(void)
 		cmocka_unit_test(test_threads_for),
 		cmocka_unit_test(test_plot_ascii),
 		cmocka_unit_test(test_report_xfer_rounds),
+		cmocka_unit_test(test_transfers_note),
 		cmocka_unit_test(test_watch_verdict),
 		cmocka_unit_test(test_watch_starved_run),
 	};
