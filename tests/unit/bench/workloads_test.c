@@ -322,11 +322,11 @@ static void test_report_xfer_rounds(void **state)
 	free(buf);
 }
 
-/* The transfers note of @r (identity, strict) with the header's transfer at @hdr_ns; the
+/* The transfers note of @r with the header's transfer at @hdr_ns (not measured if <= 0); the
    caller frees it. */
 static char *note(const struct wl_result *r, size_t n, double hdr_ns)
 {
-	struct bench_xfer x = {.measured = true, .ns = {.median = hdr_ns}};
+	struct bench_xfer x = {.measured = hdr_ns > 0, .ns = {.median = hdr_ns}};
 	char *buf = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&buf, &len);
@@ -337,18 +337,27 @@ static char *note(const struct wl_result *r, size_t n, double hdr_ns)
 	return buf;
 }
 
-/* The note's "measured +ns" of @wl ("-" or the figure), in @out. */
-static void note_measured(const char *text, const char *wl, char *out, size_t n)
+/*
+ * The note of @r (xdp64's identity and strict rows) with the header's transfer at @hdr_ns:
+ * xdp64's "measured +ns" is @measured ("-" or the figure), and the note has @text (NULL: no
+ * "not shown" line at all).
+ */
+static void expect_note(const struct wl_result *r, double hdr_ns, const char *measured,
+			const char *text)
 {
-	char line[512], name[32], m[32], range[32];
+	char *buf = note(r, 2, hdr_ns), line[512], name[32], m[32], range[32];
 	double maps, inval, lines, ns;
 
-	snprintf(name, sizeof(name), "%s ", wl);
-	assert_true(line_of(text, name, line, sizeof(line)));
+	assert_true(line_of(buf, "xdp64 ", line, sizeof(line)));
 	assert_int_equal(sscanf(line, "%31s %lf %lf %lf %lf %31s %31s", name, &maps, &inval, &lines,
 				&ns, m, range),
 			 7);
-	snprintf(out, n, "%s", m);
+	assert_string_equal(m, measured);
+	if (text)
+		assert_non_null(strstr(buf, text));
+	else
+		assert_null(strstr(buf, "not shown"));
+	free(buf);
 }
 
 /*
@@ -360,7 +369,7 @@ static void test_transfers_note(void **state)
 {
 	struct wl_result r[2] = {{.wl = &wl_xdp64, .cfg = WL_IDENTITY, .threads = 1, .rounds = 2},
 				 {.wl = &wl_xdp64, .cfg = WL_STRICT, .threads = 1, .rounds = 2}};
-	char *buf, m[32];
+	char *buf;
 
 	(void)state;
 	r[0].thr_s = (struct bench_summary){.median = 20, .spread = 0.05};
@@ -368,90 +377,45 @@ static void test_transfers_note(void **state)
 	r[1].tot.ios = 1000;
 	r[1].tot.maps = 1000;
 	r[1].inval_io = 0.03;
-	for (unsigned int k = 0; k < 2; k++) {
-		r[0].xfer_ns[k] = 60;
-		r[1].xfer_ns[k] = 60;
-	}
-	r[1].xfer_ns[1] = r[0].xfer_ns[1] = 89.9; /* 60-89.9: within x1.5 */
-	buf = note(r, 2, 60);
-	note_measured(buf, "xdp64", m, sizeof(m));
-	assert_string_equal(m, "12.5"); /* 1e3 / 16 - 1e3 / 20 ns a packet */
-	assert_non_null(strstr(buf, "lines/IO"));
-	assert_null(strstr(buf, "not shown"));
-	free(buf);
-
+	r[0].xfer_ns[0] = r[1].xfer_ns[0] = 60;
+	r[0].xfer_ns[1] = r[1].xfer_ns[1] = 89.9; /* 60-89.9: within x1.5 */
+	expect_note(r, 60, "12.5", NULL);	  /* 1e3 / 16 - 1e3 / 20 ns a packet */
 	/* the header's figure counts too: 60 against 91 */
-	buf = note(r, 2, 91);
-	note_measured(buf, "xdp64", m, sizeof(m));
-	assert_string_equal(m, "-");
-	assert_non_null(strstr(buf, "(xdp64: measured +ns not shown: the transfer moved 60-91 ns "
-				    "(header and rounds: over x1.5))\n"));
-	free(buf);
-
+	expect_note(r, 91, "-",
+		    "(xdp64: measured +ns not shown: the transfer moved 60-91 ns (header and "
+		    "rounds: over x1.5))\n");
 	/* exactly x1.5 is in the band; just over it is not */
 	r[1].xfer_ns[1] = 90;
-	buf = note(r, 2, 60);
-	note_measured(buf, "xdp64", m, sizeof(m));
-	assert_string_equal(m, "12.5");
-	free(buf);
+	expect_note(r, 60, "12.5", NULL);
 	r[1].xfer_ns[1] = 90.1;
-	buf = note(r, 2, 60);
-	note_measured(buf, "xdp64", m, sizeof(m));
-	assert_string_equal(m, "-");
-	assert_non_null(strstr(buf, "the transfer moved 60-90 ns"));
-	free(buf);
-
+	expect_note(r, 60, "-", "the transfer moved 60-90 ns");
 	/* a round that did not measure it */
 	r[1].xfer_ns[1] = NAN;
-	buf = note(r, 2, 60);
-	note_measured(buf, "xdp64", m, sizeof(m));
-	assert_string_equal(m, "-");
-	assert_non_null(strstr(buf, "(xdp64: measured +ns not shown: 1 of 2 rounds measured the "
-				    "transfer)\n"));
-	free(buf);
+	expect_note(r, 60, "-",
+		    "(xdp64: measured +ns not shown: 1 of 2 rounds measured the transfer)\n");
 	r[1].xfer_ns[1] = 60;
-
-	/* identity's runs spread over 10%, then strict's: each named */
+	/* identity's runs spread over 10%, then strict's: each named alone */
 	r[0].thr_s.spread = 0.11;
-	buf = note(r, 2, 60);
-	note_measured(buf, "xdp64", m, sizeof(m));
-	assert_string_equal(m, "-");
-	assert_non_null(strstr(buf, "not shown: identity's runs spread 11% (over 10%))\n"));
-	free(buf);
+	expect_note(r, 60, "-",
+		    "(xdp64: measured +ns not shown: identity's runs spread 11% (over 10%))\n");
 	r[0].thr_s.spread = 0.10;
 	r[1].thr_s.spread = 0.45;
-	buf = note(r, 2, 60);
-	note_measured(buf, "xdp64", m, sizeof(m));
-	assert_string_equal(m, "-");
-	assert_non_null(strstr(buf, "not shown: strict's runs spread 45% (over 10%))\n"));
-	assert_null(strstr(buf, "identity's runs"));
-	free(buf);
+	expect_note(r, 60, "-",
+		    "(xdp64: measured +ns not shown: strict's runs spread 45% (over 10%))\n");
 	r[1].thr_s.spread = 0.10; /* at the limits: shown */
-	buf = note(r, 2, 60);
-	note_measured(buf, "xdp64", m, sizeof(m));
-	assert_string_equal(m, "12.5");
-	free(buf);
-
-	/* everything at once, in one line; and no transfer measured at all: no note */
+	expect_note(r, 60, "12.5", NULL);
+	/* everything at once, in one line */
 	r[0].thr_s.spread = 0.5;
 	r[1].thr_s.spread = 0.3;
 	r[1].xfer_ns[0] = 200;
-	buf = note(r, 2, 60);
-	assert_non_null(strstr(buf, "(xdp64: measured +ns not shown: the transfer moved 60-200 ns "
-				    "(header and rounds: over x1.5); identity's runs spread 50% "
-				    "(over 10%); strict's runs spread 30% (over 10%))\n"));
+	expect_note(r, 60, "-",
+		    "(xdp64: measured +ns not shown: the transfer moved 60-200 ns (header and "
+		    "rounds: over x1.5); identity's runs spread 50% (over 10%); strict's runs "
+		    "spread 30% (over 10%))\n");
+	/* no transfer measured at all: no note */
+	buf = note(r, 2, 0);
+	assert_string_equal(buf, "");
 	free(buf);
-	{
-		char *none = NULL;
-		size_t len = 0;
-		FILE *f = open_memstream(&none, &len);
-		struct bench_xfer x = {.measured = false};
-
-		wl_report_transfers(f, r, 2, &x);
-		fclose(f);
-		assert_int_equal(len, 0);
-		free(none);
-	}
 }
 
 static struct dg_dma_dev *slots_dev(struct dg_iommu **mmu, struct dg_dma **dma,
