@@ -148,7 +148,8 @@
  * to a leaf (no call, no register saved for one), a small buffer to copy or pad to
  * bounce_map_fill(), larger ones to the locked path; copies of up to SMALL_COPY bytes are
  * inline (copy_small()); sync of a range starting in a slot's first unit reads that unit's
- * record (no search over the orders); an unmap without a copy-back is the claim and the push
+ * record (no search over the orders), and the receive's (small, for the CPU, from-device) is
+ * the policy's sync itself, a leaf whose record check is one test of the word's low byte; an unmap without a copy-back is the claim and the push
  * (or the batch entry); counters are bumped through the thread's last counter block inline,
  * the lookup of another one is a tail call (count_slow()). The bulk calls
  * (dma_bounce_map_bulk, dma_bounce_unmap_bulk: a ring's refill and a poll's reap) do the
@@ -919,8 +920,11 @@ static inline uint64_t slot_iova(const struct dma_bounce *bo, uint32_t g)
 static dg_always_inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
 {
 	if (n >= 32) {
-		__builtin_memcpy(d, s, 32);
-		__builtin_memcpy(d + n - 32, s + n - 32, 32);
+		/* four 16-byte moves, the last two addressed from the end (no pointer sums) */
+		__builtin_memcpy(d, s, 16);
+		__builtin_memcpy(d + 16, s + 16, 16);
+		__builtin_memcpy(d + n - 32, s + n - 32, 16);
+		__builtin_memcpy(d + n - 16, s + n - 16, 16);
 	} else if (n >= 16) {
 		__builtin_memcpy(d, s, 16);
 		__builtin_memcpy(d + n - 16, s + n - 16, 16);
@@ -1861,9 +1865,11 @@ static dg_noinline int bounce_sync_big(struct dg_dma_dev *dd, uint64_t dma, size
 
 /*
  * Sync up to SMALL_COPY bytes starting in a single buffer's first unit (a receive's frame):
- * sync_single() with fewer tests - live, this direction and not a list in two compares of
- * the record's word, and the range in one (in + len <= 128 cannot wrap). Anything else,
- * errors included, goes to bounce_sync_slow(), which says which.
+ * sync_single() with fewer tests - live, this direction and a single buffer (not a list) in
+ * one test of the record word's low byte (state, kind, dir: it must be ALLOC, dir and
+ * KIND_SINGLE or KIND_PAGE, which are 8 apart there: the byte less the SINGLE word is 0 or
+ * 8), and the range in one (in + len <= 128 cannot wrap). Anything else, errors included,
+ * goes to bounce_sync_slow(), which says which.
  */
 static dg_always_inline int sync_small(struct dg_dma_dev *dd, uint64_t dma, size_t len,
 				       enum dg_dma_dir dir, bool for_cpu)
@@ -1871,35 +1877,30 @@ static dg_always_inline int sync_small(struct dg_dma_dev *dd, uint64_t dma, size
 	struct dma_bounce *bo = dd->bounce;
 	const uint64_t off = dma - bo->iova;			   /* wraps below the areas */
 	const uint64_t in = off & ((1u << BOUNCE_UNIT_SHIFT) - 1); /* offset in the slot */
-	const uint32_t sg = ST(0, KIND_SG, 0, 0, 0);
+	const uint32_t single = ST(ST_ALLOC, KIND_SINGLE, dir, 0, 0);
 	struct bounce_rec *rec;
 	uint32_t st;
 
-	static_assert(KIND_SINGLE != KIND_SG && KIND_PAGE != KIND_SG &&
-			      (KIND_SINGLE & KIND_SG) != KIND_SG &&
-			      (KIND_PAGE & KIND_SG) != KIND_SG,
-		      "a list's kind has bits no other live kind has");
+	static_assert(ST(7, 7, 3, 0, 0) == 0xffu, "state, kind and dir are the word's low byte");
+	static_assert(ST(0, KIND_PAGE, 0, 0, 0) - ST(0, KIND_SINGLE, 0, 0, 0) == 8u &&
+			      KIND_SG != KIND_SINGLE && KIND_SG != KIND_PAGE,
+		      "the two single-buffer kinds are 8 apart in the low byte");
 	if (dg_unlikely(off >= bo->iova_size))
 		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
 	rec = &bo->rec[off >> BOUNCE_UNIT_SHIFT];
 	/* Acquire pairs with the release store of the map (map_single(), bounce_map_list(),
 	 * map_bulk_pop()): orig, len and the data are visible. */
 	st = atomic_load_explicit(&rec->st, memory_order_acquire);
-	if (dg_unlikely((st & ST(7, 0, 3, 0, 0)) != ST(ST_ALLOC, 0, dir, 0, 0)) ||
-	    dg_unlikely((st & sg) == sg) || dg_unlikely(in + len > rec->len))
+	if (dg_unlikely(((uint8_t)(st - single) & (uint8_t)~8u) != 0) ||
+	    dg_unlikely(in + len > rec->len))
 		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
 	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
 		return 0;
 	return sync_copy(dd, bo->mem + off, (uint8_t *)rec->u.orig + in, len, for_cpu, false);
 }
 
-/* sync_small() of the usual direction of each way, each a leaf of its own (registers
- * allocated for it alone: none saved), tail-called by bounce_sync(). */
-static dg_noinline int sync_small_cpu(struct dg_dma_dev *dd, uint64_t dma, size_t len)
-{
-	return sync_small(dd, dma, len, DG_DMA_FROM_DEVICE, true);
-}
-
+/* sync_small() for the device's usual direction, a leaf of its own (registers allocated for
+ * it alone: none saved), tail-called by bounce_sync_other(). */
 static dg_noinline int sync_small_dev(struct dg_dma_dev *dd, uint64_t dma, size_t len)
 {
 	return sync_small(dd, dma, len, DG_DMA_TO_DEVICE, false);
@@ -1914,18 +1915,31 @@ static dg_noinline int sync_small_any(struct dg_dma_dev *dd, uint64_t dma, size_
 	return sync_small(dd, dma, len, dir, false);
 }
 
-/* The policy's sync: counts its own errors, so the entry point (map.c) tail-calls it. */
+/* A small sync other than the receive's (for the CPU of a from-device buffer): only tail
+ * calls (nothing saved) - the device's usual direction to its leaf with its constants (the
+ * record's expected word an immediate), anything else to sync_small_any(). */
+static dg_noinline int bounce_sync_other(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+					 enum dg_dma_dir dir, bool for_cpu)
+{
+	if (!for_cpu && dg_likely(dir == DG_DMA_TO_DEVICE))
+		return sync_small_dev(dd, dma, len);
+	return sync_small_any(dd, dma, len, dir, for_cpu);
+}
+
+/*
+ * The policy's sync: counts its own errors, so the entry point (map.c) tail-calls it. Larger
+ * syncs go to bounce_sync_big(); the receive's (for the CPU, from-device, at most SMALL_COPY
+ * bytes: a frame or a header) is this function itself, a leaf with its constants (session
+ * 14: it was a tail call to a leaf of its own); any other small one is one tail call away.
+ */
 static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		       bool for_cpu)
 {
 	if (len > SMALL_COPY)
 		return bounce_sync_big(dd, dma, len, dir, for_cpu);
-	/* Only tail calls here (nothing saved): each way's usual direction to a leaf of its
-	 * own with its constants - the record's expected word an immediate, no test of the
-	 * direction left - and anything else to sync_small_any(). */
-	if (for_cpu ? dg_likely(dir == DG_DMA_FROM_DEVICE) : dg_likely(dir == DG_DMA_TO_DEVICE))
-		return for_cpu ? sync_small_cpu(dd, dma, len) : sync_small_dev(dd, dma, len);
-	return sync_small_any(dd, dma, len, dir, for_cpu);
+	if (dg_likely(for_cpu) && dg_likely(dir == DG_DMA_FROM_DEVICE))
+		return sync_small(dd, dma, len, DG_DMA_FROM_DEVICE, true);
+	return bounce_sync_other(dd, dma, len, dir, for_cpu);
 }
 
 static int bounce_sync_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,
