@@ -93,7 +93,9 @@ struct atk_config {
 	FILE *log;		  /* one line per breach and per anomaly; NULL = quiet */
 	bool virtual_clock;	  /* no housekeeping thread: time (lazy timeouts and windows)
 				     moves only when the attack waits, by exactly what it waits:
-				     runs are reproducible (fuzzing, tests) */
+				     runs on one CPU are reproducible (fuzzing, tests, dmaguard
+				     attack --virtual-clock; the library's per-CPU flush queues
+				     and bounce areas follow the thread's CPU) */
 	bool reuse_after_timeout; /* a negligent driver: it reuses memory even when the unmap
 				     said -ETIMEDOUT (shows why it must not; tests use it to
 				     prove that a breach outside the documentation is caught) */

@@ -99,9 +99,10 @@ static void attack_stale(struct atk_world *w, unsigned int rounds)
 /*
  * stale-window: the stale IOVA again and again until the IOMMU refuses it. Even rounds the
  * driver idles (the window closes by the lazy timeout), odd rounds it keeps mapping and
- * unmapping other buffers (the window closes when the flush queue fills). A policy whose
- * window never closes (identity, pool, a window's direct region) is left after 16 tries; lazy
- * gets up to 20 timeouts.
+ * unmapping another buffer before each try (the window closes once the unmaps after it fill
+ * half the CPU's flush queue, which starts a flush, and that flush completes). Every policy
+ * but lazy is left after 16 tries (where the window never closes: identity, pool, a window's
+ * direct region); lazy gets up to 20 timeouts.
  */
 static void attack_stale_window(struct atk_world *w, unsigned int rounds)
 {

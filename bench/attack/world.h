@@ -13,7 +13,8 @@
  * is one judged access through an sg list the device translated earlier and still holds.
  *
  * Everything runs in the calling thread except the DMA layer's housekeeping thread (lazy
- * timeouts, quarantine retries), so a run is reproducible up to those timings. Devices use
+ * timeouts, quarantine retries), so a run is reproducible up to those timings and the CPU the
+ * thread runs on (the library's per-CPU structures); on the virtual clock and one CPU, exactly. Devices use
  * auto-offline (dev.h) so the driver's waits in the same thread never wait for them, except
  * where an attack turns it off to withhold acknowledgements.
  */

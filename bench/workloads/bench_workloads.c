@@ -31,8 +31,9 @@
  * "Reading the table"). It moves with the host's placement of the vCPUs, so it is measured
  * again, shortly (a few ms, wl.h WL_XFER_ROUND_RUNS), at the start of every round of every
  * workload: each result keeps the figure of each round (JSON cacheline_transfer_ns_samples,
- * next to ratio_samples; the range in the transfers note). --quick measures only the first
- * round of the first workload.
+ * next to ratio_samples, and the CSV's cacheline_transfer_ns_* columns; the range in the
+ * transfers note, min and max in the RESULT lines). --quick measures only the first round of
+ * the first workload.
  */
 #include "wl.h"
 
@@ -437,8 +438,8 @@ static int bench_workloads_main(int argc, char **argv)
 						y->failed = true;
 						rc = 1;
 					}
-					y->thr_round[y->n] = (uint8_t)r;
-					y->thr[y->n++] = thr;
+					y->thr_round[y->nruns] = (uint8_t)r;
+					y->thr[y->nruns++] = thr;
 					last = y->cfg;
 					last_thr = thr;
 					if (pass == 0 && !is_base)
@@ -456,8 +457,8 @@ static int bench_workloads_main(int argc, char **argv)
 			if (wl_cfg_is_baseline(x->cfg)) {
 				double s[WL_MAX_ROUNDS * WL_NCFG];
 
-				memcpy(s, x->thr, x->n * sizeof(double));
-				bench_summarize(s, x->n, &x->thr_s);
+				memcpy(s, x->thr, x->nruns * sizeof(double));
+				bench_summarize(s, x->nruns, &x->thr_s);
 				for (unsigned int i = 0; i < o.c.rounds; i++)
 					x->ratio[i] = 1.0;
 				x->ratio_s = (struct bench_summary){.median = 1,
@@ -472,7 +473,8 @@ static int bench_workloads_main(int argc, char **argv)
 				x->ratio_s.spread = x->thr_s.spread;
 				continue;
 			}
-			for (unsigned int i = 0; i < x->n; i++) {
+			/* a policy runs once a round: its run i is round i's */
+			for (unsigned int i = 0; i < x->nruns; i++) {
 				v[i] = x->thr[i];
 				b[i] = before[i][x->cfg];
 				a[i] = after[i][x->cfg];
@@ -481,12 +483,12 @@ static int bench_workloads_main(int argc, char **argv)
 
 			/* the summary sorts its copy; x->ratio keeps the rounds' order (the JSON's
 			   ratio_samples, next to each round's transfer figure) */
-			size_t kept = bench_alternating_ratios(v, b, a, x->n, tmp, &x->ratio_s);
+			size_t kept = bench_alternating_ratios(v, b, a, x->nruns, tmp, &x->ratio_s);
 
-			wl_round_ratios(v, b, a, x->n, x->ratio);
-			memcpy(tmp, x->thr, x->n * sizeof(double));
-			bench_summarize(tmp, x->n, &x->thr_s);
-			if (kept != x->n)
+			wl_round_ratios(v, b, a, x->nruns, x->ratio);
+			memcpy(tmp, x->thr, x->nruns * sizeof(double));
+			bench_summarize(tmp, x->nruns, &x->thr_s);
+			if (kept != x->nruns)
 				x->failed = true;
 		}
 		for (size_t k = base; k < nres; k++)

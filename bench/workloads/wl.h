@@ -591,7 +591,10 @@ struct wl_result {
 	const struct wl_workload *wl;
 	enum wl_cfg cfg;
 	unsigned int threads, qd;
-	unsigned int n;				    /* rounds measured */
+	/* runs measured: the entries of thr[] and thr_round[]. A policy runs once a round, so
+	   its nruns is also its rounds (and its ratio[]'s entries); a baseline runs first in each
+	   round and again after each policy, so its nruns is up to WL_NCFG a round */
+	unsigned int nruns;
 	double thr[WL_MAX_ROUNDS * WL_NCFG];	    /* throughput per run, in wl->unit (identity: a
 						run before and after every policy's) */
 	uint8_t thr_round[WL_MAX_ROUNDS * WL_NCFG]; /* the round of each thr[] run */
@@ -625,6 +628,12 @@ struct wl_report_opts {
 	double loadavg;
 };
 void wl_report_table(FILE *out, struct wl_result *res, size_t n, const struct wl_report_opts *o);
+/* One row's "RESULT suite=workloads ..." line (the table's last lines). */
+void wl_report_result_line(FILE *out, const struct wl_result *r);
+/* The note under the ratio table: strict's cross-core transfers per I/O times @x's transfer
+   cost, against strict's measured extra time per I/O where it can be read (wl_report.c). */
+void wl_report_transfers(FILE *out, const struct wl_result *res, size_t n,
+			 const struct bench_xfer *x);
 int wl_report_json(const char *path, struct wl_result *res, size_t n,
 		   const struct wl_report_opts *o);
 int wl_report_csv(const char *path, struct wl_result *res, size_t n);

@@ -52,39 +52,32 @@
  *
  * Device burst of a queue: at most NIC_BURST descriptors per ring. Once a burst's descriptors
  * are known, before its first translation, the device starts the translations of all its
- * buffers (nic_prefetch_burst(): dg_dev_prefetch_fast() of each distinct page-table line
- * once, dmaguard/dev.h; a send's or aggregation buffer's every line): a strict burst of 32
- * buffers reads 4 lines (consecutive IOVAs, 8 entries a line; 5 when they straddle), each
- * written by the driver's core, and translated 8 at a time between the copies they came one
- * cross-core miss after another; prefetched together they overlap. And one burst ahead
- * (nic_ahead_start(), nic_ahead_late(), wl_nic.h): at a burst's start the device asks for the
- * descriptor lines of the ring's next burst - the descriptors the driver published already,
- * below the tail this burst loaded (at most NIC_BURST; none when the burst took them all) -
- * and after the burst's first group of DMAs, when those lines have come, it reads them and
- * asks for their buffers' page-table lines; the next burst's start asks only for the lines
- * the look-ahead could not see (the driver published more meanwhile). A descriptor below the
- * loaded tail is the device's (see above: the tail's release/acquire orders the driver's
- * writes before these plain reads; TSan reports the reads when they go past the tail), and
- * nothing past it is read or prefetched: the driver may be writing it. A prefetch never
- * translates or grants (dmaguard/dev.h). Identity runs the same code (its page-table
- * prefetch does nothing; it gets its descriptor lines early too). rx (rx_burst()):
- * translate the ring, then, NIC_ACK_EVERY buffers at a time, every frame's destination and
- * copy the frames (a header with the queue's next sequence number, the rest from a
- * template); with rx_frames > 1 (receive aggregation, rx_burst_agg(): frames back to back,
- * each its own DMA like a NIC writing packets into a multi-packet buffer) each buffer's range
- * is translated once and the frames are copied into it at their offsets (nic_agg_fill()). tx
- * (tx_burst()): the burst's whole sends, NIC_ACK_EVERY descriptors at a time translated and
- * then copied to the wire scratch buffer (the group's table reads overlap, as rx's do);
- * check each send's header. Every NIC_ACK_EVERY of those DMAs the device acknowledges a
- * pending invalidation (dg_dev_quiesce_if_pending_fast(), dmaguard/dev.h: no call when
- * nothing is pending; what it translated before is released, the ring is translated again), as an IOMMU completes an invalidation between two DMAs of the device, whatever its
- * queue still holds; so a driver's wait lasts a few DMAs, not a burst. The burst's DD bits
- * are written back together at its end (a NIC's descriptor write-back threshold): written
- * one by one, each store met the driver's poll of the same line and the device paid a cache
- * miss per descriptor, which made identity slower than strict (whose driver waits instead
- * of polling). After each ring's burst the device thread reaches a quiescent point of all its
- * devices (dg_dev_quiesce_fast(): the library's dg_dev_quiesce() only when something is
- * pending), and a burst moves at most WL_BURST_BYTES.
+ * buffers (nic_prefetch_burst(), wl_nic.h: dg_dev_prefetch_fast() of each distinct
+ * page-table line once, dmaguard/dev.h; a send's or aggregation buffer's every line): a
+ * strict burst of 32 buffers reads 4 lines (consecutive IOVAs, 8 entries a line; 5 when they
+ * straddle), each written by the driver's core, and translated 8 at a time between the copies
+ * they came one cross-core miss after another; prefetched together they overlap. Identity
+ * runs the same loop (its prefetch does nothing). A look-ahead one burst further (the next
+ * burst's descriptor and page-table lines asked for during this one) was tried and removed:
+ * no gain in three timed A/Bs (docs/iommu.md). rx (rx_burst()): translate the ring, then,
+ * NIC_ACK_EVERY buffers at a time, every frame's destination and copy the frames (a header
+ * with the queue's next sequence number, the rest from a template); with rx_frames > 1
+ * (receive aggregation, rx_burst_agg(): frames back to back, each its own DMA like a NIC
+ * writing packets into a multi-packet buffer) each buffer's range is translated once and the
+ * frames are copied into it at their offsets (nic_agg_fill()). tx (tx_burst()): the burst's
+ * whole sends (nic_tx_extent(), wl_nic.h: one pass over the descriptors), NIC_ACK_EVERY
+ * descriptors at a time translated and then copied to the wire scratch buffer (the group's
+ * table reads overlap, as rx's do); check each send's header. Every NIC_ACK_EVERY of those
+ * DMAs the device acknowledges a pending invalidation (dg_dev_quiesce_if_pending_fast(),
+ * dmaguard/dev.h: no call when nothing is pending; what it translated before is released,
+ * the ring is translated again), as an IOMMU completes an invalidation between two DMAs of
+ * the device, whatever its queue still holds; so a driver's wait lasts a few DMAs, not a burst. The
+ * burst's DD bits are written back together at its end (a NIC's descriptor write-back threshold):
+ * written one by one, each store met the driver's poll of the same line and the device paid a cache
+ * miss per descriptor, which made identity slower than strict (whose driver waits instead of
+ * polling). After each ring's burst the device thread reaches a quiescent point of all its devices
+ * (dg_dev_quiesce_fast(): the library's dg_dev_quiesce() only when something is pending), and a
+ * burst moves at most WL_BURST_BYTES.
  */
 #include "wl_nic.h"
 
@@ -133,9 +126,8 @@ struct nic_ring {
 	/* The doorbell register: release store by the driver, acquire load by the device. */
 	_Alignas(64) _Atomic uint32_t tail;
 	_Alignas(64) uint32_t dev_head; /* device: next descriptor */
-	uint32_t dev_ahead;	   /* device: lines asked for ahead up to here (nic_ahead_done) */
-	uint64_t dev_seq;	   /* device (rx): next frame's sequence number */
-	struct wl_ring_xlat dev_x; /* device: the ring's translation */
+	uint64_t dev_seq;		/* device (rx): next frame's sequence number */
+	struct wl_ring_xlat dev_x;	/* device: the ring's translation */
 };
 /* Four lines: read-only (both), the driver's indices, the doorbell, the device's. */
 _Static_assert(offsetof(struct nic_ring, ntu) / 64 != offsetof(struct nic_ring, mask) / 64 &&
@@ -232,7 +224,6 @@ static int ring_init(struct wl_port *p, struct nic_ring *rg, uint32_t size)
 		fprintf(stderr, "bench workloads: ring: %s\n", strerror(errno));
 		return -ENOMEM;
 	}
-	assert(((uintptr_t)rg->desc & 63) == 0); /* page aligned: nic_prefetch_descs() */
 	return 0;
 }
 
@@ -972,7 +963,7 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->rx;
 	/* Acquire pairs with the driver's release store of tail in write_rx(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t n = tail - rg->dev_head, next;
+	uint32_t n = tail - rg->dev_head;
 	uint32_t written[NIC_BURST];
 	unsigned int fnr[NIC_ACK_EVERY];
 	uint64_t bytes = 0;
@@ -981,8 +972,7 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	if (!n || !(ring = dev_ring(d, p, rg)))
 		return 0;
 	n = nic_rx_extent(n, prm->rx_buf);
-	next = rg->dev_head + n;
-	nic_ahead_start(p, ring, rg->mask, rg->dev_head, rg->dev_ahead, n, tail, false);
+	nic_prefetch_burst(p, ring, rg->mask, rg->dev_head, n, false);
 	for (uint32_t k0 = 0; k0 < n; k0 += NIC_ACK_EVERY) {
 		uint32_t m = n - k0 < NIC_ACK_EVERY ? n - k0 : NIC_ACK_EVERY;
 
@@ -1018,10 +1008,6 @@ static uint64_t rx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 			written[k0 + f] = prm->rx_frame;
 			bytes += prm->rx_frame;
 		}
-		if (!k0) /* the next burst's descriptors are here: its page-table lines */
-			rg->dev_ahead = nic_ahead_late(p, ring, rg->mask, next,
-						       nic_rx_extent(tail - next, prm->rx_buf),
-						       false);
 		if (k0 + m < n && !dev_ack_between(d, p, rg, &ring)) {
 			/* never while the ring stays mapped: untranslatable, no descriptor can
 			   be written back (the buffers are written again next burst) */
@@ -1185,7 +1171,7 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 	struct nic_ring *rg = &q->tx;
 	/* Acquire pairs with the driver's release store of tail in write_tx(). */
 	uint32_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
-	uint32_t avail = tail - rg->dev_head, n, next;
+	uint32_t avail = tail - rg->dev_head, n;
 	unsigned int nr[NIC_ACK_EVERY];
 	uint64_t bytes = 0, sent = 0; /* sent: the payload of the sends done so far */
 	size_t off = 0;
@@ -1196,8 +1182,7 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 		return 0;
 	/* The whole sends of the burst: descriptors [0, n), bytes of payload. */
 	n = nic_tx_extent(ring, rg->mask, rg->dev_head, avail, &bytes);
-	next = rg->dev_head + n;
-	nic_ahead_start(p, ring, rg->mask, rg->dev_head, rg->dev_ahead, n, tail, true);
+	nic_prefetch_burst(p, ring, rg->mask, rg->dev_head, n, true);
 	for (uint32_t k0 = 0; k0 < n; k0 += NIC_ACK_EVERY) {
 		uint32_t m = n - k0 < NIC_ACK_EVERY ? n - k0 : NIC_ACK_EVERY;
 
@@ -1223,10 +1208,6 @@ static uint64_t tx_burst(struct wl_dev *d, struct wl_port *p, struct nic_port *n
 				off = 0;
 			}
 		}
-		if (!k0) /* the next burst's descriptors are here: its page-table lines */
-			rg->dev_ahead = nic_ahead_late(
-				p, ring, rg->mask, next,
-				tail - next < NIC_BURST ? tail - next : NIC_BURST, true);
 		if (k0 + m < n && !dev_ack_between(d, p, rg, &ring)) {
 			/* never while the ring stays mapped (see rx_burst()) */
 			wl_dev_ring_lost(d, n);

@@ -66,12 +66,11 @@ uint32_t nic_agg_fill(struct wl_dev *d, struct wl_port *p, const struct nic_para
 		      uint32_t *frames);
 
 /*
- * ---- The device's early starts (wl_nic.c; inline so that tests/unit/bench/prefetch_test.c
- * records their prefetches) ----
+ * ---- A device burst's extent and early start (wl_nic.c; inline so that
+ * tests/unit/bench/prefetch_test.c tests them and records their prefetches) ----
  *
- * Descriptors are 16 bytes, four to a 64-byte line: a ring (a coherent allocation, page
- * aligned) starts a line. A burst of a ring takes the descriptors [from, from + n) (free
- * running indices, mask = ring size - 1, wrapping at the ring's end).
+ * A burst of a ring takes the 16-byte descriptors [from, from + n) (free running indices,
+ * mask = ring size - 1, wrapping at the ring's end).
  */
 #define NIC_BURST 32 /* descriptors per ring and device burst */
 #define NIC_EOP	  1  /* desc.flags: last descriptor of a send */
@@ -128,47 +127,14 @@ static inline uint32_t nic_tx_extent(const struct nic_desc *ring, uint32_t mask,
 }
 
 /*
- * Ask for the descriptor lines of [from, from + n): one __builtin_prefetch per distinct line
- * (at most 9 for a burst), nothing read. The device calls it early in a burst for the next
- * burst's descriptors, which it owns already (below the tail it loaded): by the time it reads
- * them (nic_prefetch_burst() late in the burst) they are in its cache.
- */
-static inline void nic_prefetch_descs(const struct nic_desc *ring, uint32_t mask, uint32_t from,
-				      uint32_t n)
-{
-	const uint32_t first = from & ~3u, span = n + (from & 3u); /* from the first line's start */
-
-	for (uint32_t k = 0; n && k < span; k += 4) {
-		const struct nic_desc *d = &ring[(first + k) & mask];
-
-		__builtin_prefetch(d, 0, 3);
-		__asm__ __volatile__("" : : "r"(d)); /* kept: see dg_dev_prefetch_fast() */
-	}
-}
-
-/*
- * Of a burst [head, head + n), the descriptors [head, head + return) whose page-table lines
- * the burst before asked for already: it did for [head, @ahead), at most NIC_BURST
- * descriptors, the next burst as far as it could see it - shorter than this one when the
- * driver published more since, longer when this one stops at whole sends or WL_BURST_BYTES
- * (tx asks for up to NIC_BURST descriptors: the exact extent would cost a second pass over
- * them); @ahead anywhere else (behind @head, or a ring that never looked ahead): 0. The
- * burst's start asks only for the rest.
- */
-static inline uint32_t nic_ahead_done(uint32_t ahead, uint32_t head, uint32_t n)
-{
-	uint32_t m = ahead - head;
-
-	return m > NIC_BURST ? 0 : m < n ? m : n;
-}
-
-/*
- * Start the translations of the buffers of [from, from + n) (wl_dev_prefetch(): each
- * page-table line once, overlapping; dmaguard/dev.h): @whole: every line of each
- * descriptor's [addr, addr + len) (sends, aggregation buffers), else the line of its start (a
- * frame at the buffer's start). Two straight runs around the ring's end: ~8 instructions a
- * descriptor. Reads addr (and len) of descriptors the device owns; pass-through and IOTLB
- * levels do the same reads and their prefetch does nothing.
+ * At a burst's start, once its descriptors are known and before its first translation
+ * (rx_burst(), rx_burst_agg(), tx_burst()): start the translations of the buffers of
+ * [from, from + n) (wl_dev_prefetch(): each page-table line once, overlapping;
+ * dmaguard/dev.h): @whole: every line of each descriptor's [addr, addr + len) (sends,
+ * aggregation buffers), else the line of its start (a frame at the buffer's start). Two
+ * straight runs around the ring's end: ~8 instructions a descriptor. Reads addr (and len) of
+ * descriptors the device owns; pass-through and IOTLB levels do the same reads and their
+ * prefetch does nothing.
  */
 static inline void nic_prefetch_burst(const struct wl_port *p, const struct nic_desc *ring,
 				      uint32_t mask, uint32_t from, uint32_t n, bool whole)
@@ -186,39 +152,6 @@ static inline void nic_prefetch_burst(const struct wl_port *p, const struct nic_
 				wl_dev_prefetch_line(p, dsc->addr, &last);
 		}
 	}
-}
-
-/*
- * The early starts of a ring's burst [head, head + n) (rx_burst(), tx_burst()), @whole as
- * nic_prefetch_burst(). nic_ahead_start(), at the burst's start once its descriptors are
- * known: the page-table lines of its buffers the burst before did not ask for (@ahead, see
- * nic_ahead_done(): all of them when it saw no next burst), and the descriptor lines of the
- * next burst [head + n, head + n + nn): those the driver published already, below @tail (the
- * tail this burst loaded: the device owns them), at most NIC_BURST. nic_ahead_late(), after
- * the burst's first group of DMAs (the descriptor lines have come: a transfer is ~80 ns, a
- * group of 8 DMAs takes longer): the page-table lines of the next burst's buffers, @nn
- * descriptors from @next (rx: its extent, nic_rx_extent() of what is below @tail; tx: what is
- * below @tail, at most NIC_BURST); they have the burst's rest and whatever the device
- * does before the ring's next burst to come. Returns the new ahead mark (next + nn). Nothing
- * else: a prefetch never grants or translates (dmaguard/dev.h), so a wrong address costs a
- * useless line, nothing more; identity and pass-through run the same code (their page-table
- * prefetch does nothing).
- */
-static inline void nic_ahead_start(const struct wl_port *p, const struct nic_desc *ring,
-				   uint32_t mask, uint32_t head, uint32_t ahead, uint32_t n,
-				   uint32_t tail, bool whole)
-{
-	uint32_t m = nic_ahead_done(ahead, head, n), next = head + n;
-
-	nic_prefetch_burst(p, ring, mask, head + m, n - m, whole);
-	nic_prefetch_descs(ring, mask, next, tail - next < NIC_BURST ? tail - next : NIC_BURST);
-}
-
-static inline uint32_t nic_ahead_late(const struct wl_port *p, const struct nic_desc *ring,
-				      uint32_t mask, uint32_t next, uint32_t nn, bool whole)
-{
-	nic_prefetch_burst(p, ring, mask, next, nn, whole);
-	return next + nn;
 }
 
 #define NIC_WORKLOAD_OPS                                                                \

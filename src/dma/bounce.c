@@ -86,31 +86,37 @@
  * IOVA allocator flushes every CPU's magazines and retries when an allocation fails,
  * free_cpu_cached_iovas(); the owner of a stack here may be parked on a barrier for good, so
  * asking it to give back at its next call would not do). The starving thread steals the
- * stacks with the asymmetric handshake iova_mag.c uses for its magazines (liburcu's
- * urcu-memb; membarrier(2)):
+ * stacks with the asymmetric handshake of iova/iova_steal.h, the one iova_mag.c uses for its
+ * magazines (liburcu's urcu-memb; membarrier(2)) - one implementation for both:
  *
  *   owner (tc_enter, fast paths)              thief (tc_reclaim, tc_reg_lock held)
- *     busy = 1                  (relaxed)       steal |= TC_STEAL         (seq_cst)
+ *     busy = 1                  (relaxed)       steal |= HELD             (seq_cst)
  *     compiler barrier                          membarrier(PRIVATE_EXPEDITED)
- *     if (steal) { busy = 0; tc_lock() }        while (busy) wait         (acquire)
+ *     if (steal) { busy = 0; wait, enter }      while (busy) wait         (acquire)
  *     pop / push / refill / spill               drain the direction's stacks to the areas
- *     busy = 0                  (release)       steal &= ~TC_STEAL        (release)
+ *     busy = 0                  (release)       steal &= ~HELD            (release)
  *
- * membarrier() runs a full memory barrier on every running thread of the process before it
- * returns, so of the two store-then-load pairs one side sees the other: either the owner's
- * busy = 1 is visible to the thief (which waits for busy = 0: the owner's critical sections
- * are short and never wait for anything a thief holds - an owner takes area locks inside,
- * a thief takes them only after its waits), or the owner's load of steal comes after the
- * barrier and sees TC_STEAL, and it clears busy and waits in tc_lock() holding nothing, then
- * enters again. The owner pays two plain stores, a load and a branch per call, no atomic
- * read-modify-write; the thief pays a system call (microseconds) on a path taken only when
- * every area of a direction is dry. tc_reg_lock makes one thief at a time (it also guards
- * the thread-exit drain), and a thief is outside its own cache while it steals (it drains
- * that one as its owner), so two starving threads never wait for each other. Without
+ * Either the owner's busy = 1 is visible to the thief (which waits for busy = 0: the owner's
+ * critical sections are short and never wait for anything a thief holds - an owner takes area
+ * locks inside, a thief takes them only after its waits), or the owner's load of steal comes
+ * after the thief's membarrier() and sees HELD, and it clears busy and waits in
+ * iova_steal_enter() holding nothing, then enters again. The owner pays two plain stores, a
+ * load and a branch per call, no atomic read-modify-write; the thief pays a system call
+ * (microseconds) on a path taken only when every area of a direction is dry. Without
  * membarrier (an old kernel, a sandbox, DG_IOVA_NO_MEMBARRIER=1: iova_mag_global_init()
- * decides for the process) every cache carries TC_FALLBACK in its steal word, so the fast
- * paths never enter and tc_lock() does, with an exchange on busy and seq_cst loads: Dekker's
- * protocol, one atomic read-modify-write per call.
+ * decides for the process) every cache carries IOVA_STEAL_FALLBACK in its steal word, so the
+ * fast paths never enter and iova_steal_enter() does, with an exchange on busy and seq_cst
+ * loads: Dekker's protocol, one atomic read-modify-write per call.
+ *
+ * How this file steals (where iova_mag.c differs, see iova_steal.h): tc_reg_lock makes one
+ * thief at a time (it also guards the thread-exit drain). The thief takes every cache of the
+ * instance BUT its own - it runs dry inside a map, outside its cache, and drains that one
+ * first as its owner - so two starving threads never wait for each other; it marks them all,
+ * one membarrier(), then waits for, drains and gives back each cache in turn: a drain only
+ * moves slots into the areas (each under its own lock), nothing needs two caches held at one
+ * moment, and each owner waits only for its own drain. iova_mag.c instead holds every cache
+ * of a space, the stealer's own included, until it is done (its flush, count and check need
+ * all the magazines still at once).
  *
  * When -ENOSPC is right: each area counts the blocks given back to it (gives, under its lock,
  * only growing). area_take_all() passes over the areas and, when none could serve, reclaims
@@ -142,7 +148,8 @@
  * to a leaf (no call, no register saved for one), a small buffer to copy or pad to
  * bounce_map_fill(), larger ones to the locked path; copies of up to SMALL_COPY bytes are
  * inline (copy_small()); sync of a range starting in a slot's first unit reads that unit's
- * record (no search over the orders); an unmap without a copy-back is the claim and the push
+ * record (no search over the orders), and the receive's (small, for the CPU, from-device) is
+ * the policy's sync itself, a leaf whose record check is one test of the word's low byte; an unmap without a copy-back is the claim and the push
  * (or the batch entry); counters are bumped through the thread's last counter block inline,
  * the lookup of another one is a tail call (count_slow()). The bulk calls
  * (dma_bounce_map_bulk, dma_bounce_unmap_bulk: a ring's refill and a poll's reap) do the
@@ -152,16 +159,14 @@
 #include "dma/dma_internal.h"
 
 #include "base/clock.h"
+#include "iova/iova_steal.h"
 
 #include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <linux/membarrier.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Block states: free in the buddy lists, live, being unmapped, free in the quick cache. */
@@ -215,16 +220,12 @@ struct bounce_area {
 #define TC_MAX	     256					 /* slots per stack at most */
 #define TC_TLS_SLOTS 4 /* thread-local lookup table entries (a power of two) */
 
-/* steal word of a thread cache (see the preamble, "Reclaim") */
-#define TC_STEAL    1u /* a thief holds the cache (tc_reg_lock held) */
-#define TC_FALLBACK 2u /* no membarrier: the owner enters with an exchange (tc_lock) */
-
 /* One thread's free stacks for one bounce instance. Its owner touches n[] and slot[] only
- * between tc_enter()/tc_lock() and tc_exit() (busy = 1), a thief only while it holds steal
- * with busy seen 0; dma_bounce_check() reads them when no call runs, destroy frees them. */
+ * between tc_enter()/tc_get() and tc_exit() (sw.busy = 1), a thief only while it holds
+ * sw.steal with busy seen 0; dma_bounce_check() reads them when no call runs, destroy frees
+ * them. */
 struct bounce_tcache {
-	_Atomic uint32_t busy;	    /* 1 while the owner touches the stacks (owner writes) */
-	_Atomic uint32_t steal;	    /* TC_STEAL (a thief, tc_reg_lock) | TC_FALLBACK */
+	struct iova_steal sw;	    /* owner and thief (iova/iova_steal.h; thief: tc_reg_lock) */
 	struct bounce_tcache *next; /* bo->tcaches (push only, release CAS) */
 	_Atomic uint64_t owner;	    /* thread id (tc_thread_id()), never reused; 0 = free */
 	struct dma_bounce *bo;	    /* the instance (for the owner's exit) */
@@ -479,7 +480,7 @@ static dg_noinline struct bounce_tcache *tcache_slow(struct dma_bounce *bo)
 	if (!tc)
 		return NULL; /* the locked path still works */
 	atomic_init(&tc->owner, me);
-	atomic_init(&tc->steal, bo->memb ? 0 : TC_FALLBACK);
+	iova_steal_init(&tc->sw, bo->memb);
 	tc_adopt(bo, tc);
 	head = atomic_load_explicit(&bo->tcaches, memory_order_relaxed);
 	do {
@@ -511,75 +512,26 @@ static dg_always_inline struct bounce_tcache *tcache_peek(const struct dma_bounc
 	return dg_likely(s->gen == bo->gen) ? s->tc : NULL;
 }
 
-/*
- * Owner and thieves (see the preamble, "Reclaim"). Enter this thread's cache @tc on a fast
- * path: false (nothing changed, nothing held) if a thief holds it or the instance runs
- * without membarrier (TC_FALLBACK: tc_lock() enters). No atomic read-modify-write: busy = 1
- * (relaxed), a compiler barrier, then the steal word; a thief's membarrier() makes the two
- * sides' store-then-load pairs exclusive.
- */
+/* Owner and thieves (see the preamble, "Reclaim"; the protocol is iova/iova_steal.h's).
+ * Enter this thread's cache @tc on a fast path: false (nothing changed, nothing held) if a
+ * thief holds it or the instance runs without membarrier (then tc_get()). */
 static dg_always_inline bool tc_enter(struct bounce_tcache *tc)
 {
-	atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst); /* the thief's membarrier() stands in */
-	/* Acquire pairs with the release store of the steal word in tc_reclaim(). */
-	if (dg_likely(!atomic_load_explicit(&tc->steal, memory_order_acquire)))
-		return true;
-	/* Release pairs with the thief's acquire load of busy (tc_reclaim). */
-	atomic_store_explicit(&tc->busy, 0, memory_order_release);
-	return false;
+	return iova_steal_try(&tc->sw);
 }
 
 /* Leave the cache: a thief may take it from now on. */
 static dg_always_inline void tc_exit(struct bounce_tcache *tc)
 {
-	/* Release pairs with the thief's acquire load of busy (tc_reclaim): all the owner did to
-	 * the stacks happens before the thief touches them. */
-	atomic_store_explicit(&tc->busy, 0, memory_order_release);
+	iova_steal_leave(&tc->sw);
 }
 
-static void tc_wait_relax(unsigned int *spins)
-{
-	if (++*spins < 128)
-		dg_cpu_relax();
-	else
-		sched_yield();
-}
-
-/* Enter this thread's cache @tc, waiting while a thief holds it (holding nothing meanwhile,
- * so a thief never waits for an owner that waits for it). */
-static dg_noinline void tc_lock(struct bounce_tcache *tc)
-{
-	for (;;) {
-		uint32_t w = atomic_load_explicit(&tc->steal, memory_order_relaxed);
-		unsigned int spins = 0;
-
-		if (w & TC_FALLBACK) {
-			/* seq_cst both: Dekker's pair with tc_reclaim()'s seq_cst store of steal
-			 * and load of busy; one of the two sides sees the other. */
-			atomic_exchange_explicit(&tc->busy, 1, memory_order_seq_cst);
-			w = atomic_load_explicit(&tc->steal, memory_order_seq_cst);
-		} else {
-			atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
-			atomic_signal_fence(memory_order_seq_cst); /* see tc_enter() */
-			/* Acquire pairs with the release store of steal in tc_reclaim(). */
-			w = atomic_load_explicit(&tc->steal, memory_order_acquire);
-		}
-		if (!(w & TC_STEAL))
-			return;
-		/* Release pairs with the thief's acquire load of busy (tc_reclaim). */
-		atomic_store_explicit(&tc->busy, 0, memory_order_release);
-		/* Acquire pairs with the release store of steal in tc_reclaim(). */
-		while (atomic_load_explicit(&tc->steal, memory_order_acquire) & TC_STEAL)
-			tc_wait_relax(&spins);
-	}
-}
-
-/* Enter this thread's cache @tc: tc_enter() inline, tc_lock() only when that cannot. */
+/* Enter this thread's cache @tc: tc_enter() inline, iova_steal_enter() (waiting while a thief
+ * holds it, holding nothing meanwhile; the fallback's exchange) only when that cannot. */
 static dg_always_inline void tc_get(struct bounce_tcache *tc)
 {
 	if (dg_unlikely(!tc_enter(tc)))
-		tc_lock(tc);
+		iova_steal_enter(&tc->sw);
 }
 
 static inline uint32_t tc_n(const struct bounce_tcache *tc, unsigned int dir, unsigned int order)
@@ -633,22 +585,6 @@ static void tc_drain(struct dma_bounce *bo, struct bounce_tcache *tc, unsigned i
 		tc_spill(bo, tc, dir, o, tc_n(tc, dir, o));
 }
 
-/* A full barrier on every running thread of the process (PRIVATE_EXPEDITED, registered by
- * iova_mag_global_init(); bo->memb says it was). As iova_mag.c's memb_all(). */
-static void tc_memb_all(void)
-{
-	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-		return;
-	/* EPERM: not registered (a fork() child on a kernel that drops the registration). */
-	if (errno == EPERM &&
-	    syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
-	    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
-		return;
-	/* Cannot fail otherwise once registered; if it did, an owner may be inside its cache and
-	 * there is no safe way on. */
-	abort();
-}
-
 /*
  * Give the cached slots of direction @dir of every thread's cache of @bo back to their areas
  * (the areas ran dry; see the preamble, "Reclaim"): this thread's own (@mine, entered here:
@@ -672,35 +608,19 @@ static dg_noinline void tc_reclaim(struct dma_bounce *bo, unsigned int dir,
 	/* Caches are only pushed at the head: the list from this head is the same for both
 	 * loops. Acquire pairs with the release CAS in tcache_slow(). */
 	head = atomic_load_explicit(&bo->tcaches, memory_order_acquire);
-	for (tc = head; tc; tc = tc->next) {
-		uint32_t w = atomic_load_explicit(&tc->steal, memory_order_relaxed);
-
-		if (tc == mine)
-			continue;
-		/* seq_cst: the store half of Dekker's pair with an owner's exchange of busy and
-		 * seq_cst load of steal (fallback); with membarrier the barrier below orders it. */
-		atomic_store_explicit(&tc->steal, w | TC_STEAL, memory_order_seq_cst);
-		memb |= !(w & TC_FALLBACK);
-	}
+	for (tc = head; tc; tc = tc->next)
+		if (tc != mine)
+			memb |= iova_steal_mark(&tc->sw);
 	if (memb)
-		tc_memb_all();
+		iova_steal_barrier();
 	for (tc = head; tc; tc = tc->next) {
-		unsigned int spins = 0;
-
 		if (tc == mine)
 			continue;
-		/* seq_cst (an acquire): pairs with the owner's release store of busy = 0
-		 * (tc_exit), so all the owner did happens before the drain; and the load half of
-		 * Dekker's pair (fallback). */
-		while (atomic_load_explicit(&tc->busy, memory_order_seq_cst))
-			tc_wait_relax(&spins);
+		/* One cache at a time: the drain needs no other cache held (iova_steal.h, "Where
+		 * the two users differ"), and its owner waits only for its own. */
+		iova_steal_wait(&tc->sw);
 		tc_drain(bo, tc, dir);
-		/* Release pairs with the owner's acquire load of steal (tc_enter, tc_lock): the
-		 * drain happens before the owner's next use of its stacks. */
-		atomic_store_explicit(&tc->steal,
-				      atomic_load_explicit(&tc->steal, memory_order_relaxed) &
-					      ~TC_STEAL,
-				      memory_order_release);
+		iova_steal_unmark(&tc->sw);
 	}
 	pthread_mutex_unlock(&tc_reg_lock);
 }
@@ -840,7 +760,7 @@ int dma_bounce_create(struct dg_dma_dev *dd, struct dma_space *sp, struct dma_bo
 	bo->unit_shift = dg_ilog2(bo->units);
 	bo->gen = atomic_fetch_add_explicit(&bounce_next_gen, 1, memory_order_relaxed);
 	/* membarrier registered once per process (iova_mag.c); without it (or with
-	 * DG_IOVA_NO_MEMBARRIER=1) owners enter their caches with an exchange (tc_lock). */
+	 * DG_IOVA_NO_MEMBARRIER=1) owners enter their caches with an exchange (tc_get). */
 	bo->memb = iova_mag_global_init() == 0 && iova_mag_memb();
 	for (unsigned int o = 0; o < TC_ORDERS; o++) {
 		/* At most 1/8 of an area per stack; moved in halves. */
@@ -1000,8 +920,11 @@ static inline uint64_t slot_iova(const struct dma_bounce *bo, uint32_t g)
 static dg_always_inline void copy_small(uint8_t *d, const uint8_t *s, size_t n)
 {
 	if (n >= 32) {
-		__builtin_memcpy(d, s, 32);
-		__builtin_memcpy(d + n - 32, s + n - 32, 32);
+		/* four 16-byte moves, the last two addressed from the end (no pointer sums) */
+		__builtin_memcpy(d, s, 16);
+		__builtin_memcpy(d + 16, s + 16, 16);
+		__builtin_memcpy(d + n - 32, s + n - 32, 16);
+		__builtin_memcpy(d + n - 16, s + n - 16, 16);
 	} else if (n >= 16) {
 		__builtin_memcpy(d, s, 16);
 		__builtin_memcpy(d + n - 16, s + n - 16, 16);
@@ -1942,9 +1865,11 @@ static dg_noinline int bounce_sync_big(struct dg_dma_dev *dd, uint64_t dma, size
 
 /*
  * Sync up to SMALL_COPY bytes starting in a single buffer's first unit (a receive's frame):
- * sync_single() with fewer tests - live, this direction and not a list in two compares of
- * the record's word, and the range in one (in + len <= 128 cannot wrap). Anything else,
- * errors included, goes to bounce_sync_slow(), which says which.
+ * sync_single() with fewer tests - live, this direction and a single buffer (not a list) in
+ * one test of the record word's low byte (state, kind, dir: it must be ALLOC, dir and
+ * KIND_SINGLE or KIND_PAGE, which are 8 apart there: the byte less the SINGLE word is 0 or
+ * 8), and the range in one (in + len <= 128 cannot wrap). Anything else, errors included,
+ * goes to bounce_sync_slow(), which says which.
  */
 static dg_always_inline int sync_small(struct dg_dma_dev *dd, uint64_t dma, size_t len,
 				       enum dg_dma_dir dir, bool for_cpu)
@@ -1952,35 +1877,30 @@ static dg_always_inline int sync_small(struct dg_dma_dev *dd, uint64_t dma, size
 	struct dma_bounce *bo = dd->bounce;
 	const uint64_t off = dma - bo->iova;			   /* wraps below the areas */
 	const uint64_t in = off & ((1u << BOUNCE_UNIT_SHIFT) - 1); /* offset in the slot */
-	const uint32_t sg = ST(0, KIND_SG, 0, 0, 0);
+	const uint32_t single = ST(ST_ALLOC, KIND_SINGLE, dir, 0, 0);
 	struct bounce_rec *rec;
 	uint32_t st;
 
-	static_assert(KIND_SINGLE != KIND_SG && KIND_PAGE != KIND_SG &&
-			      (KIND_SINGLE & KIND_SG) != KIND_SG &&
-			      (KIND_PAGE & KIND_SG) != KIND_SG,
-		      "a list's kind has bits no other live kind has");
+	static_assert(ST(7, 7, 3, 0, 0) == 0xffu, "state, kind and dir are the word's low byte");
+	static_assert(ST(0, KIND_PAGE, 0, 0, 0) - ST(0, KIND_SINGLE, 0, 0, 0) == 8u &&
+			      KIND_SG != KIND_SINGLE && KIND_SG != KIND_PAGE,
+		      "the two single-buffer kinds are 8 apart in the low byte");
 	if (dg_unlikely(off >= bo->iova_size))
 		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
 	rec = &bo->rec[off >> BOUNCE_UNIT_SHIFT];
 	/* Acquire pairs with the release store of the map (map_single(), bounce_map_list(),
 	 * map_bulk_pop()): orig, len and the data are visible. */
 	st = atomic_load_explicit(&rec->st, memory_order_acquire);
-	if (dg_unlikely((st & ST(7, 0, 3, 0, 0)) != ST(ST_ALLOC, 0, dir, 0, 0)) ||
-	    dg_unlikely((st & sg) == sg) || dg_unlikely(in + len > rec->len))
+	if (dg_unlikely(((uint8_t)(st - single) & (uint8_t)~8u) != 0) ||
+	    dg_unlikely(in + len > rec->len))
 		return bounce_sync_slow(dd, dma, len, dir, for_cpu);
 	if (for_cpu ? dir == DG_DMA_TO_DEVICE : dir == DG_DMA_FROM_DEVICE)
 		return 0;
 	return sync_copy(dd, bo->mem + off, (uint8_t *)rec->u.orig + in, len, for_cpu, false);
 }
 
-/* sync_small() of the usual direction of each way, each a leaf of its own (registers
- * allocated for it alone: none saved), tail-called by bounce_sync(). */
-static dg_noinline int sync_small_cpu(struct dg_dma_dev *dd, uint64_t dma, size_t len)
-{
-	return sync_small(dd, dma, len, DG_DMA_FROM_DEVICE, true);
-}
-
+/* sync_small() for the device's usual direction, a leaf of its own (registers allocated for
+ * it alone: none saved), tail-called by bounce_sync_other(). */
 static dg_noinline int sync_small_dev(struct dg_dma_dev *dd, uint64_t dma, size_t len)
 {
 	return sync_small(dd, dma, len, DG_DMA_TO_DEVICE, false);
@@ -1995,18 +1915,31 @@ static dg_noinline int sync_small_any(struct dg_dma_dev *dd, uint64_t dma, size_
 	return sync_small(dd, dma, len, dir, false);
 }
 
-/* The policy's sync: counts its own errors, so the entry point (map.c) tail-calls it. */
+/* A small sync other than the receive's (for the CPU of a from-device buffer): only tail
+ * calls (nothing saved) - the device's usual direction to its leaf with its constants (the
+ * record's expected word an immediate), anything else to sync_small_any(). */
+static dg_noinline int bounce_sync_other(struct dg_dma_dev *dd, uint64_t dma, size_t len,
+					 enum dg_dma_dir dir, bool for_cpu)
+{
+	if (!for_cpu && dg_likely(dir == DG_DMA_TO_DEVICE))
+		return sync_small_dev(dd, dma, len);
+	return sync_small_any(dd, dma, len, dir, for_cpu);
+}
+
+/*
+ * The policy's sync: counts its own errors, so the entry point (map.c) tail-calls it. Larger
+ * syncs go to bounce_sync_big(); the receive's (for the CPU, from-device, at most SMALL_COPY
+ * bytes: a frame or a header) is this function itself, a leaf with its constants (session
+ * 14: it was a tail call to a leaf of its own); any other small one is one tail call away.
+ */
 static int bounce_sync(struct dg_dma_dev *dd, uint64_t dma, size_t len, enum dg_dma_dir dir,
 		       bool for_cpu)
 {
 	if (len > SMALL_COPY)
 		return bounce_sync_big(dd, dma, len, dir, for_cpu);
-	/* Only tail calls here (nothing saved): each way's usual direction to a leaf of its
-	 * own with its constants - the record's expected word an immediate, no test of the
-	 * direction left - and anything else to sync_small_any(). */
-	if (for_cpu ? dg_likely(dir == DG_DMA_FROM_DEVICE) : dg_likely(dir == DG_DMA_TO_DEVICE))
-		return for_cpu ? sync_small_cpu(dd, dma, len) : sync_small_dev(dd, dma, len);
-	return sync_small_any(dd, dma, len, dir, for_cpu);
+	if (dg_likely(for_cpu) && dg_likely(dir == DG_DMA_FROM_DEVICE))
+		return sync_small(dd, dma, len, DG_DMA_FROM_DEVICE, true);
+	return bounce_sync_other(dd, dma, len, dir, for_cpu);
 }
 
 static int bounce_sync_sg(struct dg_dma_dev *dd, struct dg_dma_sg *sg, unsigned int nents,

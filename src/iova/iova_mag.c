@@ -40,29 +40,32 @@
  * needs the cache from other threads - dg_iova_flush_caches() (and the flush-and-retry of an
  * allocation that found the tree full), dg_iova_destroy(), the cached count of the stats,
  * dg_iova_check()/dump() and the thread's exit - "steals" it with an asymmetric handshake,
- * the one sys_membarrier exists for (liburcu's urcu-memb; membarrier(2)):
+ * the one sys_membarrier exists for (liburcu's urcu-memb; membarrier(2)), in iova_steal.h
+ * (shared with the bounce policy's slot stacks, dma/bounce.c):
  *
  *   owner (iova_tc_enter)                     stealer (steal_all, registry lock held)
- *     busy = 1                  (relaxed)       steal |= STEAL            (seq_cst)
+ *     busy = 1                  (relaxed)       steal |= HELD             (seq_cst)
  *     compiler barrier                          membarrier(PRIVATE_EXPEDITED)
  *     if (steal) { busy = 0; slow path }        while (busy) wait         (acquire)
  *     pop / push                                take, count or check the magazines
- *     busy = 0                  (release)       steal &= ~STEAL           (release)
+ *     busy = 0                  (release)       steal &= ~HELD            (release)
  *
- * membarrier() makes every running thread of the process execute a full memory barrier
- * before it returns, so each side's store comes before its load in one order both agree on:
- * either the owner's busy = 1 is visible to the stealer (which waits for busy = 0), or the
- * owner's load of steal comes after the barrier and sees STEAL (and the owner leaves without
- * touching the cache). The owner pays a plain store and a load; the stealer pays a system
- * call (microseconds), which is right for operations this rare. An owner that sees STEAL
- * clears busy and waits for the steal to end, holding no lock (so a stealer never waits for
- * it), then enters again.
+ * Either the owner's busy = 1 is visible to the stealer (which waits for busy = 0), or the
+ * owner's load of steal comes after the stealer's membarrier() and sees HELD (and the owner
+ * leaves without touching the cache, clears busy and waits holding no lock, then enters
+ * again). The owner pays two plain stores and a load; the stealer a system call. Without
+ * membarrier (ENOSYS, EINVAL: an old kernel, a sandbox; or DG_IOVA_NO_MEMBARRIER=1 in the
+ * environment, or iova_mag_force_fallback() in tests) a space's caches carry
+ * IOVA_STEAL_FALLBACK, so the fast path never enters them and iova_tc_lock() does, with an
+ * exchange on busy: Dekker's protocol. iova_steal.h has the orderings and why they suffice.
  *
- * Without membarrier (ENOSYS, EINVAL: an old kernel, a sandbox; or DG_IOVA_NO_MEMBARRIER=1
- * in the environment, or iova_mag_force_fallback() in tests) a space's caches carry
- * IOVA_TC_FALLBACK in their steal word, so the fast path never enters them and iova_tc_lock()
- * does, with an exchange on busy (seq_cst) and a seq_cst load of steal against the stealer's
- * seq_cst store and load: Dekker's protocol, one atomic read-modify-write per entry.
+ * How this file steals (where the bounce policy differs, see iova_steal.h): steal_all()
+ * takes EVERY cache of the space, the caller's own included - every stealer (flush, stats,
+ * check, dump, destroy, an allocation's flush-and-retry) runs outside the space's caches, so
+ * it never waits for itself - marks them all, one membarrier(), waits for every owner, and
+ * holds them all until unsteal_all(): the flush, the cached count and dg_iova_check() need
+ * the whole space's magazines still at one moment (every CACHED node in exactly one
+ * magazine), where bounce's reclaim drains and gives back one cache at a time.
  *
  * Finding the cache: the thread-local iova_tls remembers the caches of the last IOVA_TLS_WAYS
  * spaces, by space id; the fast paths check the first only, iova_tc_lock() the others, then
@@ -185,8 +188,12 @@ void iova_mag_force_fallback(struct dg_iova_space *s)
 	s->memb = false;
 }
 
-/* A full barrier on every running thread of the process (PRIVATE_EXPEDITED, registered). */
-static void memb_all(void)
+/*
+ * The out-of-line steps of the owner/stealer handshake (iova_steal.h), shared with the
+ * bounce policy's slot stacks (dma/bounce.c).
+ */
+
+void iova_steal_barrier(void)
 {
 	if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
 		return;
@@ -210,70 +217,63 @@ static void wait_relax(unsigned int *spins)
 		sched_yield();
 }
 
-/* Registry lock held: take every cache of @s from its owner (see the preamble). */
+void iova_steal_wait(struct iova_steal *x)
+{
+	unsigned int spins = 0;
+
+	/* seq_cst (an acquire): pairs with the owner's release store of busy = 0
+	 * (iova_steal_leave, or iova_steal_try/enter backing out), so all the owner did happens
+	 * before what the stealer does next; and the load half of Dekker's pair (fallback). */
+	while (atomic_load_explicit(&x->busy, memory_order_seq_cst))
+		wait_relax(&spins);
+}
+
+void iova_steal_enter(struct iova_steal *x)
+{
+	for (;;) {
+		uint32_t w = atomic_load_explicit(&x->steal, memory_order_relaxed);
+		unsigned int spins = 0;
+
+		if (w & IOVA_STEAL_FALLBACK) {
+			/* seq_cst both: Dekker's pair with iova_steal_mark()'s seq_cst store of
+			 * steal and iova_steal_wait()'s load of busy; one side sees the other. */
+			atomic_exchange_explicit(&x->busy, 1, memory_order_seq_cst);
+			w = atomic_load_explicit(&x->steal, memory_order_seq_cst);
+		} else {
+			atomic_store_explicit(&x->busy, 1, memory_order_relaxed);
+			atomic_signal_fence(memory_order_seq_cst); /* see iova_steal_try() */
+			/* Acquire pairs with the release store in iova_steal_unmark(). */
+			w = atomic_load_explicit(&x->steal, memory_order_acquire);
+		}
+		if (!(w & IOVA_STEAL_HELD))
+			return;
+		/* Release pairs with the stealer's acquire load of busy (iova_steal_wait). */
+		atomic_store_explicit(&x->busy, 0, memory_order_release);
+		/* Acquire pairs with the release store in iova_steal_unmark(). */
+		while (atomic_load_explicit(&x->steal, memory_order_acquire) & IOVA_STEAL_HELD)
+			wait_relax(&spins);
+	}
+}
+
+/* Registry lock held, outside every cache of @s: take every cache of @s from its owner, all
+ * at once (see the preamble). */
 static void steal_all(struct dg_iova_space *s)
 {
 	bool memb = false;
 
-	for (struct iova_tcache *tc = s->tcs; tc; tc = tc->snext) {
-		uint32_t w = atomic_load_explicit(&tc->steal, memory_order_relaxed);
-
-		/* seq_cst: the store half of Dekker's pair with an owner's exchange of busy and
-		 * seq_cst load of steal (fallback); with membarrier the barrier below orders it. */
-		atomic_store_explicit(&tc->steal, w | IOVA_TC_STEAL, memory_order_seq_cst);
-		memb |= !(w & IOVA_TC_FALLBACK);
-	}
+	for (struct iova_tcache *tc = s->tcs; tc; tc = tc->snext)
+		memb |= iova_steal_mark(&tc->sw);
 	if (memb)
-		memb_all();
-	for (struct iova_tcache *tc = s->tcs; tc; tc = tc->snext) {
-		unsigned int spins = 0;
-
-		/* seq_cst (an acquire): pairs with the owner's release store of busy = 0
-		 * (iova_tc_exit), so all the owner did happens before what we do next; and the
-		 * load half of Dekker's pair (fallback). */
-		while (atomic_load_explicit(&tc->busy, memory_order_seq_cst))
-			wait_relax(&spins);
-	}
+		iova_steal_barrier();
+	for (struct iova_tcache *tc = s->tcs; tc; tc = tc->snext)
+		iova_steal_wait(&tc->sw);
 }
 
 /* Give every cache back to its owner (registry lock held). */
 static void unsteal_all(struct dg_iova_space *s)
 {
-	for (struct iova_tcache *tc = s->tcs; tc; tc = tc->snext) {
-		uint32_t w = atomic_load_explicit(&tc->steal, memory_order_relaxed);
-
-		/* Release pairs with the owner's acquire load of steal (iova_tc_enter,
-		 * tc_enter_slow): what we did to the cache happens before the owner's next use. */
-		atomic_store_explicit(&tc->steal, w & ~IOVA_TC_STEAL, memory_order_release);
-	}
-}
-
-/* The owner enters @tc, waiting while a stealer holds it (holding nothing meanwhile). */
-static void tc_enter_slow(struct iova_tcache *tc)
-{
-	for (;;) {
-		uint32_t w = atomic_load_explicit(&tc->steal, memory_order_relaxed);
-		unsigned int spins = 0;
-
-		if (w & IOVA_TC_FALLBACK) {
-			/* seq_cst both: Dekker's pair with steal_all()'s seq_cst store of steal and
-			 * load of busy; one of the two sides sees the other. */
-			atomic_exchange_explicit(&tc->busy, 1, memory_order_seq_cst);
-			w = atomic_load_explicit(&tc->steal, memory_order_seq_cst);
-		} else {
-			atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
-			atomic_signal_fence(memory_order_seq_cst); /* see iova_tc_enter() */
-			/* Acquire pairs with the release store in unsteal_all(). */
-			w = atomic_load_explicit(&tc->steal, memory_order_acquire);
-		}
-		if (!(w & IOVA_TC_STEAL))
-			return;
-		/* Release pairs with the stealer's acquire load of busy (steal_all). */
-		atomic_store_explicit(&tc->busy, 0, memory_order_release);
-		/* Acquire pairs with the release store in unsteal_all(). */
-		while (atomic_load_explicit(&tc->steal, memory_order_acquire) & IOVA_TC_STEAL)
-			wait_relax(&spins);
-	}
+	for (struct iova_tcache *tc = s->tcs; tc; tc = tc->snext)
+		iova_steal_unmark(&tc->sw);
 }
 
 /* Free a cache's magazines (registry lock held, the cache out of every list's use). */
@@ -343,7 +343,7 @@ static struct iova_tcache *tc_get(struct dg_iova_space *s)
 			goto out;
 		}
 	}
-	atomic_init(&tc->steal, s->memb ? 0 : IOVA_TC_FALLBACK);
+	iova_steal_init(&tc->sw, s->memb);
 	tc->space = s;
 	tc->space_id = s->id;
 	tc->thr = &iova_thr;
@@ -382,7 +382,7 @@ found:
 	}
 	iova_tls.id[0] = s->id;
 	iova_tls.tc[0] = tc;
-	tc_enter_slow(tc);
+	iova_steal_enter(&tc->sw);
 	return tc;
 }
 

@@ -7,6 +7,7 @@
  *   iova_index.c   the live-range index: first byte -> node, read without a lock, so a free
  *                  is validated in O(1)
  *   iova_mag.c     per-thread magazine caches and the depot in front of the tree
+ *   iova_steal.h   the owner/stealer handshake of a thread cache (the bounce policy's too)
  *   iova_linux.c   the Linux 6.1 reference search (cached node, linear walk)
  *   iova.c         the public API: argument checks, dispatch, stats, check and dump
  *
@@ -24,6 +25,7 @@
 
 #include "base/compiler.h"
 #include "base/spinlock.h"
+#include "iova/iova_steal.h"
 
 #include <stdio.h>
 
@@ -148,20 +150,15 @@ struct iova_cpu_cache {
 
 #define IOVA_CCS (IOVA_ZONES * IOVA_ORDERS) /* caches per thread cache: zone * ORDERS + order */
 
-/* steal word of a thread cache (see iova_mag.c, "Owner and stealers") */
-#define IOVA_TC_STEAL	 1u /* a stealer holds the cache (registry lock held) */
-#define IOVA_TC_FALLBACK 2u /* no membarrier: the owner enters with an exchange (slow path) */
-
 /*
  * A thread's cache for one space (iova_mag.c): what a per-CPU slot was, owned by one thread.
  * The owner touches cc[] and its counters only between iova_tc_enter()/iova_tc_lock() and
- * iova_tc_exit() (busy = 1); a stealer only while it holds steal with busy seen 0.
+ * iova_tc_exit() (sw.busy = 1); a stealer only while it holds sw.steal with busy seen 0.
  */
 struct iova_tcache {
-	_Atomic uint32_t busy;	/* 1 while the owner touches the cache (owner writes) */
-	_Atomic uint32_t steal; /* IOVA_TC_STEAL (stealers, registry lock) | FALLBACK */
-	uint64_t hits;		/* allocations served here (inside the cache: owner, stealer) */
-	uint64_t misses;	/* cacheable allocations sent to the tree (ditto) */
+	struct iova_steal sw; /* owner and stealers (iova_steal.h; stealers: registry lock) */
+	uint64_t hits;	      /* allocations served here (inside the cache: owner, stealer) */
+	uint64_t misses;      /* cacheable allocations sent to the tree (ditto) */
 	struct iova_cpu_cache cc[IOVA_CCS];
 	/* registry links (iova_reg_lock) */
 	struct dg_iova_space *space;	   /* the space (fixed while linked) */
@@ -353,9 +350,8 @@ void iova_mag_free_slow(struct dg_iova_space *s, struct iova_tcache *tc, struct 
 /*
  * Enter this thread's cache of @s on the fast path: false (nothing changed, nothing held) if
  * it is not the most recent one, or a stealer holds it, or the space runs without
- * membarrier (IOVA_TC_FALLBACK: iova_tc_lock() enters with an exchange). No atomic
- * read-modify-write: busy = 1 (relaxed), a compiler barrier, then the steal word; the
- * stealer's membarrier() makes the two sides' store-then-load pairs exclusive (iova_mag.c).
+ * membarrier (IOVA_STEAL_FALLBACK: iova_tc_lock() enters with an exchange). No atomic
+ * read-modify-write: iova_steal_try() (iova_steal.h).
  */
 static inline bool iova_tc_enter(struct dg_iova_space *s, struct iova_tcache **tcp)
 {
@@ -364,22 +360,13 @@ static inline bool iova_tc_enter(struct dg_iova_space *s, struct iova_tcache **t
 	*tcp = tc;
 	if (dg_unlikely(iova_tls.id[0] != s->id))
 		return false;
-	atomic_store_explicit(&tc->busy, 1, memory_order_relaxed);
-	atomic_signal_fence(memory_order_seq_cst); /* the kernel's barrier stands in (membarrier) */
-	/* Acquire pairs with the release store of the steal word in iova_tc_unsteal(). */
-	if (dg_likely(!atomic_load_explicit(&tc->steal, memory_order_acquire)))
-		return true;
-	/* Release pairs with the stealer's acquire load of busy (iova_tc_steal_wait). */
-	atomic_store_explicit(&tc->busy, 0, memory_order_release);
-	return false;
+	return iova_steal_try(&tc->sw);
 }
 
 /* Leave the cache: a stealer may take it from now on. */
 static inline void iova_tc_exit(struct iova_tcache *tc)
 {
-	/* Release pairs with the stealer's acquire load of busy (iova_tc_steal_wait): all the
-	 * owner did to the cache happens before the stealer touches it. */
-	atomic_store_explicit(&tc->busy, 0, memory_order_release);
+	iova_steal_leave(&tc->sw);
 }
 
 /* A node popped from a magazine of cache @tc (entered) becomes LIVE with low state @live. */

@@ -6,7 +6,8 @@
  * (attempts = refused + allowed + breaches, every refused access with its fault record, every
  * breach documented), and each policy's promise: no breach under strict, linux-ref and bounce
  * (but strict's and linux-ref's documented sub-page exposure), lazy's observed window within
- * the reported one, identity's breaches all documented as all_memory.
+ * the reported one, identity's breaches all documented as all_memory. The summary: runs
+ * matching the results, none failed, virtual_clock a boolean.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -131,6 +132,7 @@ int main(int argc, char **argv)
 	json_t *sum = json_object_get(root, "summary");
 	EXPECT(num(sum, "runs") == (long long)json_array_size(results) && num(sum, "failed") == 0,
 	       "summary");
+	EXPECT(json_is_boolean(json_object_get(sum, "virtual_clock")), "summary.virtual_clock");
 	json_decref(root);
 	return fails ? 1 : 0;
 }

@@ -37,6 +37,10 @@ expect_check_fails "$tmp/negxfer.json" "cacheline_transfer_ns.median -1.5"
 # a negative figure, and a null in a run that is not --quick; the note gives xdp64's range
 grep -q '^xdp64  .* [0-9][0-9]*-[0-9][0-9]*$' "$tmp/out.txt" ||
 	{ echo "FAIL: no per-round transfer range for xdp64 in the transfers note"; fail=1; }
+# fwd64 measured no round's transfer: its measured extra time is not shown, and the note says why
+grep -q '^fwd64  .* - *-$' "$tmp/out.txt" && grep -q \
+	'^(fwd64: measured +ns not shown: 0 of 1 rounds measured the transfer[;)]' "$tmp/out.txt" ||
+	{ echo "FAIL: the transfers note shows fwd64's measured +ns, or not why not"; fail=1; }
 sed '0,/"cacheline_transfer_ns_samples": \[$/s//&\n        1.5,/' "$tmp/out.json" \
 	>"$tmp/xferlen.json"
 expect_check_fails "$tmp/xferlen.json" "cacheline_transfer_ns_samples: 2, not one per round (1)"
@@ -46,16 +50,28 @@ expect_check_fails "$tmp/xferneg.json" "cacheline_transfer_ns_samples.0. -2.5"
 sed 's/"quick": true/"quick": false/' "$tmp/out.json" >"$tmp/xfernull.json"
 expect_check_fails "$tmp/xfernull.json" "null in a run that is not --quick"
 # two rounds: two figures per row (the second null in --quick), each throughput sample's round
+# (the CSV: min and max, then the rounds' figures, ';' between them, empty where not measured;
+# the RESULT lines: min, max and how many rounds measured it)
 "$exe" bench workloads --quick --rounds 2 --duration 0.01 --workload xdp64 \
-	--json "$tmp/two.json" >/dev/null 2>"$tmp/err.txt" ||
+	--json "$tmp/two.json" --csv "$tmp/two.csv" >"$tmp/two.txt" 2>"$tmp/err.txt" ||
 	{ echo "FAIL: two-round run"; cat "$tmp/err.txt"; fail=1; }
 "$check" "$tmp/two.json" xdp64 || fail=1
 tr -d ' \n' <"$tmp/two.json" | grep -q '"cacheline_transfer_ns_samples":\[[0-9.e+-]*,null\]' ||
 	{ echo "FAIL: two-round run: cacheline_transfer_ns_samples not [figure, null]"; fail=1; }
+# (every row of the nine configurations)
+[ "$(grep -c '^xdp64,.*,\([0-9.][0-9.]*\),\1,\1;$' "$tmp/two.csv")" -eq 9 ] ||
+	{ echo "FAIL: two-round run: CSV rows' transfer not 'x,x,x;'"; cat "$tmp/two.csv"; fail=1; }
+[ "$(grep -c '^RESULT .* xfer_ns_min=\([0-9.]*\) xfer_ns_max=\1 xfer_rounds=1 ok=1$' \
+	"$tmp/two.txt")" -eq 9 ] || { echo "FAIL: two-round run: RESULT xfer_ns_*"; fail=1; }
 # without --quick every round measures it: the checker takes no null there
 "$exe" bench workloads --rounds 2 --duration 0.01 --workload xdp64 --json "$tmp/full.json" \
-	>/dev/null 2>"$tmp/err.txt" || { echo "FAIL: two-round run without --quick"; cat "$tmp/err.txt"; fail=1; }
+	--csv "$tmp/full.csv" >"$tmp/full.txt" 2>"$tmp/err.txt" ||
+	{ echo "FAIL: two-round run without --quick"; cat "$tmp/err.txt"; fail=1; }
 "$check" "$tmp/full.json" xdp64 || fail=1
+[ "$(grep -c '^xdp64,.*,[0-9.][0-9.]*,[0-9.][0-9.]*,[0-9.][0-9.]*;[0-9.][0-9.]*$' \
+	"$tmp/full.csv")" -eq 9 ] || { echo "FAIL: two-round run without --quick: CSV"; fail=1; }
+[ "$(grep -c '^RESULT .* xfer_ns_min=[0-9.]* xfer_ns_max=[0-9.]* xfer_rounds=2 ok=1$' \
+	"$tmp/full.txt")" -eq 9 ] || { echo "FAIL: two-round run without --quick: RESULT"; fail=1; }
 # the suite alone: its report passes the same check, and a negative median fails it
 "$exe" bench machine --quick --json "$tmp/machine.json" >"$tmp/machine.txt" 2>&1 ||
 	{ echo "FAIL: bench machine"; cat "$tmp/machine.txt"; fail=1; }
@@ -78,6 +94,19 @@ fi
 expect_usage_errors "bench machine" "--bogus" "--ops 5" "--case nope"
 [ "$(wc -l <"$tmp/out.csv")" -eq 82 ] || { echo "FAIL: CSV has $(wc -l <"$tmp/out.csv") lines"; fail=1; }
 head -n 1 "$tmp/out.csv" | grep -q '^workload,policy,unit,throughput,' || { echo "FAIL: CSV header"; fail=1; }
+# the rounds' transfer in the CSV and the RESULT lines: --quick measures xdp64's only round
+head -n 1 "$tmp/out.csv" | grep -q \
+	',ok,cacheline_transfer_ns_min,cacheline_transfer_ns_max,cacheline_transfer_ns_samples$' ||
+	{ echo "FAIL: CSV header: no cacheline_transfer_ns columns"; fail=1; }
+grep -q '^xdp64,strict,.*,1,\([0-9.][0-9.]*\),\1,\1$' "$tmp/out.csv" ||
+	{ echo "FAIL: CSV: xdp64/strict's transfer"; fail=1; }
+grep -q '^fwd64,strict,.*,1,,,$' "$tmp/out.csv" || { echo "FAIL: CSV: fwd64/strict's transfer"; fail=1; }
+grep -q '^RESULT suite=workloads workload=xdp64 policy=strict .* xfer_ns_min=\([0-9.][0-9.]*\) xfer_ns_max=\1 xfer_rounds=1 ok=1$' \
+	"$tmp/out.txt" ||
+	{ echo "FAIL: RESULT: xdp64/strict's transfer"; fail=1; }
+grep -q '^RESULT suite=workloads workload=fwd64 policy=strict .* xfer_ns_min=nan xfer_ns_max=nan xfer_rounds=0 ok=1$' \
+	"$tmp/out.txt" ||
+	{ echo "FAIL: RESULT: fwd64/strict's transfer"; fail=1; }
 grep -q '^ *strict  *[0-9.]* #' "$tmp/out.txt" || { echo "FAIL: ASCII plot"; fail=1; }
 [ "$(grep -c '^RESULT suite=workloads ' "$tmp/out.txt")" -eq 81 ] || { echo "FAIL: RESULT lines"; fail=1; }
 grep -q '^seeds (DESIGN.md section 1)' "$tmp/out.txt" || { echo "FAIL: seed table"; fail=1; }

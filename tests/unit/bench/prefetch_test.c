@@ -13,19 +13,14 @@
  *  - a length of 0, one past WL_BURST_BYTES, or a range that wraps past 2^64 asks for the
  *    first line only (a descriptor's length is the driver's word: never a loop over it);
  *  - pass-through asks for nothing.
- * The NIC device's look-ahead (wl_nic.h, used by rx_burst()/tx_burst()):
- *  - nic_prefetch_descs() asks for each descriptor line of [from, from + n) once, from the
- *    line of `from` (4 descriptors a line), around the ring's end and the 2^32 wrap of the
- *    free-running index; an empty range asks for nothing;
- *  - nic_rx_extent()/nic_tx_extent(): the next burst may be empty, short, capped by
- *    NIC_BURST or by WL_BURST_BYTES, whole sends only (a chain without its EOP, or with it
- *    past NIC_SEGS descriptors, is left out), across the ring's end;
- *  - nic_prefetch_burst() asks for the page-table lines of [from, from + n) around the ring's
- *    end; nic_ahead_done() says which of a burst's descriptors the burst before covered;
- *  - two bursts in a row (nic_ahead_start(), nic_ahead_late()): the first asks for its own
- *    lines and the next burst's descriptor lines at its start, the next burst's page-table
- *    lines late; the second asks only for the lines the first could not see (the driver
- *    published more meanwhile), and nothing of a next burst that is empty.
+ * The NIC device's burst helpers (wl_nic.h, used by rx_burst()/rx_burst_agg()/tx_burst()):
+ *  - nic_rx_extent()/nic_tx_extent(): a burst may be empty, short, capped by NIC_BURST or by
+ *    WL_BURST_BYTES, whole sends only (a chain without its EOP, or with it past NIC_SEGS
+ *    descriptors, is left out), across the ring's end;
+ *  - nic_prefetch_burst() asks for the page-table lines of the buffers of [from, from + n)
+ *    once each, in order, around the ring's end and the 2^32 wrap of the free-running index,
+ *    from a line's middle; a short burst one line, an empty one nothing; @whole (sends) every
+ *    line of each buffer's range.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -213,7 +208,7 @@ static void test_pass_through(void **state)
 	env_fini(&e);
 }
 
-/* ---- the NIC device's look-ahead ---- */
+/* ---- the NIC device's burst helpers ---- */
 
 #define RING 64u /* descriptors of the test ring */
 
@@ -224,54 +219,6 @@ static struct nic_desc *ring_new(void)
 	assert_non_null(r);
 	memset(r, 0, RING * sizeof(*r));
 	return r;
-}
-
-/* nic_prefetch_descs(from, n) asks for exactly the descriptor lines starting at @want[]. */
-static void descs(const struct nic_desc *r, uint32_t from, uint32_t n, const unsigned int *want,
-		  unsigned int nwant)
-{
-	pf_n = 0;
-	nic_prefetch_descs(r, RING - 1, from, n);
-	assert_int_equal(pf_n, nwant);
-	for (unsigned int i = 0; i < nwant; i++)
-		assert_ptr_equal(pf_addr[i], &r[want[i]]);
-}
-
-static void test_ahead_descs(void **state)
-{
-	struct nic_desc *r = ring_new();
-
-	(void)state;
-	descs(r, 0, 32, (const unsigned int[]){0, 4, 8, 12, 16, 20, 24, 28}, 8);
-	/* from the middle of a line: its line first, 9 lines for 32 descriptors */
-	descs(r, 2, 32, (const unsigned int[]){0, 4, 8, 12, 16, 20, 24, 28, 32}, 9);
-	descs(r, 7, 1, (const unsigned int[]){4}, 1);
-	descs(r, 7, 2, (const unsigned int[]){4, 8}, 2);
-	/* around the ring's end */
-	descs(r, 56, 32, (const unsigned int[]){56, 60, 0, 4, 8, 12, 16, 20}, 8);
-	descs(r, 62, 5, (const unsigned int[]){60, 0}, 2);
-	descs(r, 64 + 62, 5, (const unsigned int[]){60, 0}, 2);
-	/* around 2^32 of the free-running index */
-	descs(r, UINT32_MAX - 1, 4, (const unsigned int[]){60, 0}, 2);
-	/* an empty next burst: nothing, from any index */
-	descs(r, 3, 0, NULL, 0);
-	descs(r, 0, 0, NULL, 0);
-	free(r);
-}
-
-static void test_ahead_done(void **state)
-{
-	(void)state;
-	assert_int_equal(nic_ahead_done(100, 100, 32), 0);  /* the burst before saw none */
-	assert_int_equal(nic_ahead_done(132, 100, 32), 32); /* all of them */
-	assert_int_equal(nic_ahead_done(108, 100, 32), 8);  /* a short one: 8 */
-	assert_int_equal(nic_ahead_done(108, 100, 8), 8);
-	assert_int_equal(nic_ahead_done(132, 100, 16), 16); /* longer than this burst: all */
-	assert_int_equal(nic_ahead_done(133, 100, 32), 0);  /* more than a burst: stale */
-	assert_int_equal(nic_ahead_done(95, 100, 32), 0);   /* behind: none */
-	assert_int_equal(nic_ahead_done(0, 0x80000000u, 32),
-			 0); /* a ring that never looked ahead */
-	assert_int_equal(nic_ahead_done(UINT32_MAX - 3 + 32, UINT32_MAX - 3, 32), 32); /* 2^32 */
 }
 
 static void set_desc(struct nic_desc *r, uint32_t i, uint64_t addr, uint32_t len, uint16_t flags)
@@ -321,14 +268,7 @@ static void test_extents(void **state)
 	free(r);
 }
 
-/* Recorded prefetch i is descriptor line @k of @r. */
-static void is_desc(const struct nic_desc *r, unsigned int i, unsigned int k)
-{
-	assert_true(i < pf_n);
-	assert_ptr_equal(pf_addr[i], &r[k]);
-}
-
-static void test_ahead_lines(void **state)
+static void test_nic_burst_lines(void **state)
 {
 	struct nic_desc *r = ring_new();
 	struct env e;
@@ -339,12 +279,32 @@ static void test_ahead_lines(void **state)
 	for (uint32_t i = 0; i < RING; i++)
 		set_desc(r, i, BASE + i * K4, 2048, 0);
 	pf_n = 0;
+	nic_prefetch_burst(&e.port, r, RING - 1, 0, 32, false); /* 32 pages: 4 lines */
+	assert_int_equal(pf_n, 4);
+	for (unsigned int i = 0; i < 4; i++)
+		is_entry(&e, i, i * 8);
+	pf_n = 0;
 	nic_prefetch_burst(&e.port, r, RING - 1, 48, 32, false); /* around the ring's end */
 	assert_int_equal(pf_n, 4);
 	is_entry(&e, 0, 48);
 	is_entry(&e, 1, 56);
 	is_entry(&e, 2, 0);
 	is_entry(&e, 3, 8);
+	/* from a line's middle, around the ring's end: pages 36..63, 0..3, 5 lines */
+	pf_n = 0;
+	nic_prefetch_burst(&e.port, r, RING - 1, 100, 32, false);
+	assert_int_equal(pf_n, 5);
+	is_entry(&e, 0, 36);
+	is_entry(&e, 1, 40);
+	is_entry(&e, 2, 48);
+	is_entry(&e, 3, 56);
+	is_entry(&e, 4, 0);
+	/* around 2^32 of the free-running index: pages 60..63, 0..3 */
+	pf_n = 0;
+	nic_prefetch_burst(&e.port, r, RING - 1, UINT32_MAX - 3, 8, false);
+	assert_int_equal(pf_n, 2);
+	is_entry(&e, 0, 60);
+	is_entry(&e, 1, 0);
 	pf_n = 0;
 	nic_prefetch_burst(&e.port, r, RING - 1, 36, 3, false); /* short */
 	assert_int_equal(pf_n, 1);
@@ -353,75 +313,27 @@ static void test_ahead_lines(void **state)
 	nic_prefetch_burst(&e.port, r, RING - 1, 36, 0, false); /* empty */
 	assert_int_equal(pf_n, 0);
 
-	/* burst 1: [0, 32), tail 40: its 4 lines, then the next burst's 2 descriptor lines */
-	uint32_t ahead = 0;
-
-	pf_n = 0;
-	nic_ahead_start(&e.port, r, RING - 1, 0, ahead, 32, 40, false);
-	assert_int_equal(pf_n, 6);
-	for (unsigned int i = 0; i < 4; i++)
-		is_entry(&e, i, i * 8);
-	is_desc(r, 4, 32);
-	is_desc(r, 5, 36);
-	/* late in burst 1: the next burst [32, 40)'s one page-table line */
-	pf_n = 0;
-	ahead = nic_ahead_late(&e.port, r, RING - 1, 32, nic_rx_extent(40 - 32, 2048), false);
-	assert_int_equal(ahead, 40);
-	assert_int_equal(pf_n, 1);
-	is_entry(&e, 0, 32);
-	/* burst 2: [32, 64), the driver published more (tail 100): pages 32..39 were asked for
-	   already; the rest (3 lines), then the descriptor lines of [64, 96) (ring[0..31]) */
-	pf_n = 0;
-	nic_ahead_start(&e.port, r, RING - 1, 32, ahead, 32, 100, false);
-	assert_int_equal(pf_n, 3 + 8);
-	is_entry(&e, 0, 40);
-	is_entry(&e, 1, 48);
-	is_entry(&e, 2, 56);
-	for (unsigned int i = 0; i < 8; i++)
-		is_desc(r, 3 + i, i * 4);
-	pf_n = 0;
-	ahead = nic_ahead_late(&e.port, r, RING - 1, 64, nic_rx_extent(100 - 64, 2048), false);
-	assert_int_equal(ahead, 96);
-	assert_int_equal(pf_n, 4); /* ring[0..31]: pages 0..31 */
-	for (unsigned int i = 0; i < 4; i++)
-		is_entry(&e, i, i * 8);
-	/* burst 3: [64, 96), all asked for already; the next one's [96, 100): 1 line each */
-	pf_n = 0;
-	nic_ahead_start(&e.port, r, RING - 1, 64, ahead, 32, 100, false);
-	assert_int_equal(pf_n, 1);
-	is_desc(r, 0, 32);
-	pf_n = 0;
-	ahead = nic_ahead_late(&e.port, r, RING - 1, 96, nic_rx_extent(100 - 96, 2048), false);
-	assert_int_equal(ahead, 100);
-	assert_int_equal(pf_n, 1);
-	is_entry(&e, 0, 32);
-	/* burst 4: [96, 100), the last published: asked for; no next burst, nothing more */
-	pf_n = 0;
-	nic_ahead_start(&e.port, r, RING - 1, 96, ahead, 4, 100, false);
-	assert_int_equal(pf_n, 0);
-	ahead = nic_ahead_late(&e.port, r, RING - 1, 100, nic_rx_extent(100 - 100, 2048), false);
-	assert_int_equal(ahead, 100);
-	assert_int_equal(pf_n, 0);
-	/* burst 5 [100, 132) after a burst that saw no next: all of its lines at its start */
-	pf_n = 0;
-	nic_ahead_start(&e.port, r, RING - 1, 100, ahead, 32, 132, false);
-	assert_int_equal(pf_n, 5); /* pages 36..63, 0..3: lines 32, 40, 48, 56, 0 */
-	is_entry(&e, 0, 36);
-	is_entry(&e, 1, 40);
-	is_entry(&e, 4, 0);
-
-	/* tx: whole ranges; sends of 64 bytes at the start of page i, the next burst's lines */
+	/* tx: whole ranges; sends of 64 bytes at the start of page i, a burst's extent */
 	for (uint32_t i = 0; i < RING; i++)
 		set_desc(r, i, BASE + i * K4, 64, NIC_EOP);
 	uint64_t nb;
 
 	pf_n = 0;
-	ahead = nic_ahead_late(&e.port, r, RING - 1, 60,
-			       nic_tx_extent(r, RING - 1, 60, 70 - 60, &nb), true);
-	assert_int_equal(ahead, 70);
+	nic_prefetch_burst(&e.port, r, RING - 1, 60, nic_tx_extent(r, RING - 1, 60, 10, &nb), true);
 	assert_int_equal(pf_n, 2); /* pages 60..63, 0..5 */
 	is_entry(&e, 0, 60);
 	is_entry(&e, 1, 0);
+	/* a send of 9 pages from page 4: every line of its range (pages 4..12: lines 0, 8) */
+	set_desc(r, 20, BASE + 4 * K4, 9 * K4, NIC_EOP);
+	pf_n = 0;
+	nic_prefetch_burst(&e.port, r, RING - 1, 20, 1, true);
+	assert_int_equal(pf_n, 2);
+	is_entry(&e, 0, 4);
+	is_entry(&e, 1, 8);
+	pf_n = 0; /* and not whole: its first line only */
+	nic_prefetch_burst(&e.port, r, RING - 1, 20, 1, false);
+	assert_int_equal(pf_n, 1);
+	is_entry(&e, 0, 4);
 	env_fini(&e);
 	free(r);
 }
@@ -429,8 +341,7 @@ static void test_ahead_lines(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ahead_descs), cmocka_unit_test(test_ahead_done),
-		cmocka_unit_test(test_extents),	    cmocka_unit_test(test_ahead_lines),
+		cmocka_unit_test(test_extents),	    cmocka_unit_test(test_nic_burst_lines),
 		cmocka_unit_test(test_burst_lines), cmocka_unit_test(test_ranges),
 		cmocka_unit_test(test_wrap),	    cmocka_unit_test(test_pass_through),
 	};

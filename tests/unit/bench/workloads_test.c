@@ -4,7 +4,9 @@
  * (bench_alternating_ratios) against values computed by hand, and per round in the rounds' order
  * (wl_round_ratios, the JSON's ratio_samples), the per-I/O figures derived from
  * a run's counters, the sg copies the emulated devices use (across segment boundaries, with
- * offsets), the spreading of queues over ports, the ASCII bar chart, and the ring slots of
+ * offsets), the spreading of queues over ports, the ASCII bar chart, the transfers note's
+ * rule for showing strict's measured extra time (wl_report_transfers), the rounds' transfer
+ * figures in the RESULT lines and the CSV (wl_report_result_line, wl_report_csv), the ring slots of
  * the two-step drivers (wl_slots.c) on a real strict and identity device, and the stuck-run
  * watchdog's verdict (starvation is not a stall).
  */
@@ -24,6 +26,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static void test_alternating_ratios(void **state)
 {
@@ -230,6 +233,188 @@ static void test_plot_ascii(void **state)
 	assert_non_null(strstr(buf, "xdp64     identity        1.000 ##########|"));
 	assert_non_null(strstr(buf, "          strict          0.001 #         |"));
 	assert_non_null(strstr(buf, "fwd64     pool           40.000 ####################>"));
+	free(buf);
+}
+
+/* The RESULT line of @r, as the table prints it; the caller frees it. */
+static char *result_line(const struct wl_result *r)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	wl_report_result_line(f, r);
+	fclose(f);
+	return buf;
+}
+
+/* The line of @text that starts with @prefix (copied into @line), or false. */
+static bool line_of(const char *text, const char *prefix, char *line, size_t n)
+{
+	for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+		size_t l = strcspn(p, "\n");
+
+		if (!strncmp(p, prefix, strlen(prefix))) {
+			snprintf(line, n, "%.*s", (int)l, p);
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * The rounds' transfer figures in the RESULT lines (min, max, how many rounds measured it;
+ * nan when none did) and in the CSV (min, max, then every round's, ';' between them, empty
+ * where not measured).
+ */
+static void test_report_xfer_rounds(void **state)
+{
+	struct wl_result r[3] = {{.wl = &wl_xdp64, .cfg = WL_IDENTITY, .rounds = 3},
+				 {.wl = &wl_xdp64, .cfg = WL_STRICT, .rounds = 3},
+				 {.wl = &wl_fwd64, .cfg = WL_IDENTITY, .rounds = 2}};
+	const double xdp[3] = {72.3, NAN, 56.1};
+	char path[] = "/tmp/wl-csv-XXXXXX", *buf, line[1024];
+	int fd = mkstemp(path);
+	FILE *f;
+	long sz;
+
+	(void)state;
+	for (unsigned int i = 0; i < 3; i++)
+		r[0].xfer_ns[i] = r[1].xfer_ns[i] = xdp[i];
+	r[2].xfer_ns[0] = r[2].xfer_ns[1] = NAN;
+	r[1].failed = true;
+	buf = result_line(&r[1]);
+	assert_non_null(strstr(buf, "RESULT suite=workloads workload=xdp64 policy=strict "));
+	assert_non_null(strstr(buf, " xfer_ns_min=56.1 xfer_ns_max=72.3 xfer_rounds=2 ok=0\n"));
+	free(buf);
+	buf = result_line(&r[2]);
+	assert_non_null(strstr(buf, " xfer_ns_min=nan xfer_ns_max=nan xfer_rounds=0 ok=1\n"));
+	free(buf);
+
+	assert_true(fd >= 0);
+	close(fd);
+	assert_int_equal(wl_report_csv(path, r, 3), 0);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	buf = calloc(1, 8192);
+	sz = (long)fread(buf, 1, 8191, f);
+	fclose(f);
+	unlink(path);
+	assert_true(sz > 0);
+	assert_true(line_of(buf, "workload,", line, sizeof(line)));
+	assert_non_null(strstr(line, ",exposure,ok,cacheline_transfer_ns_min,"
+				     "cacheline_transfer_ns_max,cacheline_transfer_ns_samples"));
+	assert_true(line_of(buf, "xdp64,identity,", line, sizeof(line)));
+	assert_non_null(strstr(line, ",all-memory,1,56.1,72.3,72.3;;56.1"));
+	assert_true(line_of(buf, "xdp64,strict,", line, sizeof(line)));
+	assert_non_null(strstr(line, ",0,56.1,72.3,72.3;;56.1"));
+	assert_true(line_of(buf, "fwd64,identity,", line, sizeof(line)));
+	assert_non_null(strstr(line, ",all-memory,1,,,;"));
+	/* as many cells in every line as in the header */
+	for (const char *p = buf; *p; p = strchr(p, '\n') + 1) {
+		size_t commas = 0, l = strcspn(p, "\n");
+
+		for (size_t i = 0; i < l; i++)
+			commas += p[i] == ',';
+		assert_int_equal(commas, 21);
+	}
+	free(buf);
+}
+
+/* The transfers note of @r with the header's transfer at @hdr_ns (not measured if <= 0); the
+   caller frees it. */
+static char *note(const struct wl_result *r, size_t n, double hdr_ns)
+{
+	struct bench_xfer x = {.measured = hdr_ns > 0, .ns = {.median = hdr_ns}};
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(f);
+	wl_report_transfers(f, r, n, &x);
+	fclose(f);
+	return buf;
+}
+
+/*
+ * The note of @r (xdp64's identity and strict rows) with the header's transfer at @hdr_ns:
+ * xdp64's "measured +ns" is @measured ("-" or the figure), and the note has @text (NULL: no
+ * "not shown" line at all).
+ */
+static void expect_note(const struct wl_result *r, double hdr_ns, const char *measured,
+			const char *text)
+{
+	char *buf = note(r, 2, hdr_ns), line[512], name[32], m[32], range[32];
+	double maps, inval, lines, ns;
+
+	assert_true(line_of(buf, "xdp64 ", line, sizeof(line)));
+	assert_int_equal(sscanf(line, "%31s %lf %lf %lf %lf %31s %31s", name, &maps, &inval, &lines,
+				&ns, m, range),
+			 7);
+	assert_string_equal(m, measured);
+	if (text)
+		assert_non_null(strstr(buf, text));
+	else
+		assert_null(strstr(buf, "not shown"));
+	free(buf);
+}
+
+/*
+ * The transfers note shows strict's measured extra time only when it can be read: every round
+ * measured the transfer, its figures and the header's within x1.5, identity's and strict's
+ * runs each spread at most 10%; otherwise "-" and a line saying which limit failed.
+ */
+static void test_transfers_note(void **state)
+{
+	struct wl_result r[2] = {{.wl = &wl_xdp64, .cfg = WL_IDENTITY, .threads = 1, .rounds = 2},
+				 {.wl = &wl_xdp64, .cfg = WL_STRICT, .threads = 1, .rounds = 2}};
+	char *buf;
+
+	(void)state;
+	r[0].thr_s = (struct bench_summary){.median = 20, .spread = 0.05};
+	r[1].thr_s = (struct bench_summary){.median = 16, .spread = 0.08};
+	r[1].tot.ios = 1000;
+	r[1].tot.maps = 1000;
+	r[1].inval_io = 0.03;
+	r[0].xfer_ns[0] = r[1].xfer_ns[0] = 60;
+	r[0].xfer_ns[1] = r[1].xfer_ns[1] = 89.9; /* 60-89.9: within x1.5 */
+	expect_note(r, 60, "12.5", NULL);	  /* 1e3 / 16 - 1e3 / 20 ns a packet */
+	/* the header's figure counts too: 60 against 91 */
+	expect_note(r, 91, "-",
+		    "(xdp64: measured +ns not shown: the transfer moved 60-91 ns (header and "
+		    "rounds: over x1.5))\n");
+	/* exactly x1.5 is in the band; just over it is not */
+	r[1].xfer_ns[1] = 90;
+	expect_note(r, 60, "12.5", NULL);
+	r[1].xfer_ns[1] = 90.1;
+	expect_note(r, 60, "-", "the transfer moved 60-90 ns");
+	/* a round that did not measure it */
+	r[1].xfer_ns[1] = NAN;
+	expect_note(r, 60, "-",
+		    "(xdp64: measured +ns not shown: 1 of 2 rounds measured the transfer)\n");
+	r[1].xfer_ns[1] = 60;
+	/* identity's runs spread over 10%, then strict's: each named alone */
+	r[0].thr_s.spread = 0.11;
+	expect_note(r, 60, "-",
+		    "(xdp64: measured +ns not shown: identity's runs spread 11% (over 10%))\n");
+	r[0].thr_s.spread = 0.10;
+	r[1].thr_s.spread = 0.45;
+	expect_note(r, 60, "-",
+		    "(xdp64: measured +ns not shown: strict's runs spread 45% (over 10%))\n");
+	r[1].thr_s.spread = 0.10; /* at the limits: shown */
+	expect_note(r, 60, "12.5", NULL);
+	/* everything at once, in one line */
+	r[0].thr_s.spread = 0.5;
+	r[1].thr_s.spread = 0.3;
+	r[1].xfer_ns[0] = 200;
+	expect_note(r, 60, "-",
+		    "(xdp64: measured +ns not shown: the transfer moved 60-200 ns (header and "
+		    "rounds: over x1.5); identity's runs spread 50% (over 10%); strict's runs "
+		    "spread 30% (over 10%))\n");
+	/* no transfer measured at all: no note */
+	buf = note(r, 2, 0);
+	assert_string_equal(buf, "");
 	free(buf);
 }
 
@@ -484,6 +669,8 @@ int main(void)
 		cmocka_unit_test(test_port_queues),
 		cmocka_unit_test(test_threads_for),
 		cmocka_unit_test(test_plot_ascii),
+		cmocka_unit_test(test_report_xfer_rounds),
+		cmocka_unit_test(test_transfers_note),
 		cmocka_unit_test(test_watch_verdict),
 		cmocka_unit_test(test_watch_starved_run),
 	};

@@ -1077,7 +1077,9 @@ static void test_bulk_wrong_len(void **state)
  * Small syncs (<= 64 bytes: the inline copies) in each direction and each way, at the start
  * of a slot and inside its first unit: for the device copies the buffer into the slot unless
  * the device only writes it; for the CPU copies the slot into the buffer unless the device
- * only reads it; exactly the bytes asked, nothing around them.
+ * only reads it; exactly the bytes asked, nothing around them. A sync for the device never
+ * writes the CPU's buffer (session 14: the receive's sync is picked by for_cpu and dir in
+ * bounce_sync(); without the for_cpu test a from-device sync for the device copied back).
  */
 static void test_small_sync_dirs(void **state)
 {
@@ -1096,7 +1098,7 @@ static void test_small_sync_dirs(void **state)
 		for (unsigned int k = 0; k < sizeof(rng) / sizeof(rng[0]); k++) {
 			const enum dg_dma_dir dir = dirs[d];
 			const unsigned int off = rng[k].off, len = rng[k].len;
-			uint8_t want[100], got[100], pat[100];
+			uint8_t want[100], got[100], pat[100], cpu[100];
 			uint64_t dma;
 
 			for (unsigned int j = 0; j < 100; j++) {
@@ -1110,7 +1112,9 @@ static void test_small_sync_dirs(void **state)
 				buf[j] ^= 0x5a;
 			if (dir != DG_DMA_FROM_DEVICE)
 				memcpy(want + off, buf + off, len);
+			memcpy(cpu, buf, 100);
 			assert_int_equal(dg_dma_sync_for_device(e.dd, dma + off, len, dir), 0);
+			assert_memory_equal(buf, cpu, 100);
 			if (dir != DG_DMA_FROM_DEVICE) {
 				assert_int_equal(dg_dev_read(e.dev, dma, got, 100), 0);
 				assert_memory_equal(got, want, 100);

@@ -25,6 +25,7 @@
 #include <dmaguard/dev.h>
 #include <dmaguard/iommu.h>
 
+#include <assert.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -79,50 +80,65 @@ static uint64_t submits(struct dma_fixture *f)
 	return s.submits;
 }
 
+/* The common way's cases (test_runs()). */
+static struct runs_case {
+	const char *name;
+	bool reference;	     /* the mutex queue (the reserve only checks, the post locks) */
+	bool ref_dev;	     /* the whole Linux reference: its unmaps' own submits */
+	unsigned int pieces; /* rings of */
+	unsigned int n;	     /* buffers each */
+} runs_cases[] = {
+	{"test_runs_one", false, false, 1, 32},
+	{"test_runs_two", false, false, 2, 32},
+	{"test_runs_eight", false, false, 8, 4},
+	{"test_runs_mutex_queue", true, false, 2, 32}, /* strict's own batches */
+	{"test_runs_reference", true, true, 2, 32},
+};
+#define NRUNS (sizeof(runs_cases) / sizeof(runs_cases[0]))
+
 /*
- * Bulk maps in @pieces rings of @n buffers each (alternating directions: each its own
+ * Bulk maps in c->pieces rings of c->n buffers each (alternating directions: each its own
  * stream), unmapped in one batch by bulk unmaps (stream runs: the common way), submitted and
  * ended; the queue closed after the submit and after the end, every buffer faulting.
  */
-static void runs_batch(bool reference, bool ref_dev, unsigned int pieces, unsigned int n)
+static void test_runs(void **state)
 {
+	const struct runs_case *c = *state;
+	const unsigned int pieces = c->pieces, n = c->n;
 	struct dma_fixture f;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
+	struct dg_dma_dev_config cfg;
 	struct dg_dma_batch b;
 	uint8_t *mem = page_alloc((size_t)pieces * n * G);
 	void *bufs[8][64];
 	uint64_t dma[8][64], t0, s0;
 
 	assert_true(pieces <= 8 && n <= 64);
-	assert_int_equal(fixture_init(&f, reference, 0), 0);
-	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, ref_dev, &dev);
-	assert_non_null(dd);
+	fixture_config(&cfg, DG_DMA_STRICT, c->ref_dev);
+	assert_int_equal(fixture_open(&f, c->reference, 0, &cfg, true), 0);
 	for (unsigned int p = 0; p < pieces; p++) {
-		for (unsigned int i = 0; i < n; i++)
-			bufs[p][i] = mem + ((size_t)p * n + i) * G;
-		assert_int_equal(dg_dma_map_bulk(dd, bufs[p], n, 64,
+		page_ptrs(bufs[p], mem + (size_t)p * n * G, n);
+		assert_int_equal(dg_dma_map_bulk(f.dd, bufs[p], n, 64,
 						 p & 1 ? DG_DMA_TO_DEVICE : DG_DMA_FROM_DEVICE, 0,
 						 dma[p]),
 				 0);
 		for (unsigned int i = 0; i < n; i++)
-			touch(dev, dma[p][i]);
+			touch(f.dev, dma[p][i]);
 	}
 	queue_closed(&f);
 	t0 = queue_tail(&f);
 	s0 = submits(&f);
-	dg_dma_batch_begin(dd, &b);
+	dg_dma_batch_begin(f.dd, &b);
 	for (unsigned int p = 0; p < pieces; p++)
-		assert_int_equal(dg_dma_unmap_bulk(dd, dma[p], n, 64,
+		assert_int_equal(dg_dma_unmap_bulk(f.dd, dma[p], n, 64,
 						   p & 1 ? DG_DMA_TO_DEVICE : DG_DMA_FROM_DEVICE, 0,
 						   &b),
 				 0);
-	if (!ref_dev)
+	if (!c->ref_dev)
 		assert_int_equal(b.run_clear, (1u << pieces) - 1); /* the common way's batch */
 	assert_int_equal(dg_dma_batch_submit(&b), 0);
 	queue_closed(&f);
 	assert_true(queue_tail(&f) > t0);
-	if (!ref_dev) /* (the Linux reference submits per unmap) */
+	if (!c->ref_dev) /* (the Linux reference submits per unmap) */
 		assert_int_equal(submits(&f) - s0, 1);
 	s0 = submits(&f);
 	assert_int_equal(dg_dma_batch_submit(&b), 0); /* nothing new: nothing reserved */
@@ -131,42 +147,10 @@ static void runs_batch(bool reference, bool ref_dev, unsigned int pieces, unsign
 	assert_int_equal(submits(&f), s0);
 	for (unsigned int p = 0; p < pieces; p++)
 		for (unsigned int i = 0; i < n; i++)
-			faults(dev, dma[p][i]);
+			faults(f.dev, dma[p][i]);
 	fixture_faults(&f);
-	assert_int_equal(fixture_end(&f, dd), 0);
+	assert_int_equal(fixture_close(&f), 0);
 	free(mem);
-}
-
-static void test_runs_one(void **state)
-{
-	(void)state;
-	runs_batch(false, false, 1, 32);
-}
-
-static void test_runs_two(void **state)
-{
-	(void)state;
-	runs_batch(false, false, 2, 32);
-}
-
-static void test_runs_eight(void **state)
-{
-	(void)state;
-	runs_batch(false, false, 8, 4);
-}
-
-/* The mutex queue (the reserve only checks, the post locks), strict's own batches. */
-static void test_runs_mutex_queue(void **state)
-{
-	(void)state;
-	runs_batch(true, false, 2, 32);
-}
-
-/* The whole Linux reference: its unmaps' own submits. */
-static void test_runs_reference(void **state)
-{
-	(void)state;
-	runs_batch(true, true, 2, 32);
 }
 
 /* The general way: single unmaps and a bulk unmap in one batch (reserved after the clears). */
@@ -174,45 +158,41 @@ static void test_mixed_batch(void **state)
 {
 	enum { N = 16 };
 	struct dma_fixture f;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
 	struct dg_dma_batch b;
 	uint8_t *mem = page_alloc(2 * N * G);
 	void *bufs[N];
 	uint64_t dma[N], one[N], s0;
 
 	(void)state;
-	assert_int_equal(fixture_init(&f, false, 0), 0);
-	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
-	assert_non_null(dd);
+	assert_int_equal(fixture_open(&f, false, 0, NULL, true), 0);
 	for (unsigned int i = 0; i < N; i++) {
 		bufs[i] = mem + (size_t)i * G;
-		assert_int_equal(dg_dma_map_single(dd, mem + (size_t)(N + i) * G, G,
+		assert_int_equal(dg_dma_map_single(f.dd, mem + (size_t)(N + i) * G, G,
 						   DG_DMA_TO_DEVICE, 0, &one[i]),
 				 0);
-		touch(dev, one[i]);
+		touch(f.dev, one[i]);
 	}
-	assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
+	assert_int_equal(dg_dma_map_bulk(f.dd, bufs, N, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
 	for (unsigned int i = 0; i < N; i++)
-		touch(dev, dma[i]);
+		touch(f.dev, dma[i]);
 	s0 = submits(&f);
-	dg_dma_batch_begin(dd, &b);
+	dg_dma_batch_begin(f.dd, &b);
 	for (unsigned int i = 0; i < N; i += 2)
-		assert_int_equal(dg_dma_unmap_single(dd, one[i], G, DG_DMA_TO_DEVICE, 0, &b), 0);
-	assert_int_equal(dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
+		assert_int_equal(dg_dma_unmap_single(f.dd, one[i], G, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_unmap_bulk(f.dd, dma, N, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
 	assert_int_equal(dg_dma_batch_submit(&b), 0);
 	queue_closed(&f);
 	for (unsigned int i = 1; i < N; i += 2) /* after a submit: a second one at the end */
-		assert_int_equal(dg_dma_unmap_single(dd, one[i], G, DG_DMA_TO_DEVICE, 0, &b), 0);
+		assert_int_equal(dg_dma_unmap_single(f.dd, one[i], G, DG_DMA_TO_DEVICE, 0, &b), 0);
 	assert_int_equal(dg_dma_batch_end(&b), 0);
 	queue_closed(&f);
 	assert_int_equal(submits(&f) - s0, 2);
 	for (unsigned int i = 0; i < N; i++) {
-		faults(dev, dma[i]);
-		faults(dev, one[i]);
+		faults(f.dev, dma[i]);
+		faults(f.dev, one[i]);
 	}
 	fixture_faults(&f);
-	assert_int_equal(fixture_end(&f, dd), 0);
+	assert_int_equal(fixture_close(&f), 0);
 	free(mem);
 }
 
@@ -220,24 +200,20 @@ static void test_mixed_batch(void **state)
 static void test_empty_batch(void **state)
 {
 	struct dma_fixture f;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
 	struct dg_dma_batch b;
 	uint64_t t0;
 
 	(void)state;
-	assert_int_equal(fixture_init(&f, false, 0), 0);
-	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
-	assert_non_null(dd);
+	assert_int_equal(fixture_open(&f, false, 0, NULL, true), 0);
 	t0 = queue_tail(&f);
-	dg_dma_batch_begin(dd, &b);
+	dg_dma_batch_begin(f.dd, &b);
 	assert_int_equal(dg_dma_batch_end(&b), 0);
-	dg_dma_batch_begin(dd, &b);
+	dg_dma_batch_begin(f.dd, &b);
 	assert_int_equal(dg_dma_batch_submit(&b), 0);
 	assert_int_equal(dg_dma_batch_end(&b), 0);
 	queue_closed(&f);
 	assert_int_equal(queue_tail(&f), t0);
-	assert_int_equal(fixture_end(&f, dd), 0);
+	assert_int_equal(fixture_close(&f), 0);
 }
 
 /*
@@ -249,8 +225,6 @@ static void test_refused_reserve(void **state)
 {
 	enum { N = 32 };
 	struct dma_fixture f;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
 	struct dg_dma_batch b;
 	uint8_t *mem = page_alloc(N * G);
 	void *bufs[N];
@@ -259,33 +233,30 @@ static void test_refused_reserve(void **state)
 	struct dg_iommu_stats s0, s1;
 
 	(void)state;
-	assert_int_equal(fixture_init(&f, false, 0), 0);
-	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
-	assert_non_null(dd);
+	assert_int_equal(fixture_open(&f, false, 0, NULL, true), 0);
+	page_ptrs(bufs, mem, N);
+	assert_int_equal(dg_dma_map_bulk(f.dd, bufs, N, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
 	for (unsigned int i = 0; i < N; i++)
-		bufs[i] = mem + (size_t)i * G;
-	assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
-	for (unsigned int i = 0; i < N; i++)
-		touch(dev, dma[i]);
-	dom_id = dd->sp->dom_id;
-	dd->sp->dom_id = DG_DOMAIN_ID_MAX;
+		touch(f.dev, dma[i]);
+	dom_id = f.dd->sp->dom_id;
+	f.dd->sp->dom_id = DG_DOMAIN_ID_MAX;
 	dg_iommu_stats(f.mmu, &s0);
-	dg_dma_batch_begin(dd, &b);
-	assert_int_equal(dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
+	dg_dma_batch_begin(f.dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(f.dd, dma, N, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
 	assert_int_equal(b.run_clear, 1);
 	assert_int_equal(dg_dma_batch_submit(&b), 0);
 	queue_closed(&f);
 	assert_int_equal(dg_dma_batch_end(&b), 0);
 	dg_iommu_stats(f.mmu, &s1);
-	dd->sp->dom_id = dom_id;
+	f.dd->sp->dom_id = dom_id;
 	queue_closed(&f);
 	assert_int_equal(s1.submits - s0.submits, 1);
 	assert_int_equal(s1.inval_ranges - s0.inval_ranges, 0);
 	assert_int_equal(s1.inval_cmds[DG_INVAL_GLOBAL] - s0.inval_cmds[DG_INVAL_GLOBAL], 1);
 	for (unsigned int i = 0; i < N; i++)
-		faults(dev, dma[i]);
+		faults(f.dev, dma[i]);
 	fixture_faults(&f);
-	assert_int_equal(fixture_end(&f, dd), 0);
+	assert_int_equal(fixture_close(&f), 0);
 	free(mem);
 }
 
@@ -295,36 +266,31 @@ static void test_timeout(void **state)
 {
 	enum { N = 32 };
 	struct dma_fixture f;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
 	struct dg_dma_batch b;
 	uint8_t *mem = page_alloc(N * G);
 	void *bufs[N];
 	uint64_t dma[N], seq;
 
 	(void)state;
-	assert_int_equal(fixture_init(&f, false, TIMEOUT_NS), 0);
-	dd = fixture_dev(&f, 1, DG_DMA_STRICT, NULL, &dev);
-	assert_non_null(dd);
-	for (unsigned int i = 0; i < N; i++)
-		bufs[i] = mem + (size_t)i * G;
-	assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
-	touch(dev, dma[0]); /* online, and never acknowledging from now on */
-	dg_dma_batch_begin(dd, &b);
-	assert_int_equal(dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
+	assert_int_equal(fixture_open(&f, false, TIMEOUT_NS, NULL, false), 0);
+	page_ptrs(bufs, mem, N);
+	assert_int_equal(dg_dma_map_bulk(f.dd, bufs, N, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
+	touch(f.dev, dma[0]); /* online, and never acknowledging from now on */
+	dg_dma_batch_begin(f.dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(f.dd, dma, N, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
 	assert_int_equal(dg_dma_batch_submit(&b), 0);
 	queue_closed(&f);
 	seq = b.seq;
 	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
 	queue_closed(&f);
-	fixture_dev_answers(dev);
+	fixture_dev_answers(f.dev);
 	assert_int_equal(dg_inval_wait(f.mmu, seq), 0);
 	assert_int_equal(dg_dma_housekeep(f.dma), 0);
 	for (unsigned int i = 0; i < N; i++)
-		faults(dev, dma[i]);
+		faults(f.dev, dma[i]);
 	queue_closed(&f);
 	fixture_faults(&f);
-	assert_int_equal(fixture_end(&f, dd), 0);
+	assert_int_equal(fixture_close(&f), 0);
 	free(mem);
 }
 
@@ -358,8 +324,6 @@ static void *later_main(void *arg)
 static void test_ticket(void **state)
 {
 	struct dma_fixture f;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
 	struct inval_ticket t;
 	struct dg_inval_cmd c, bad;
 	struct inv_cmd ic = {.op = INV_OP_GLOBAL, .mark = INV_MARK_SUBMIT};
@@ -369,13 +333,11 @@ static void test_ticket(void **state)
 	bool owner;
 
 	(void)state;
-	assert_int_equal(fixture_init(&f, false, 0), 0);
-	dd = fixture_idle_dev(&f, 1, DG_DMA_STRICT, false, &dev);
-	assert_non_null(dd);
+	assert_int_equal(fixture_open(&f, false, 0, NULL, true), 0);
 	c = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
 				  .flags = DG_INVAL_LEAF,
-				  .domain = dd->sp->dom_id,
-				  .iova = dd->sp->first,
+				  .domain = f.dd->sp->dom_id,
+				  .iova = f.dd->sp->first,
 				  .size = 3 * G};
 	bad = c;
 	bad.size = G + 1; /* not aligned: refused */
@@ -421,7 +383,7 @@ static void test_ticket(void **state)
 	queue_closed(&f);
 	assert_int_equal(atomic_load(&f.mmu->inv.published), t0 + 7);
 	assert_int_equal(dg_inval_wait(f.mmu, seq), 0);
-	assert_int_equal(fixture_end(&f, dd), 0);
+	assert_int_equal(fixture_close(&f), 0);
 }
 
 /*
@@ -472,28 +434,25 @@ static void unbatched(bool reference, enum dg_dma_policy policy, bool ref_dev)
 	free(mem);
 }
 
-static void test_unbatched_strict(void **state)
-{
-	(void)state;
-	unbatched(false, DG_DMA_STRICT, false);
-}
+/* unbatched()'s cases (main() lists every one under its own name). */
+static const struct unbatched_case {
+	const char *name;
+	bool reference; /* the mutex queue */
+	enum dg_dma_policy policy;
+	bool ref_dev; /* the whole Linux reference: one submit per page */
+} unbatched_cases[] = {
+	{"test_unbatched_strict", false, DG_DMA_STRICT, false},
+	{"test_unbatched_strict_mutex_queue", true, DG_DMA_STRICT, false},
+	{"test_unbatched_reference", true, DG_DMA_STRICT, true},
+	{"test_unbatched_lazy", false, DG_DMA_LAZY, false},
+};
+#define NUNBATCHED (sizeof(unbatched_cases) / sizeof(unbatched_cases[0]))
 
-static void test_unbatched_strict_mutex_queue(void **state)
+static void test_unbatched(void **state)
 {
-	(void)state;
-	unbatched(true, DG_DMA_STRICT, false);
-}
+	const struct unbatched_case *c = *state;
 
-static void test_unbatched_reference(void **state)
-{
-	(void)state;
-	unbatched(true, DG_DMA_STRICT, true);
-}
-
-static void test_unbatched_lazy(void **state)
-{
-	(void)state;
-	unbatched(false, DG_DMA_LAZY, false);
+	unbatched(c->reference, c->policy, c->ref_dev);
 }
 
 /* dma_inval_submit() in its own thread. */
@@ -584,24 +543,37 @@ static void test_submit_closed(void **state)
 	assert_int_equal(dg_inval_wait(f.mmu, seq), 0);
 	assert_int_equal(fixture_end(&f, dd), 0);
 }
+/* The case runs_cases[i] of test_runs, under its own name (main() lists every one). */
+#define RUNS_TEST(i)                                                      \
+	{                                                                 \
+		runs_cases[i].name, test_runs, NULL, NULL, &runs_cases[i] \
+	}
+static_assert(NRUNS == 5, "a RUNS_TEST() in main() for every case of runs_cases");
+
+/* The case unbatched_cases[i] of test_unbatched, likewise. */
+#define UNBATCHED_TEST(i)                                                                        \
+	{                                                                                        \
+		unbatched_cases[i].name, test_unbatched, NULL, NULL, (void *)&unbatched_cases[i] \
+	}
+static_assert(NUNBATCHED == 4, "an UNBATCHED_TEST() in main() for every unbatched case");
 
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_runs_one),
-		cmocka_unit_test(test_runs_two),
-		cmocka_unit_test(test_runs_eight),
-		cmocka_unit_test(test_runs_reference),
-		cmocka_unit_test(test_runs_mutex_queue),
+		RUNS_TEST(0),
+		RUNS_TEST(1),
+		RUNS_TEST(2),
+		RUNS_TEST(3),
+		RUNS_TEST(4),
 		cmocka_unit_test(test_mixed_batch),
 		cmocka_unit_test(test_empty_batch),
 		cmocka_unit_test(test_refused_reserve),
 		cmocka_unit_test(test_timeout),
 		cmocka_unit_test(test_ticket),
-		cmocka_unit_test(test_unbatched_strict),
-		cmocka_unit_test(test_unbatched_strict_mutex_queue),
-		cmocka_unit_test(test_unbatched_reference),
-		cmocka_unit_test(test_unbatched_lazy),
+		UNBATCHED_TEST(0),
+		UNBATCHED_TEST(1),
+		UNBATCHED_TEST(2),
+		UNBATCHED_TEST(3),
 		cmocka_unit_test(test_submit_closed),
 	};
 

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Shared set-up of the DMA layer's tests (unit, model, stress, fuzz): an IOMMU, a DMA layer
- * with a virtual clock and no housekeeping thread, and one device per fixture.
+ * with a virtual clock and no housekeeping thread, and one device per fixture (the test's own,
+ * or fixture_open()'s in f->dd and f->dev), page-aligned buffers.
  */
 #ifndef DG_TESTS_DMA_TEST_UTIL_H
 #define DG_TESTS_DMA_TEST_UTIL_H
@@ -96,6 +97,16 @@ static inline struct dg_dma_dev *fixture_dev(struct dma_fixture *f, uint32_t rid
 	return dd;
 }
 
+/* @c: the defaults under @policy, its Linux-reference variant if @reference. */
+static inline void fixture_config(struct dg_dma_dev_config *c, enum dg_dma_policy policy,
+				  bool reference)
+{
+	dg_dma_dev_config_init(c);
+	c->policy = policy;
+	if (reference)
+		c->flags = DG_DMA_DEV_LINUX_REFERENCE;
+}
+
 /* A device @rid under @policy (its Linux-reference variant if @reference) that acknowledges
  * while idle (auto-offline), so a test's waits need no device thread. */
 static inline struct dg_dma_dev *fixture_idle_dev(struct dma_fixture *f, uint32_t rid,
@@ -105,10 +116,7 @@ static inline struct dg_dma_dev *fixture_idle_dev(struct dma_fixture *f, uint32_
 	struct dg_dma_dev_config c;
 	struct dg_dma_dev *dd;
 
-	dg_dma_dev_config_init(&c);
-	c.policy = policy;
-	if (reference)
-		c.flags = DG_DMA_DEV_LINUX_REFERENCE;
+	fixture_config(&c, policy, reference);
 	dd = fixture_dev(f, rid, policy, &c, devp);
 	if (dd)
 		dg_dev_set_auto_offline(dg_dma_dev_device(dd), true);
@@ -150,6 +158,36 @@ static inline int fixture_end(struct dma_fixture *f, struct dg_dma_dev *dd)
 	return err;
 }
 
+/*
+ * A test's whole set-up: fixture_init() (@reference, @wait_timeout_ns) and the fixture's own
+ * device, rid 1, in f->dd and f->dev, of configuration @cfg (NULL: strict's defaults);
+ * @idle: it acknowledges while idle (as fixture_idle_dev()), else it stays online after its
+ * first DMA and every wait times out until fixture_dev_answers(). Returns 0 or -errno.
+ */
+static inline int fixture_open(struct dma_fixture *f, bool reference, uint64_t wait_timeout_ns,
+			       const struct dg_dma_dev_config *cfg, bool idle)
+{
+	int e = fixture_init(f, reference, wait_timeout_ns);
+
+	if (e)
+		return e;
+	f->dd = fixture_dev(f, 1, DG_DMA_STRICT, cfg, &f->dev);
+	if (!f->dd) {
+		e = -errno;
+		fixture_fini(f);
+		return e;
+	}
+	if (idle)
+		dg_dev_set_auto_offline(f->dev, true);
+	return 0;
+}
+
+/* The end of a fixture_open() test: fixture_end() of its device. */
+static inline int fixture_close(struct dma_fixture *f)
+{
+	return fixture_end(f, f->dd);
+}
+
 /* Drain the fault queue; returns the number of records popped. */
 static inline unsigned int fixture_faults(struct dma_fixture *f)
 {
@@ -159,6 +197,13 @@ static inline unsigned int fixture_faults(struct dma_fixture *f)
 	while (dg_iommu_fault_pop(f->mmu, &flt) == 0)
 		n++;
 	return n;
+}
+
+/* @ptrs[i] = @mem + i pages, for i < @n: a bulk map's buffers, one a page. */
+static inline void page_ptrs(void **ptrs, void *mem, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ptrs[i] = (uint8_t *)mem + i * 4096;
 }
 
 static inline void *page_alloc(size_t bytes)

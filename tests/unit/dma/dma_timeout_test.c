@@ -40,32 +40,26 @@ static void *pages(size_t n)
 	return p;
 }
 
-/* The fixture (waits give up after TIMEOUT_NS; @reference: the Linux-like queue) and its
- * device of configuration @c (NULL: strict's defaults). */
-static struct dg_dma_dev *open_dev(struct dma_fixture *f, bool reference,
-				   const struct dg_dma_dev_config *c, struct dg_device **dev)
+/* The fixture (waits give up after TIMEOUT_NS; @reference: the Linux-like queue) and its own
+ * device, f->dd and f->dev, of configuration @c (NULL: strict's defaults). */
+static void open_dev(struct dma_fixture *f, bool reference, const struct dg_dma_dev_config *c)
 {
-	struct dg_dma_dev *dd;
-
-	assert_int_equal(fixture_init(f, reference, TIMEOUT_NS), 0);
-	dd = fixture_dev(f, 1, c ? c->policy : DG_DMA_STRICT, c, dev);
-	assert_non_null(dd);
-	return dd;
+	assert_int_equal(fixture_open(f, reference, TIMEOUT_NS, c, false), 0);
 }
 
 /* Recovery: the device answers, and housekeeping confirms every parked invalidation. */
-static void recover(struct dma_fixture *f, struct dg_device *dev)
+static void recover(struct dma_fixture *f)
 {
-	fixture_dev_answers(dev);
+	fixture_dev_answers(f->dev);
 	assert_int_equal(dg_dma_housekeep(f->dma), 0);
 }
 
 /* The end: nothing live, the device's structure checked, everything destroyed. */
-static void close_dev(struct dma_fixture *f, struct dg_dma_dev *dd)
+static void close_dev(struct dma_fixture *f)
 {
-	assert_int_equal(stats(dd).live, 0);
+	assert_int_equal(stats(f->dd).live, 0);
 	fixture_faults(f);
-	assert_int_equal(fixture_end(f, dd), 0);
+	assert_int_equal(fixture_close(f), 0);
 }
 
 /* An IOVA range of @slots granules for two-step links, bufs[i] = @buf + i granules. */
@@ -73,8 +67,7 @@ static void link_range(struct dg_dma_dev *dd, struct dg_dma_iova_state *st, uint
 		       void **bufs, unsigned int slots)
 {
 	assert_int_equal(dg_dma_iova_alloc(dd, (uint64_t)slots * G, st), 0);
-	for (unsigned int i = 0; i < slots; i++)
-		bufs[i] = buf + (size_t)i * G;
+	page_ptrs(bufs, buf, slots);
 }
 
 static bool in_set(const uint64_t *set, size_t n, uint64_t a)
@@ -95,30 +88,29 @@ static void test_runs_end_timeout(void **state)
 {
 	enum { N = 48, MORE = 1024 };
 	struct dma_fixture f;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
 	struct dg_dma_batch b;
 	uint8_t *buf = pages(N), got[8];
 	void *bufs[N], *mb[MORE];
 	uint64_t dma[N], mdma[MORE];
 
 	(void)state;
-	dd = open_dev(&f, false, NULL, &dev);
-	for (unsigned int i = 0; i < N; i++)
-		bufs[i] = buf + (size_t)i * G;
-	assert_int_equal(dg_dma_map_bulk(dd, bufs, N / 2, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
-	assert_int_equal(
-		dg_dma_map_bulk(dd, bufs + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0, dma + N / 2), 0);
+	open_dev(&f, false, NULL);
+	page_ptrs(bufs, buf, N);
+	assert_int_equal(dg_dma_map_bulk(f.dd, bufs, N / 2, 64, DG_DMA_FROM_DEVICE, 0, dma), 0);
+	assert_int_equal(dg_dma_map_bulk(f.dd, bufs + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0,
+					 dma + N / 2),
+			 0);
 	/* one DMA, then the device stays online and never acknowledges again */
-	assert_int_equal(dg_dev_read(dev, dma[N / 2], got, 8), 0);
-	dg_dma_batch_begin(dd, &b);
-	assert_int_equal(dg_dma_unmap_bulk(dd, dma, N / 2, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
-	assert_int_equal(dg_dma_unmap_bulk(dd, dma + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dev_read(f.dev, dma[N / 2], got, 8), 0);
+	dg_dma_batch_begin(f.dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(f.dd, dma, N / 2, 64, DG_DMA_FROM_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_unmap_bulk(f.dd, dma + N / 2, N / 2, 64, DG_DMA_TO_DEVICE, 0, &b),
+			 0);
 	assert_int_equal(b.nruns, 2);
 	assert_int_equal(b.run_clear, 3); /* two stream runs: the end's runs way */
 	assert_int_equal(dg_dma_batch_submit(&b), 0);
 	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
-	struct dg_dma_stats st = stats(dd);
+	struct dg_dma_stats st = stats(f.dd);
 	assert_int_equal(st.live, 0);
 	assert_true(st.quarantined >= N);
 	/* map a lot more (new chunks): never one of the IOVAs waiting for confirmation */
@@ -126,16 +118,16 @@ static void test_runs_end_timeout(void **state)
 		mb[i] = buf + (size_t)(i % N) * G;
 	for (unsigned int i = 0; i < MORE; i += 128) {
 		assert_int_equal(
-			dg_dma_map_bulk(dd, mb + i, 128, 64, DG_DMA_FROM_DEVICE, 0, mdma + i), 0);
+			dg_dma_map_bulk(f.dd, mb + i, 128, 64, DG_DMA_FROM_DEVICE, 0, mdma + i), 0);
 		for (unsigned int k = i; k < i + 128; k++)
 			assert_false(in_set(dma, N, mdma[k]));
 	}
-	recover(&f, dev);
-	assert_int_equal(stats(dd).quarantined, 0);
+	recover(&f);
+	assert_int_equal(stats(f.dd).quarantined, 0);
 	for (unsigned int i = 0; i < MORE; i += 128)
 		assert_int_equal(
-			dg_dma_unmap_bulk(dd, mdma + i, 128, 64, DG_DMA_FROM_DEVICE, 0, NULL), 0);
-	close_dev(&f, dd);
+			dg_dma_unmap_bulk(f.dd, mdma + i, 128, 64, DG_DMA_FROM_DEVICE, 0, NULL), 0);
+	close_dev(&f);
 	free(buf);
 }
 
@@ -149,28 +141,25 @@ static void test_batch_timeout_no_reuse(void **state)
 {
 	enum { N = 320, MORE = 1024 };
 	struct dma_fixture f;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
 	struct dg_dma_batch b;
 	uint8_t *buf = pages(N), *more = pages(MORE / 4), got[8];
 	void *bufs[N], *mb[MORE];
 	uint64_t dma[N], mdma[MORE];
 
 	(void)state;
-	dd = open_dev(&f, false, NULL, &dev);
-	for (unsigned int i = 0; i < N; i++)
-		bufs[i] = buf + (size_t)i * G;
-	assert_int_equal(dg_dma_map_bulk(dd, bufs, 160, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
-	assert_int_equal(dg_dma_map_bulk(dd, bufs + 160, 160, 64, DG_DMA_TO_DEVICE, 0, dma + 160),
+	open_dev(&f, false, NULL);
+	page_ptrs(bufs, buf, N);
+	assert_int_equal(dg_dma_map_bulk(f.dd, bufs, 160, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+	assert_int_equal(dg_dma_map_bulk(f.dd, bufs + 160, 160, 64, DG_DMA_TO_DEVICE, 0, dma + 160),
 			 0);
 	/* one DMA, then the device stays online and never acknowledges again */
-	assert_int_equal(dg_dev_read(dev, dma[0], got, 8), 0);
-	dg_dma_batch_begin(dd, &b);
-	assert_int_equal(dg_dma_unmap_bulk(dd, dma, 160, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dev_read(f.dev, dma[0], got, 8), 0);
+	dg_dma_batch_begin(f.dd, &b);
+	assert_int_equal(dg_dma_unmap_bulk(f.dd, dma, 160, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
 	/* 160 + 160 > DG_DMA_BATCH_MAX: flushed first (times out), then joins */
-	assert_int_equal(dg_dma_unmap_bulk(dd, dma + 160, 160, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
+	assert_int_equal(dg_dma_unmap_bulk(f.dd, dma + 160, 160, 64, DG_DMA_TO_DEVICE, 0, &b), 0);
 	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
-	struct dg_dma_stats st = stats(dd);
+	struct dg_dma_stats st = stats(f.dd);
 	assert_int_equal(st.live, 0);
 	assert_true(st.quarantined >= N);
 	assert_true(st.err_timeout >= 1);
@@ -179,47 +168,47 @@ static void test_batch_timeout_no_reuse(void **state)
 		mb[i] = more + (size_t)(i / 4) * G + (i % 4) * 1024;
 	for (unsigned int i = 0; i < MORE; i += 128)
 		assert_int_equal(
-			dg_dma_map_bulk(dd, mb + i, 128, 64, DG_DMA_TO_DEVICE, 0, mdma + i), 0);
+			dg_dma_map_bulk(f.dd, mb + i, 128, 64, DG_DMA_TO_DEVICE, 0, mdma + i), 0);
 	for (unsigned int i = 0; i < MORE; i++)
 		assert_false(in_set(dma, N, mdma[i]));
 	/* single maps (the allocator's magazines, not streams) in a batch that times out */
 	uint64_t sdma[8];
 
-	dg_dma_batch_begin(dd, &b);
+	dg_dma_batch_begin(f.dd, &b);
 	for (unsigned int i = 0; i < 8; i++)
-		assert_int_equal(dg_dma_map_single(dd, buf + (size_t)i * G, 2 * G,
+		assert_int_equal(dg_dma_map_single(f.dd, buf + (size_t)i * G, 2 * G,
 						   DG_DMA_BIDIRECTIONAL, 0, &sdma[i]),
 				 0);
 	for (unsigned int i = 0; i < 8; i++)
 		assert_int_equal(
-			dg_dma_unmap_single(dd, sdma[i], 2 * G, DG_DMA_BIDIRECTIONAL, 0, &b), 0);
+			dg_dma_unmap_single(f.dd, sdma[i], 2 * G, DG_DMA_BIDIRECTIONAL, 0, &b), 0);
 	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
 	for (unsigned int i = 0; i < 64; i++) {
 		uint64_t a;
 
-		assert_int_equal(dg_dma_map_single(dd, buf + (size_t)i * G, 2 * G,
+		assert_int_equal(dg_dma_map_single(f.dd, buf + (size_t)i * G, 2 * G,
 						   DG_DMA_BIDIRECTIONAL, 0, &a),
 				 0);
 		assert_false(in_set(dma, N, a));
 		assert_false(in_set(mdma, MORE, a));
 		assert_false(in_set(sdma, 8, a) || in_set(sdma, 8, a + G));
-		assert_int_equal(dg_dma_unmap_single(dd, a, 2 * G, DG_DMA_BIDIRECTIONAL, 0, NULL),
+		assert_int_equal(dg_dma_unmap_single(f.dd, a, 2 * G, DG_DMA_BIDIRECTIONAL, 0, NULL),
 				 -ETIMEDOUT);
 	}
 	/* housekeeping while the device still does not answer: nothing released */
 	dg_dma_housekeep(f.dma);
-	assert_true(stats(dd).quarantined >= N + 8 + 64);
+	assert_true(stats(f.dd).quarantined >= N + 8 + 64);
 	/* recovery: the device reaches a quiescent point, housekeeping confirms and releases */
-	recover(&f, dev);
-	st = stats(dd);
+	recover(&f);
+	st = stats(f.dd);
 	assert_int_equal(st.quarantined, 0);
 	assert_int_equal(st.live, MORE);
 	for (unsigned int i = 0; i < N; i++)
-		assert_int_equal(dg_dev_read(dev, dma[i], got, 8), -EFAULT);
+		assert_int_equal(dg_dev_read(f.dev, dma[i], got, 8), -EFAULT);
 	for (unsigned int i = 0; i < MORE; i += 128)
 		assert_int_equal(
-			dg_dma_unmap_bulk(dd, mdma + i, 128, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
-	close_dev(&f, dd);
+			dg_dma_unmap_bulk(f.dd, mdma + i, 128, 64, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	close_dev(&f);
 	free(buf);
 	free(more);
 }
@@ -234,8 +223,6 @@ static void test_link_batch_timeout_keeps_slots(void **state)
 {
 	enum { SLOTS = 8 };
 	struct dma_fixture f;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
 	struct dg_dma_batch b;
 	struct dg_dma_iova_state st = {0};
 	uint8_t *buf = pages(SLOTS), got[8];
@@ -243,18 +230,18 @@ static void test_link_batch_timeout_keeps_slots(void **state)
 	uint64_t dma[SLOTS], d;
 
 	(void)state;
-	dd = open_dev(&f, false, NULL, &dev);
-	link_range(dd, &st, buf, bufs, SLOTS);
+	open_dev(&f, false, NULL);
+	link_range(f.dd, &st, buf, bufs, SLOTS);
 	assert_int_equal(dg_dma_iova_link_bulk(&st, 0, G, bufs, SLOTS, 256, DG_DMA_TO_DEVICE, dma),
 			 0);
 	assert_int_equal(dg_dma_iova_sync(&st, 0, SLOTS * G), 0);
-	assert_int_equal(dg_dev_read(dev, dma[3], got, 8), 0);
+	assert_int_equal(dg_dev_read(f.dev, dma[3], got, 8), 0);
 	/* a bulk unlink and a single one in one batch; the device never acknowledges */
-	dg_dma_batch_begin(dd, &b);
+	dg_dma_batch_begin(f.dd, &b);
 	assert_int_equal(dg_dma_iova_unlink_bulk(&st, 0, G, 4, 256, DG_DMA_TO_DEVICE, &b), 0);
 	assert_int_equal(dg_dma_iova_unlink(&st, 5 * G, 256, DG_DMA_TO_DEVICE, &b), 0);
 	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
-	assert_true(stats(dd).quarantined >= 1);
+	assert_true(stats(f.dd).quarantined >= 1);
 	/* not confirmed: the slots are not reused, the range is not given back */
 	for (unsigned int i = 0; i < 6; i++)
 		if (i != 4)
@@ -264,14 +251,14 @@ static void test_link_batch_timeout_keeps_slots(void **state)
 	assert_int_equal(dg_dma_iova_link_bulk(&st, 0, G, bufs, 4, 256, DG_DMA_TO_DEVICE, dma),
 			 -EEXIST);
 	assert_int_equal(dg_dma_housekeep(f.dma), 0);
-	assert_true(stats(dd).quarantined >= 1);
+	assert_true(stats(f.dd).quarantined >= 1);
 	assert_int_equal(dg_dma_iova_link(&st, 0, bufs[0], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
 	/* recovery */
-	recover(&f, dev);
-	assert_int_equal(stats(dd).quarantined, 0);
+	recover(&f);
+	assert_int_equal(stats(f.dd).quarantined, 0);
 	for (unsigned int i = 0; i < 4; i++)
-		assert_int_equal(dg_dev_read(dev, st.addr + (uint64_t)i * G, got, 8), -EFAULT);
-	assert_int_equal(dg_dev_read(dev, st.addr + 5 * G, got, 8), -EFAULT);
+		assert_int_equal(dg_dev_read(f.dev, st.addr + (uint64_t)i * G, got, 8), -EFAULT);
+	assert_int_equal(dg_dev_read(f.dev, st.addr + 5 * G, got, 8), -EFAULT);
 	assert_int_equal(dg_dma_iova_link(&st, 0, bufs[0], 256, DG_DMA_TO_DEVICE, &d), 0);
 	assert_int_equal(dg_dma_iova_link(&st, 5 * G, bufs[5], 256, DG_DMA_TO_DEVICE, &d), 0);
 	/* everything unlinked and the range freed: nothing leaks */
@@ -283,7 +270,7 @@ static void test_link_batch_timeout_keeps_slots(void **state)
 							    DG_DMA_TO_DEVICE, NULL),
 					 0);
 	assert_int_equal(dg_dma_iova_free(&st), 0);
-	close_dev(&f, dd);
+	close_dev(&f);
 	free(buf);
 }
 
@@ -299,32 +286,27 @@ static void link_single_timeout(bool reference)
 	/* the reference links every slot; strict leaves 4..7 free for the bulk link */
 	const unsigned int nl = reference ? SLOTS : 4;
 	struct dma_fixture f;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
 	struct dg_dma_dev_config c;
 	struct dg_dma_iova_state st = {0};
 	uint8_t *buf = pages(SLOTS), got[8];
 	void *bufs[SLOTS];
 	uint64_t dma[SLOTS], d;
 
-	dg_dma_dev_config_init(&c);
-	c.policy = DG_DMA_STRICT;
-	if (reference)
-		c.flags = DG_DMA_DEV_LINUX_REFERENCE;
-	dd = open_dev(&f, reference, &c, &dev);
-	link_range(dd, &st, buf, bufs, SLOTS);
+	fixture_config(&c, DG_DMA_STRICT, reference);
+	open_dev(&f, reference, &c);
+	link_range(f.dd, &st, buf, bufs, SLOTS);
 	for (unsigned int i = 0; i < nl; i++)
 		assert_int_equal(dg_dma_iova_link(&st, (uint64_t)i * G, bufs[i], 256,
 						  DG_DMA_TO_DEVICE, &dma[i]),
 				 0);
 	assert_int_equal(dg_dma_iova_sync(&st, 0, SLOTS * G), 0);
 	/* one DMA, then the device stays online and never acknowledges again */
-	assert_int_equal(dg_dev_read(dev, dma[1], got, 8), 0);
+	assert_int_equal(dg_dev_read(f.dev, dma[1], got, 8), 0);
 	assert_int_equal(dg_dma_iova_unlink(&st, G, 256, DG_DMA_TO_DEVICE, NULL), -ETIMEDOUT);
-	assert_true(stats(dd).quarantined >= 1);
+	assert_true(stats(f.dd).quarantined >= 1);
 	assert_int_equal(dg_dma_iova_link(&st, G, bufs[1], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
 	dg_dma_housekeep(f.dma); /* the device still does not answer: nothing released */
-	assert_true(stats(dd).quarantined >= 1);
+	assert_true(stats(f.dd).quarantined >= 1);
 	assert_int_equal(dg_dma_iova_link(&st, G, bufs[1], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
 	if (!reference) {
 		/* a bulk link into the free slots 4, 5, 6 whose third buffer is refused: the
@@ -347,12 +329,12 @@ static void link_single_timeout(bool reference)
 	}
 	assert_int_equal(dg_dma_iova_free(&st), -EBUSY);
 	/* recovery: the device reaches a quiescent point, housekeeping confirms */
-	recover(&f, dev);
-	assert_int_equal(stats(dd).quarantined, 0);
-	assert_int_equal(dg_dev_read(dev, st.addr + G, got, 8), -EFAULT);
+	recover(&f);
+	assert_int_equal(stats(f.dd).quarantined, 0);
+	assert_int_equal(dg_dev_read(f.dev, st.addr + G, got, 8), -EFAULT);
 	assert_int_equal(dg_dma_iova_link(&st, G, bufs[1], 256, DG_DMA_TO_DEVICE, &d), 0);
 	if (!reference) { /* the undone slots can be linked again */
-		assert_int_equal(dg_dev_read(dev, st.addr + 4 * G, got, 8), -EFAULT);
+		assert_int_equal(dg_dev_read(f.dev, st.addr + 4 * G, got, 8), -EFAULT);
 		assert_int_equal(dg_dma_iova_link(&st, 4 * G, bufs[4], 256, DG_DMA_TO_DEVICE, &d),
 				 0);
 		assert_int_equal(dg_dma_iova_unlink(&st, 4 * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
@@ -361,7 +343,7 @@ static void link_single_timeout(bool reference)
 		assert_int_equal(
 			dg_dma_iova_unlink(&st, (uint64_t)i * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
 	assert_int_equal(dg_dma_iova_free(&st), 0);
-	close_dev(&f, dd);
+	close_dev(&f);
 	free(buf);
 }
 
@@ -386,8 +368,6 @@ static void test_lazy_full_queue_timeout(void **state)
 {
 	enum { N = 64 };
 	struct dma_fixture f;
-	struct dg_device *dev = NULL;
-	struct dg_dma_dev *dd;
 	struct dg_dma_dev_config c;
 	uint8_t *buf = pages(N), *more = pages(N), got[8];
 	void *bufs[N], *mb[N];
@@ -396,41 +376,40 @@ static void test_lazy_full_queue_timeout(void **state)
 	int r;
 
 	(void)state;
-	dg_dma_dev_config_init(&c);
-	c.policy = DG_DMA_LAZY;
+	fixture_config(&c, DG_DMA_LAZY, false);
 	c.lazy.queue_size = 16;
-	dd = open_dev(&f, false, &c, &dev);
+	open_dev(&f, false, &c);
 	for (unsigned int i = 0; i < N; i++) {
 		bufs[i] = buf + (size_t)i * G;
 		mb[i] = more + (size_t)i * G;
 	}
-	assert_int_equal(dg_dma_map_bulk(dd, bufs, N, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
-	assert_int_equal(dg_dev_read(dev, dma[0], got, 8), 0);
+	assert_int_equal(dg_dma_map_bulk(f.dd, bufs, N, 64, DG_DMA_TO_DEVICE, 0, dma), 0);
+	assert_int_equal(dg_dev_read(f.dev, dma[0], got, 8), 0);
 	dg_iommu_stats(f.mmu, &is0);
-	r = dg_dma_unmap_bulk(dd, dma, N, 64, DG_DMA_TO_DEVICE, 0, NULL);
+	r = dg_dma_unmap_bulk(f.dd, dma, N, 64, DG_DMA_TO_DEVICE, 0, NULL);
 	assert_int_equal(r, -ETIMEDOUT);
 	/* the full queue's wait timed out once; the rest (N - 16 buffers) retired with one more
 	 * wait, not one each (that blocked for N - 16 timeouts) */
 	dg_iommu_stats(f.mmu, &is1);
 	assert_int_equal(is1.wait_timeouts - is0.wait_timeouts, 2);
-	assert_true(stats(dd).err_timeout >= 1);
-	assert_int_equal(stats(dd).live, 0);
+	assert_true(stats(f.dd).err_timeout >= 1);
+	assert_int_equal(stats(f.dd).live, 0);
 	for (unsigned int k = 0; k < 4; k++) {
-		assert_int_equal(dg_dma_map_bulk(dd, mb, N, 64, DG_DMA_TO_DEVICE, 0, mdma), 0);
+		assert_int_equal(dg_dma_map_bulk(f.dd, mb, N, 64, DG_DMA_TO_DEVICE, 0, mdma), 0);
 		for (unsigned int i = 0; i < N; i++)
 			assert_false(in_set(dma, N, mdma[i]));
 		/* these unmaps queue (or time out); their IOVAs join the unconfirmed ones */
-		r = dg_dma_unmap_bulk(dd, mdma, N, 64, DG_DMA_TO_DEVICE, 0, NULL);
+		r = dg_dma_unmap_bulk(f.dd, mdma, N, 64, DG_DMA_TO_DEVICE, 0, NULL);
 		assert_true(r == -ETIMEDOUT || r == 0);
 	}
-	fixture_dev_answers(dev);
+	fixture_dev_answers(f.dev);
 	fixture_advance(&f, 1000000000ull);
 	dg_dma_housekeep(f.dma);
 	dg_dma_housekeep(f.dma);
-	assert_int_equal(stats(dd).quarantined, 0);
+	assert_int_equal(stats(f.dd).quarantined, 0);
 	for (unsigned int i = 0; i < N; i++)
-		assert_int_equal(dg_dev_read(dev, dma[i], got, 8), -EFAULT);
-	close_dev(&f, dd);
+		assert_int_equal(dg_dev_read(f.dev, dma[i], got, 8), -EFAULT);
+	close_dev(&f);
 	free(buf);
 	free(more);
 }

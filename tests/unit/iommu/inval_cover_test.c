@@ -37,8 +37,23 @@
 #define K4	   0x1000ull
 
 #define ARENA_SIZE (4ull << 20)
+#include "../../test_rand.h"
 #include "test_arena.h"
 #include "test_objects.h"
+
+/* A seeded random range below @top (a power of two, at least 2^44): the next xorshift64 of
+   @rng gives its size, 1 page up to 2^k pages for k of 1..31 (returned), and its start in
+   @a, page-aligned and moved down if the range would pass @top. */
+static uint64_t rand_range(uint64_t *rng, uint64_t top, uint64_t *a)
+{
+	uint64_t r = xorshift64(rng);
+	uint64_t pages = 1 + (r >> 20) % (1ull << (1 + (r & 15) + (r >> 60)));
+
+	*a = ((r >> 8) & (top - 1)) & ~(K4 - 1);
+	if (*a + pages * K4 > top)
+		*a = top - pages * K4;
+	return pages;
+}
 
 /* Naturally aligned blocks of the exact split of [a, last] (what the queue did before). */
 static unsigned int exact_blocks(uint64_t a, uint64_t last)
@@ -142,21 +157,12 @@ static void test_blocks(void **state)
 		check_range(mmu, did, edge[i][0], edge[i][1], false);
 	}
 	for (unsigned int i = 0; i < 20000; i++) {
-		uint64_t a, pages;
+		uint64_t a, pages = rand_range(&rng, 1ull << 48, &a);
 
-		rng ^= rng << 13;
-		rng ^= rng >> 7;
-		rng ^= rng << 17;
-		/* sizes of 1 page to 2^(1..18) pages, anywhere below 2^48 */
-		pages = 1 + (rng >> 20) % (1ull << (1 + (rng & 15) + (rng >> 60)));
-		a = ((rng >> 8) & ((1ull << 48) - 1)) & ~(K4 - 1);
-		if (a + pages * K4 > (1ull << 48))
-			a = (1ull << 48) - pages * K4;
 		check_range(mmu, did, a, pages * K4, i & 1);
 	}
 	assert_int_equal(inv_queue_check(&mmu->inv, stderr), 0);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, NULL);
 }
 
 /* The slots [from, to) read back. */
@@ -237,17 +243,10 @@ static void test_range_way(void **state)
 	}
 	/* edge cases and random ranges, leaf-only and not */
 	for (unsigned int i = 0; i < 20000; i++) {
-		uint64_t a, pages;
+		uint64_t a, pages = rand_range(&rng, top, &a);
 
-		rng ^= rng << 13;
-		rng ^= rng >> 7;
-		rng ^= rng << 17;
-		pages = 1 + (rng >> 20) % (1ull << (1 + (rng & 15) + (rng >> 60)));
-		a = ((rng >> 8) & (top - 1)) & ~(K4 - 1);
 		if (i < 64) /* the top of the space and ranges from 0 */
 			a = i & 1 ? top - pages * K4 : 0;
-		if (a + pages * K4 > top)
-			a = top - pages * K4;
 		c = (struct dg_inval_cmd){.type = DG_INVAL_RANGE,
 					  .domain = did,
 					  .flags = i & 2 ? DG_INVAL_LEAF : 0,
@@ -276,8 +275,7 @@ static void test_range_way(void **state)
 				  .size = mmu->cfg.inval_domain_threshold + K4};
 	check_same(mmu, did, &c, 1);
 	assert_int_equal(inv_queue_check(&mmu->inv, stderr), 0);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, NULL);
 
 	/* more slots than the ring: -E2BIG either way (22 exact blocks, a ring of 16) */
 	mmu = mk_iommu(16, 0);
@@ -302,8 +300,7 @@ static void test_range_way(void **state)
 		assert_int_equal(dg_inval_submit(mmu, set, 3, &(uint64_t){0}), -E2BIG);
 	}
 	assert_int_equal(inv_queue_check(&mmu->inv, stderr), 0);
-	assert_int_equal(dg_domain_destroy(dom), 0);
-	dg_iommu_destroy(mmu);
+	teardown(mmu, dom, NULL);
 }
 
 static int xlat(struct dg_device *dev, uint64_t iova, uint64_t *host_out)

@@ -3,7 +3,7 @@
  * tests/unit/iommu/test_objects.h - the objects of an engine unit test made and destroyed
  * one at a time: an IOMMU (log off, optional queue length and wait timeout), a VT-d domain
  * (48-bit input and output), a device driven from the test's thread, and the end of a test
- * with one device and one domain. Every constructor asserts it succeeded. Include after
+ * with one domain and one device or none. Every constructor asserts it succeeded. Include after
  * cmocka.h and dmaguard/iommu.h, dmaguard/dev.h.
  */
 #ifndef DG_TEST_OBJECTS_H
@@ -45,11 +45,14 @@ static inline struct dg_device *mk_dev(struct dg_iommu *mmu, uint32_t rid)
 	return dev;
 }
 
-/* A test's end: @dev blocked (the context change confirmed) and destroyed, @dom, @mmu. */
+/* A test's end: @dev (if any) blocked (the context change confirmed) and destroyed, @dom,
+   @mmu. */
 static inline void teardown(struct dg_iommu *mmu, struct dg_domain *dom, struct dg_device *dev)
 {
-	assert_int_equal(dg_device_block(dev), 0);
-	dg_device_destroy(dev);
+	if (dev) {
+		assert_int_equal(dg_device_block(dev), 0);
+		dg_device_destroy(dev);
+	}
 	assert_int_equal(dg_domain_destroy(dom), 0);
 	dg_iommu_destroy(mmu);
 }

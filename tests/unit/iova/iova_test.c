@@ -1562,7 +1562,7 @@ static void test_tls_ways(void **state)
 }
 
 /*
- * The fallback without membarrier: caches carry IOVA_TC_FALLBACK, the fast path never enters
+ * The fallback without membarrier: caches carry IOVA_STEAL_FALLBACK, the fast path never enters
  * them and the slow path enters with an exchange; caching, stealing and exit work the same.
  */
 static void test_no_membarrier_fallback(void **state)
@@ -1584,8 +1584,8 @@ static void test_no_membarrier_fallback(void **state)
 	}
 	tc = iova_tc_lock(s);
 	assert_non_null(tc);
-	assert_int_equal(atomic_load(&tc->steal), IOVA_TC_FALLBACK);
-	assert_int_equal(atomic_load(&tc->busy), 1);
+	assert_int_equal(atomic_load(&tc->sw.steal), IOVA_STEAL_FALLBACK);
+	assert_int_equal(atomic_load(&tc->sw.busy), 1);
 	iova_tc_exit(tc);
 	stats(s, &st);
 	assert_int_equal(st.magazine_hits, 999);
