@@ -294,9 +294,36 @@ static void test_timeout(void **state)
 	free(mem);
 }
 
-/* A second producer's dg_inval_submit(), in its own thread. */
+/* A joined batch opened by hand (inv_queue_reserve of one slot): its start, @at. */
+static uint64_t joined_open(struct dma_fixture *f, uint64_t at)
+{
+	bool owner;
+	uint64_t start = inv_queue_reserve(&f->mmu->inv, 1, &owner);
+
+	assert_true(owner);
+	assert_int_equal(start, at);
+	return start;
+}
+
+/* Its owner's close: until then nothing from @start on is published (the joined slots wait
+ * for it); the close covers the joined slots, published becomes @end. */
+static void joined_close(struct dma_fixture *f, uint64_t start, uint64_t end)
+{
+	struct inv_cmd ic = {.op = INV_OP_GLOBAL, .mark = INV_MARK_SUBMIT};
+
+	assert_int_equal(atomic_load(&f->mmu->inv.published), start);
+	assert_int_equal(inv_queue_check(&f->mmu->inv, NULL), -EUCLEAN);
+	inv_queue_write(&f->mmu->inv, start, &ic);
+	inv_queue_commit(&f->mmu->inv, start, 1, true);
+	queue_closed(f);
+	assert_int_equal(atomic_load(&f->mmu->inv.published), end);
+}
+
+/* A second producer in its own thread: dg_inval_submit() on @mmu, or the DMA layer's
+ * dma_inval_submit() on @dd when it is set. */
 struct later {
 	struct dg_iommu *mmu;
+	struct dg_dma_dev *dd;
 	struct dg_inval_cmd c;
 	uint64_t seq;
 	_Atomic int done;
@@ -306,10 +333,41 @@ static void *later_main(void *arg)
 {
 	struct later *l = arg;
 
-	if (dg_inval_submit(l->mmu, &l->c, 1, &l->seq))
+	if (l->dd)
+		dma_inval_submit(l->dd, &l->c, 1, &l->seq);
+	else if (dg_inval_submit(l->mmu, &l->c, 1, &l->seq))
 		l->seq = 0;
 	atomic_store(&l->done, 1);
 	return NULL;
+}
+
+/* Start @l's producer: @c submitted on @mmu, or through @dd when not NULL. */
+static void later_start(struct later *l, pthread_t *th, struct dg_iommu *mmu, struct dg_dma_dev *dd,
+			const struct dg_inval_cmd *c)
+{
+	l->mmu = mmu;
+	l->dd = dd;
+	l->c = *c;
+	l->seq = 0;
+	atomic_init(&l->done, 0);
+	assert_int_equal(pthread_create(th, NULL, later_main, l), 0);
+}
+
+/* The post of a reservation of two slots at @t0 held by hand while @l's producer waited
+ * behind it: nothing was published before it; then ours is t0 + 2, the producer's t0 + 4,
+ * published in order, and both complete. */
+static void held_post(struct dma_fixture *f, struct later *l, pthread_t th,
+		      const struct dg_inval_cmd *c, struct inval_ticket *t, uint64_t t0)
+{
+	uint64_t seq;
+
+	assert_true(atomic_load(&f->mmu->inv.published) <= t0);
+	iommu_inval_post(f->mmu, c, 1, t, &seq);
+	assert_int_equal(seq, t0 + 2);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(l->seq, t0 + 4);
+	queue_closed(f);
+	assert_int_equal(dg_inval_wait(f->mmu, l->seq), 0);
 }
 
 /*
@@ -326,11 +384,9 @@ static void test_ticket(void **state)
 	struct dma_fixture f;
 	struct inval_ticket t;
 	struct dg_inval_cmd c, bad;
-	struct inv_cmd ic = {.op = INV_OP_GLOBAL, .mark = INV_MARK_SUBMIT};
 	struct later l;
 	pthread_t th;
 	uint64_t t0, seq, start;
-	bool owner;
 
 	(void)state;
 	assert_int_equal(fixture_open(&f, false, 0, NULL, true), 0);
@@ -352,36 +408,19 @@ static void test_ticket(void **state)
 	assert_int_equal(t.total, 2); /* [first, first + 3 granules): two exact blocks */
 	assert_int_equal(queue_tail(&f), t0 + 2);
 	assert_int_equal(inv_queue_check(&f.mmu->inv, NULL), -EUCLEAN);
-	l.mmu = f.mmu;
-	l.c = c;
-	l.seq = 0;
-	atomic_init(&l.done, 0);
-	assert_int_equal(pthread_create(&th, NULL, later_main, &l), 0);
+	later_start(&l, &th, f.mmu, NULL, &c);
 	for (int i = 0; i < 50 && !atomic_load(&l.done); i++)
 		usleep(1000);
 	assert_false(atomic_load(&l.done)); /* its commit waits for ours */
-	assert_true(atomic_load(&f.mmu->inv.published) <= t0);
-	iommu_inval_post(f.mmu, &c, 1, &t, &seq);
-	assert_int_equal(seq, t0 + 2);
-	assert_int_equal(pthread_join(th, NULL), 0);
-	assert_int_equal(l.seq, t0 + 4);
-	queue_closed(&f);
-	assert_int_equal(dg_inval_wait(f.mmu, l.seq), 0);
+	held_post(&f, &l, th, &c, &t, t0);
 
 	/* joined: a batch open (its reserve by hand), the post publishes nothing */
-	start = inv_queue_reserve(&f.mmu->inv, 1, &owner);
-	assert_true(owner);
-	assert_int_equal(start, t0 + 4);
+	start = joined_open(&f, t0 + 4);
 	assert_int_equal(iommu_inval_reserve(f.mmu, &c, 1, &t), 0);
 	assert_false(t.owner);
 	iommu_inval_post(f.mmu, &c, 1, &t, &seq);
 	assert_int_equal(seq, t0 + 7);
-	assert_int_equal(atomic_load(&f.mmu->inv.published), t0 + 4);
-	assert_int_equal(inv_queue_check(&f.mmu->inv, NULL), -EUCLEAN);
-	inv_queue_write(&f.mmu->inv, start, &ic);
-	inv_queue_commit(&f.mmu->inv, start, 1, owner); /* the close covers the joined slots */
-	queue_closed(&f);
-	assert_int_equal(atomic_load(&f.mmu->inv.published), t0 + 7);
+	joined_close(&f, start, t0 + 7);
 	assert_int_equal(dg_inval_wait(f.mmu, seq), 0);
 	assert_int_equal(fixture_close(&f), 0);
 }
@@ -455,23 +494,6 @@ static void test_unbatched(void **state)
 	unbatched(c->reference, c->policy, c->ref_dev);
 }
 
-/* dma_inval_submit() in its own thread. */
-struct dma_later {
-	struct dg_dma_dev *dd;
-	struct dg_inval_cmd c;
-	uint64_t seq;
-	_Atomic int done;
-};
-
-static void *dma_later_main(void *arg)
-{
-	struct dma_later *l = arg;
-
-	dma_inval_submit(l->dd, &l->c, 1, &l->seq);
-	atomic_store(&l->done, 1);
-	return NULL;
-}
-
 /*
  * dma_inval_submit() takes a closed reservation (white box; map.c: every DMA submit is the two
  * steps). Behind a reservation held by hand, a submit from another thread waits in its commit
@@ -488,11 +510,9 @@ static void test_submit_closed(void **state)
 	struct inv_queue *q;
 	struct inval_ticket t;
 	struct dg_inval_cmd c;
-	struct inv_cmd ic = {.op = INV_OP_GLOBAL, .mark = INV_MARK_SUBMIT};
-	struct dma_later l;
+	struct later l;
 	pthread_t th;
 	uint64_t t0, seq, start;
-	bool owner;
 
 	(void)state;
 	assert_int_equal(fixture_init(&f, false, 0), 0);
@@ -509,37 +529,20 @@ static void test_submit_closed(void **state)
 	/* behind a held reservation: the submit waits, no batch open */
 	assert_int_equal(iommu_inval_reserve(f.mmu, &c, 1, &t), 0);
 	assert_true(t.reserved && t.owner);
-	l.dd = dd;
-	l.c = c;
-	l.seq = 0;
-	atomic_init(&l.done, 0);
-	assert_int_equal(pthread_create(&th, NULL, dma_later_main, &l), 0);
+	later_start(&l, &th, f.mmu, dd, &c);
 	for (int i = 0; i < 2000 && queue_tail(&f) != t0 + 4; i++)
 		usleep(1000);
 	assert_int_equal(queue_tail(&f), t0 + 4); /* reserved */
 	usleep(10000);
 	assert_false(atomic_load(&l.done));		      /* its commit waits for ours */
 	assert_int_equal((uint32_t)atomic_load(&q->resv), 0); /* closed: nothing to join */
-	assert_true(atomic_load(&q->published) <= t0);
-	iommu_inval_post(f.mmu, &c, 1, &t, &seq);
-	assert_int_equal(seq, t0 + 2);
-	assert_int_equal(pthread_join(th, NULL), 0);
-	assert_int_equal(l.seq, t0 + 4);
-	queue_closed(&f);
-	assert_int_equal(dg_inval_wait(f.mmu, l.seq), 0);
+	held_post(&f, &l, th, &c, &t, t0);
 
 	/* a joined batch open: the submit joins it, its owner publishes */
-	start = inv_queue_reserve(q, 1, &owner);
-	assert_true(owner);
-	assert_int_equal(start, t0 + 4);
+	start = joined_open(&f, t0 + 4);
 	assert_int_equal(dma_inval_submit(dd, &c, 1, &seq), 0);
 	assert_int_equal(seq, t0 + 7);
-	assert_int_equal(atomic_load(&q->published), t0 + 4);
-	assert_int_equal(inv_queue_check(q, NULL), -EUCLEAN);
-	inv_queue_write(q, start, &ic);
-	inv_queue_commit(q, start, 1, owner);
-	queue_closed(&f);
-	assert_int_equal(atomic_load(&q->published), t0 + 7);
+	joined_close(&f, start, t0 + 7);
 	assert_int_equal(dg_inval_wait(f.mmu, seq), 0);
 	assert_int_equal(fixture_end(&f, dd), 0);
 }
