@@ -1139,14 +1139,17 @@ static uint64_t rx_burst_agg(struct wl_dev *d, struct wl_port *p, struct nic_por
 	return (uint64_t)frames * prm->rx_frame;
 }
 
-/* tx_burst()'s check of a whole send assembled in the wire buffer (@off bytes). */
+/* tx_burst()'s check of a whole send assembled in the wire buffer (@off bytes). A TSO send's
+ * payload after the header is what its pages held since set-up (WL_FILL, wl_env.c): its last
+ * byte says the device read a page that was written, not the zero page. */
 static void tx_check(struct wl_dev *d, const struct nic_param *prm, const struct nic_queue *q,
 		     size_t off)
 {
 	const struct wl_hdr *h = (const void *)d->scratch;
 
 	if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
-	    off != prm->tx_len) {
+	    off != prm->tx_len ||
+	    (prm->tx == NIC_TX_TSO && off > sizeof(*h) && d->scratch[off - 1] != WL_FILL)) {
 		if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
 			fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
 				d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);
