@@ -67,11 +67,12 @@
  * frames are copied into it at their offsets (nic_agg_fill()). tx (tx_burst()): the burst's
  * whole sends (nic_tx_extent(), wl_nic.h: one pass over the descriptors), NIC_ACK_EVERY
  * descriptors at a time translated and then copied to the wire scratch buffer (the group's
- * table reads overlap, as rx's do); check each send's header. Every NIC_ACK_EVERY of those
- * DMAs the device acknowledges a pending invalidation (dg_dev_quiesce_if_pending_fast(),
- * dmaguard/dev.h: no call when nothing is pending; what it translated before is released,
- * the ring is translated again), as an IOMMU completes an invalidation between two DMAs of
- * the device, whatever its queue still holds; so a driver's wait lasts a few DMAs, not a burst. The
+ * table reads overlap, as rx's do); check each send's header (and a TSO send's last byte,
+ * tx_check()). Every NIC_ACK_EVERY of those DMAs the device acknowledges a pending
+ * invalidation (dg_dev_quiesce_if_pending_fast(), dmaguard/dev.h: no call when nothing is
+ * pending; what it translated before is released, the ring is translated again), as an IOMMU
+ * completes an invalidation between two DMAs of the device, whatever its queue still holds;
+ * so a driver's wait lasts a few DMAs, not a burst. The
  * burst's DD bits are written back together at its end (a NIC's descriptor write-back threshold):
  * written one by one, each store met the driver's poll of the same line and the device paid a cache
  * miss per descriptor, which made identity slower than strict (whose driver waits instead of
