@@ -89,6 +89,7 @@ static inline bool wl_cfg_is_baseline(enum wl_cfg c)
 #define WL_SAMPLE_EVERY 8	    /* one poll/burst in this many is timed */
 #define WL_MEDIA_BLOCKS 16384u	    /* nvme4k media: 64 MiB of 4 KiB blocks */
 #define WL_MAGIC	0x646d6167u /* "dmag": first word of every generated frame/block */
+#define WL_FILL		0xa5u /* every byte of every buffer at set-up (wl_env.c, port_buffers()) */
 #define WL_DEFAULT_QD	32u
 #define WL_MAX_QD	1024u
 

@@ -16,6 +16,15 @@
  *
  * Buffers of the other configurations come from one arena per port, 2 MiB aligned (the
  * window's direct region must be page aligned), carved class by class.
+ *
+ * Every buffer of every configuration is written once at set-up (WL_FILL in each byte), as
+ * a real driver's buffers hold data: a page of the arena that nobody wrote would be backed
+ * by the kernel's shared zero page when read, one physical page that stays in the caches,
+ * while a pool's memory is written by dg_dma_pool_create() (zeroed) and has pages of its
+ * own. A TSO send's driver writes only the header, in its first page: before this fill the
+ * device read the other 15 pages of every tcp send from the zero page under every
+ * configuration but pool, which alone paid for reading 60 KiB of real memory per send
+ * (tcp-x4 pool at 0.73-0.84 of identity; docs/bench.md, "Reading the table").
  */
 #include "wl.h"
 
@@ -180,6 +189,9 @@ static int port_buffers(const struct wl_run *r, struct wl_port *p)
 				off += round_up(p->cls[c].size, a);
 			}
 		}
+		/* Real pages for every buffer, whatever backs it (see the preamble). */
+		for (uint32_t i = 0; i < s->n; i++)
+			memset(s->v[i], WL_FILL, p->cls[c].size);
 		/* LIFO: the first buffers handed out are the first carved. */
 		for (uint32_t i = 0; i < s->n / 2; i++) {
 			void *t = s->v[i];

@@ -67,11 +67,12 @@
  * frames are copied into it at their offsets (nic_agg_fill()). tx (tx_burst()): the burst's
  * whole sends (nic_tx_extent(), wl_nic.h: one pass over the descriptors), NIC_ACK_EVERY
  * descriptors at a time translated and then copied to the wire scratch buffer (the group's
- * table reads overlap, as rx's do); check each send's header. Every NIC_ACK_EVERY of those
- * DMAs the device acknowledges a pending invalidation (dg_dev_quiesce_if_pending_fast(),
- * dmaguard/dev.h: no call when nothing is pending; what it translated before is released,
- * the ring is translated again), as an IOMMU completes an invalidation between two DMAs of
- * the device, whatever its queue still holds; so a driver's wait lasts a few DMAs, not a burst. The
+ * table reads overlap, as rx's do); check each send's header (and a TSO send's last byte,
+ * tx_check()). Every NIC_ACK_EVERY of those DMAs the device acknowledges a pending
+ * invalidation (dg_dev_quiesce_if_pending_fast(), dmaguard/dev.h: no call when nothing is
+ * pending; what it translated before is released, the ring is translated again), as an IOMMU
+ * completes an invalidation between two DMAs of the device, whatever its queue still holds;
+ * so a driver's wait lasts a few DMAs, not a burst. The
  * burst's DD bits are written back together at its end (a NIC's descriptor write-back threshold):
  * written one by one, each store met the driver's poll of the same line and the device paid a cache
  * miss per descriptor, which made identity slower than strict (whose driver waits instead of
@@ -1139,14 +1140,17 @@ static uint64_t rx_burst_agg(struct wl_dev *d, struct wl_port *p, struct nic_por
 	return (uint64_t)frames * prm->rx_frame;
 }
 
-/* tx_burst()'s check of a whole send assembled in the wire buffer (@off bytes). */
+/* tx_burst()'s check of a whole send assembled in the wire buffer (@off bytes). A TSO send's
+ * payload after the header is what its pages held since set-up (WL_FILL, wl_env.c): its last
+ * byte says the device read a page that was written, not the zero page. */
 static void tx_check(struct wl_dev *d, const struct nic_param *prm, const struct nic_queue *q,
 		     size_t off)
 {
 	const struct wl_hdr *h = (const void *)d->scratch;
 
 	if (h->magic != WL_MAGIC || h->csum != wl_hdr_csum(h) || h->queue != q->id ||
-	    off != prm->tx_len) {
+	    off != prm->tx_len ||
+	    (prm->tx == NIC_TX_TSO && off > sizeof(*h) && d->scratch[off - 1] != WL_FILL)) {
 		if (!atomic_load_explicit(&d->ctr->errors, memory_order_relaxed))
 			fprintf(stderr, "bench workloads: %s/%s: queue %u: bad send\n",
 				d->run->wl->name, wl_cfg_name[d->run->cfg], q->id);

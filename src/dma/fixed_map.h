@@ -10,7 +10,8 @@
  * compiler calls find/owns directly, as the two hand-written copies they replace did.
  *
  * A scatterlist is fixed only when every entry is: one entry outside sends the whole list to
- * strict. Its unmap is a no-op only when every entry is fixed and was not merged (dma_len ==
+ * strict, its dma fields untouched until then (each entry is looked up once, twice past
+ * DMA_FIXED_SG_LOCAL entries). Its unmap is a no-op only when every entry is fixed and was not merged (dma_len ==
  * len); otherwise the list goes to strict's unmap.
  *
  * The bulk calls (dg_dma_map_bulk/dg_dma_unmap_bulk, which check the arguments and dispatch
@@ -26,6 +27,10 @@
 #define DG_DMA_FIXED_MAP_H
 
 #include "dma/dma_internal.h"
+
+/* Entries of a fixed scatterlist whose addresses dma_fixed_map_sg() keeps from its one look-up
+ * (a TSO send is 16 pages, the tcp workloads' lists); longer lists are looked up twice. */
+#define DMA_FIXED_SG_LOCAL 32
 
 struct dma_fixed {
 	/* Has [buf, buf + len) a fixed address that allows @dir? Then *dma gets it. Called
@@ -67,16 +72,24 @@ static inline int dma_fixed_map_sg(const struct dma_fixed *fx, struct dg_dma_dev
 				   struct dg_dma_sg *sg, unsigned int nents, enum dg_dma_dir dir,
 				   unsigned int attrs, unsigned int *nr_dma)
 {
-	uint64_t d;
+	uint64_t d[DMA_FIXED_SG_LOCAL], past;
 	unsigned int i;
 	int r;
 
-	/* Look first, write after: a list strict maps keeps its dma fields untouched until then. */
-	for (i = 0; i < nents && fx->find(dd, (uintptr_t)sg[i].addr, sg[i].len, dir, &d); i++)
-		;
+	/* Look first, write after: a list strict maps keeps its dma fields untouched until then.
+	 * The addresses found wait in d[] (one look-up per entry); the entries past the first
+	 * DMA_FIXED_SG_LOCAL are looked up again to write theirs. */
+	for (i = 0; i < nents; i++)
+		if (!fx->find(dd, (uintptr_t)sg[i].addr, sg[i].len, dir,
+			      i < DMA_FIXED_SG_LOCAL ? &d[i] : &past))
+			break;
 	if (i == nents) { /* all fixed: one segment per entry, like identity */
 		for (i = 0; i < nents; i++) {
-			fx->find(dd, (uintptr_t)sg[i].addr, sg[i].len, dir, &sg[i].dma_addr);
+			if (i < DMA_FIXED_SG_LOCAL)
+				sg[i].dma_addr = d[i];
+			else
+				fx->find(dd, (uintptr_t)sg[i].addr, sg[i].len, dir,
+					 &sg[i].dma_addr);
 			sg[i].dma_len = sg[i].len;
 		}
 		*nr_dma = nents;

@@ -117,6 +117,13 @@ grep -c '"policy"' "$tmp/sub.json" | grep -q '^6$' || { echo "FAIL: subset has $
 grep -q '"qd": 8' "$tmp/sub.json" || { echo "FAIL: qd"; fail=1; }
 "$exe" bench workloads --case tcp-x4/strict --ops 64 | grep -q 'fixed count' ||
 	{ echo "FAIL: fixed-count mode"; fail=1; }
+# every buffer is written at set-up (wl_env.c): a TSO send's payload past its header ends in
+# WL_FILL under every configuration, or the device counts a bad send and the run exits 1 (a page
+# nobody wrote reads as the kernel's zero page, which made identity's sends cheaper than pool's)
+for cfg in identity strict window pool; do
+	"$exe" bench workloads --case tcp-x1/$cfg --ops 64 >"$tmp/fill.txt" 2>&1 ||
+		{ echo "FAIL: tcp-x1/$cfg: payload not as written at set-up"; cat "$tmp/fill.txt"; fail=1; }
+done
 "$exe" bench workloads --case fwd64/strict-2step --ops 256 | grep -q 'fixed count' ||
 	{ echo "FAIL: fixed-count mode, strict-2step"; fail=1; }
 [ "$("$exe" bench workloads --list | grep -c -E '^(xdp64|xdp64-2k|xdp64-4k|fwd64|bond4|tcp-x1|tcp-x4|tcp-x8|nvme4k) ')" -eq 9 ] ||

@@ -1467,6 +1467,74 @@ static void test_pool_sg(void **state)
 	free(other);
 }
 
+/* Long scatterlists under pool (dma_fixed_map_sg keeps the first DMA_FIXED_SG_LOCAL = 32
+ * addresses from its one look-up and looks the rest up again): every entry of a 40-entry list
+ * gets its own fixed address, from two pools, in scrambled order; one entry outside, before
+ * or past the 32nd, sends the list to strict whole with nothing written to it before. */
+static void test_pool_sg_long(void **state)
+{
+	enum { N = 40 };
+	struct dg_dma_sg sg[N];
+	struct dg_dma_pool *pool[2];
+	uint8_t *bufs[N], *other = page_alloc(4096);
+	uint64_t dmas[N];
+	unsigned int nr = 0, out[] = {5, 39};
+	struct hook_state hs;
+	struct dg_dma_fail_hook hook = {hook_fail, &hs};
+	struct t t;
+
+	(void)state;
+	setup_dev(&t, DG_DMA_POOL, NULL);
+	pool[0] = dg_dma_pool_create(t.dd, 4096, N / 2, DG_DMA_BIDIRECTIONAL, 0);
+	pool[1] = dg_dma_pool_create(t.dd, 4096, N / 2, DG_DMA_TO_DEVICE, DG_DMA_POOL_HUGE);
+	assert_non_null(pool[0]);
+	assert_non_null(pool[1]);
+	for (unsigned int i = 0; i < N; i++)
+		assert_int_equal(dg_dma_pool_get(pool[i % 2], (void **)&bufs[i], &dmas[i]), 0);
+	for (unsigned int i = 0; i < N; i++) /* entry i: buffer 7i mod 40 (7 is prime to 40) */
+		sg[i] = (struct dg_dma_sg){.addr = bufs[i * 7 % N] + i, .len = 4096 - i};
+	assert_int_equal(dg_dma_map_sg(t.dd, sg, N, DG_DMA_TO_DEVICE, 0, &nr), 0);
+	assert_int_equal(nr, N);
+	for (unsigned int i = 0; i < N; i++) {
+		assert_int_equal(sg[i].dma_addr, dmas[i * 7 % N] + i);
+		assert_int_equal(sg[i].dma_len, 4096 - i);
+	}
+	assert_int_equal(stats(t.dd).pool_hits, 1);
+	assert_int_equal(dg_dma_unmap_sg(t.dd, sg, N, DG_DMA_TO_DEVICE, 0, NULL), 0);
+	for (unsigned int k = 0; k < 2; k++) {
+		uint64_t strict_dma;
+		uint8_t got[4];
+
+		for (unsigned int i = 0; i < N; i++)
+			sg[i] = (struct dg_dma_sg){.addr = i == out[k] ? other : bufs[i],
+						   .len = 64,
+						   .dma_addr = 0xdead0000 + i};
+		/* strict's map of this list fails (no IOVA): the fixed look-ups before it wrote
+		   nothing to the list */
+		hs = (struct hook_state){DG_DMA_FAIL_IOVA, -ENOSPC, 0};
+		dg_dma_set_fail_hook(t.f.dma, &hook);
+		assert_int_equal(dg_dma_map_sg(t.dd, sg, N, DG_DMA_TO_DEVICE, 0, &nr), -ENOSPC);
+		dg_dma_set_fail_hook(t.f.dma, NULL);
+		assert_int_equal(hs.calls, 1);
+		for (unsigned int i = 0; i < N; i++)
+			assert_int_equal(sg[i].dma_addr, 0xdead0000 + i);
+		assert_int_equal(dg_dma_map_sg(t.dd, sg, N, DG_DMA_TO_DEVICE, 0, &nr), 0);
+		assert_int_equal(stats(t.dd).pool_fallbacks, k + 1);
+		assert_int_equal(stats(t.dd).pool_hits, 1);
+		strict_dma = sg[out[k]].dma_addr;
+		assert_int_not_equal(sg[0].dma_addr, dmas[0]);
+		assert_int_equal(dg_dev_read(t.dev, strict_dma, got, 4), 0);
+		assert_int_equal(dg_dma_unmap_sg(t.dd, sg, N, DG_DMA_TO_DEVICE, 0, NULL), 0);
+		assert_int_equal(dg_dev_read(t.dev, strict_dma, got, 4), -EFAULT);
+	}
+	for (unsigned int i = 0; i < N; i++)
+		assert_int_equal(dg_dma_pool_put(pool[i % 2], bufs[i]), 0);
+	assert_int_equal(dg_dma_pool_destroy(pool[0]), 0);
+	assert_int_equal(dg_dma_pool_destroy(pool[1]), 0);
+	teardown_dev(&t);
+	free(other);
+}
+
 /* The errors dma.h documents for the pool calls. */
 static void test_pool_errors(void **state)
 {
@@ -1745,6 +1813,7 @@ int main(void)
 		cmocka_unit_test(test_hint_table_unlink),
 		cmocka_unit_test(test_pool),
 		cmocka_unit_test(test_pool_sg),
+		cmocka_unit_test(test_pool_sg_long),
 		cmocka_unit_test(test_pool_errors),
 		cmocka_unit_test(test_switch_and_force),
 		cmocka_unit_test(test_lazy_window),
