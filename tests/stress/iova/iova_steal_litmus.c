@@ -7,20 +7,29 @@
  *
  * One owner enters and leaves a cache flat out (iova_steal_try, else iova_steal_enter; then
  * iova_steal_leave), one stealer takes it ROUNDS times (iova_steal_mark, iova_steal_barrier
- * when the mark says so, iova_steal_wait ... iova_steal_unmark). Inside, each writes its own
- * id into a shared word a few times, each time reading it back after a pause: the other's id
- * there means both were inside at once. Relaxed plain moves only inside (a locked
+ * when the mark says so, iova_steal_wait ... iova_steal_unmark), each time just as the owner
+ * comes back in: it watches busy go 1 then 0 (the owner left; bounded, so a descheduled owner
+ * costs little) and marks at once, so that the owner's store of busy and load of steal meet
+ * its store of steal and load of busy - the store-load pair the handshake must order - far
+ * more often than at a random moment (the owner varies how long it stays out). Inside, each
+ * writes its own id into a shared word a few times, each time reading it back after a pause:
+ * the other's id there means both were inside at once. Relaxed plain moves only inside (a locked
  * instruction would be the full barrier the protocol must provide itself), so what keeps the
  * two apart is the handshake's own ordering: the stealer's seq_cst mark and membarrier()
  * against the owner's relaxed busy store and its load of steal (memb), Dekker's seq_cst pair
  * (fallback). The stress_iova_steal and stress_dma_bounce_reclaim tests catch a lost
  * release/acquire under ThreadSanitizer; this one catches a lost store-load order, which
  * ThreadSanitizer does not model (it needs a real run on two CPUs). Checked on this 2-vCPU
- * VM (session 14): a release instead of a seq_cst mark in the fallback met inside in 3 runs
- * of 3 (200,000 steals: 49-345 overlaps); the memb mode without iova_steal_barrier() in 1 run
- * of 3 at 1,000,000 steals and 2 of 4 at 200,000 (the window is the owner's store buffer
- * draining busy = 1, tens of ns a steal), so this is a net with holes for that one; the
- * correct code has never shown an overlap.
+ * VM (session 14), with the stealer marking at random moments: a release instead of a
+ * seq_cst mark in the fallback met inside in 3 runs of 3 (200,000 steals: 49-345 overlaps);
+ * the memb mode without iova_steal_barrier() in 1 run of 3 at 1,000,000 steals and 2 of 4 at
+ * 200,000 (the window is the owner's store buffer draining busy = 1, tens of ns a steal).
+ * Marking as the owner comes back in (tests14, same VM, loaded by other builds): memb
+ * without the barrier caught in 5 runs of 5 at 300,000 steals (485-2,616 overlaps) and 5 of
+ * 5 at 150,000 (443-2,610); the fallback's release mark in 5 of 5 at 200,000 (44-1,971);
+ * the correct code passed 10 of 10 (memb, 300,000 steals: 0.3-3 s on the loaded VM, most
+ * under 1 s) and has never shown an overlap. A run where the two threads seldom share the
+ * CPUs (a loaded host) still sees fewer meetings: a net with small holes.
  * "memb" (the default) needs the kernel's membarrier; without it the run says so and passes.
  */
 #include "iova/iova_priv.h"
@@ -71,6 +80,8 @@ static void *owner_main(void *arg)
 			iova_steal_enter(&sw);
 		inside(OWNER, n);
 		iova_steal_leave(&sw);
+		for (unsigned int p = 0; p < ((n >> 4) & 3); p++) /* vary when it comes back */
+			dg_cpu_relax();
 		n++;
 	}
 	atomic_store_explicit(&owner_ins, n, memory_order_relaxed);
@@ -96,6 +107,16 @@ int main(int argc, char **argv)
 	if (pthread_create(&t, NULL, owner_main, NULL))
 		return 1;
 	for (unsigned long r = 0; r < rounds; r++) {
+		/* Mark just as the owner comes back in: watch it leave (busy 1, then 0; bounded),
+		 * so that its store of busy and load of steal meet our store of steal and load of
+		 * busy - the store-load pair the handshake must order - far more often than at a
+		 * random moment. */
+		for (unsigned int k = 0;
+		     k < 256 && !atomic_load_explicit(&sw.busy, memory_order_relaxed); k++)
+			;
+		for (unsigned int k = 0;
+		     k < 256 && atomic_load_explicit(&sw.busy, memory_order_relaxed); k++)
+			;
 		if (iova_steal_mark(&sw))
 			iova_steal_barrier();
 		iova_steal_wait(&sw);

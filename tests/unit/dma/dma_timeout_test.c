@@ -8,6 +8,7 @@
  * until a later completion confirms the invalidation (dg_dma_housekeep() after the device
  * quiesces), and after recovery everything is reclaimed (dg_dma_dev_check, stats).
  */
+#include <assert.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -68,6 +69,34 @@ static void link_range(struct dg_dma_dev *dd, struct dg_dma_iova_state *st, uint
 {
 	assert_int_equal(dg_dma_iova_alloc(dd, (uint64_t)slots * G, st), 0);
 	page_ptrs(bufs, buf, slots);
+}
+
+/* The two-step link tests' world: the fixture, an IOVA range of LINK_SLOTS granules and the
+ * pages behind it (bufs[i]: granule i), the addresses links returned. */
+enum { LINK_SLOTS = 8 };
+struct link_world {
+	struct dma_fixture f;
+	struct dg_dma_iova_state st;
+	uint8_t *buf;
+	void *bufs[LINK_SLOTS];
+	uint64_t dma[LINK_SLOTS];
+};
+
+/* open_dev(@reference, @c), then the range. */
+static void link_open(struct link_world *w, bool reference, const struct dg_dma_dev_config *c)
+{
+	memset(&w->st, 0, sizeof(w->st));
+	w->buf = pages(LINK_SLOTS);
+	open_dev(&w->f, reference, c);
+	link_range(w->f.dd, &w->st, w->buf, w->bufs, LINK_SLOTS);
+}
+
+/* The end: the range freed (every slot unlinked and confirmed), close_dev(). */
+static void link_close(struct link_world *w)
+{
+	assert_int_equal(dg_dma_iova_free(&w->st), 0);
+	close_dev(&w->f);
+	free(w->buf);
 }
 
 static bool in_set(const uint64_t *set, size_t n, uint64_t a)
@@ -221,57 +250,54 @@ static void test_batch_timeout_no_reuse(void **state)
  */
 static void test_link_batch_timeout_keeps_slots(void **state)
 {
-	enum { SLOTS = 8 };
-	struct dma_fixture f;
+	struct link_world w;
 	struct dg_dma_batch b;
-	struct dg_dma_iova_state st = {0};
-	uint8_t *buf = pages(SLOTS), got[8];
-	void *bufs[SLOTS];
-	uint64_t dma[SLOTS], d;
+	uint8_t got[8];
+	uint64_t d;
 
 	(void)state;
-	open_dev(&f, false, NULL);
-	link_range(f.dd, &st, buf, bufs, SLOTS);
-	assert_int_equal(dg_dma_iova_link_bulk(&st, 0, G, bufs, SLOTS, 256, DG_DMA_TO_DEVICE, dma),
+	link_open(&w, false, NULL);
+	assert_int_equal(dg_dma_iova_link_bulk(&w.st, 0, G, w.bufs, LINK_SLOTS, 256,
+					       DG_DMA_TO_DEVICE, w.dma),
 			 0);
-	assert_int_equal(dg_dma_iova_sync(&st, 0, SLOTS * G), 0);
-	assert_int_equal(dg_dev_read(f.dev, dma[3], got, 8), 0);
+	assert_int_equal(dg_dma_iova_sync(&w.st, 0, LINK_SLOTS * G), 0);
+	assert_int_equal(dg_dev_read(w.f.dev, w.dma[3], got, 8), 0);
 	/* a bulk unlink and a single one in one batch; the device never acknowledges */
-	dg_dma_batch_begin(f.dd, &b);
-	assert_int_equal(dg_dma_iova_unlink_bulk(&st, 0, G, 4, 256, DG_DMA_TO_DEVICE, &b), 0);
-	assert_int_equal(dg_dma_iova_unlink(&st, 5 * G, 256, DG_DMA_TO_DEVICE, &b), 0);
+	dg_dma_batch_begin(w.f.dd, &b);
+	assert_int_equal(dg_dma_iova_unlink_bulk(&w.st, 0, G, 4, 256, DG_DMA_TO_DEVICE, &b), 0);
+	assert_int_equal(dg_dma_iova_unlink(&w.st, 5 * G, 256, DG_DMA_TO_DEVICE, &b), 0);
 	assert_int_equal(dg_dma_batch_end(&b), -ETIMEDOUT);
-	assert_true(stats(f.dd).quarantined >= 1);
+	assert_true(stats(w.f.dd).quarantined >= 1);
 	/* not confirmed: the slots are not reused, the range is not given back */
 	for (unsigned int i = 0; i < 6; i++)
 		if (i != 4)
-			assert_int_equal(dg_dma_iova_link(&st, (uint64_t)i * G, bufs[i], 256,
+			assert_int_equal(dg_dma_iova_link(&w.st, (uint64_t)i * G, w.bufs[i], 256,
 							  DG_DMA_TO_DEVICE, &d),
 					 -EEXIST);
-	assert_int_equal(dg_dma_iova_link_bulk(&st, 0, G, bufs, 4, 256, DG_DMA_TO_DEVICE, dma),
+	assert_int_equal(dg_dma_iova_link_bulk(&w.st, 0, G, w.bufs, 4, 256, DG_DMA_TO_DEVICE,
+					       w.dma),
 			 -EEXIST);
-	assert_int_equal(dg_dma_housekeep(f.dma), 0);
-	assert_true(stats(f.dd).quarantined >= 1);
-	assert_int_equal(dg_dma_iova_link(&st, 0, bufs[0], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
+	assert_int_equal(dg_dma_housekeep(w.f.dma), 0);
+	assert_true(stats(w.f.dd).quarantined >= 1);
+	assert_int_equal(dg_dma_iova_link(&w.st, 0, w.bufs[0], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
 	/* recovery */
-	recover(&f);
-	assert_int_equal(stats(f.dd).quarantined, 0);
+	recover(&w.f);
+	assert_int_equal(stats(w.f.dd).quarantined, 0);
 	for (unsigned int i = 0; i < 4; i++)
-		assert_int_equal(dg_dev_read(f.dev, st.addr + (uint64_t)i * G, got, 8), -EFAULT);
-	assert_int_equal(dg_dev_read(f.dev, st.addr + 5 * G, got, 8), -EFAULT);
-	assert_int_equal(dg_dma_iova_link(&st, 0, bufs[0], 256, DG_DMA_TO_DEVICE, &d), 0);
-	assert_int_equal(dg_dma_iova_link(&st, 5 * G, bufs[5], 256, DG_DMA_TO_DEVICE, &d), 0);
+		assert_int_equal(dg_dev_read(w.f.dev, w.st.addr + (uint64_t)i * G, got, 8),
+				 -EFAULT);
+	assert_int_equal(dg_dev_read(w.f.dev, w.st.addr + 5 * G, got, 8), -EFAULT);
+	assert_int_equal(dg_dma_iova_link(&w.st, 0, w.bufs[0], 256, DG_DMA_TO_DEVICE, &d), 0);
+	assert_int_equal(dg_dma_iova_link(&w.st, 5 * G, w.bufs[5], 256, DG_DMA_TO_DEVICE, &d), 0);
 	/* everything unlinked and the range freed: nothing leaks */
-	assert_int_equal(dg_dma_iova_unlink(&st, 0, 256, DG_DMA_TO_DEVICE, NULL), 0);
-	assert_int_equal(dg_dma_iova_unlink(&st, 5 * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
-	for (unsigned int i = 4; i < SLOTS; i++)
+	assert_int_equal(dg_dma_iova_unlink(&w.st, 0, 256, DG_DMA_TO_DEVICE, NULL), 0);
+	assert_int_equal(dg_dma_iova_unlink(&w.st, 5 * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
+	for (unsigned int i = 4; i < LINK_SLOTS; i++)
 		if (i != 5)
-			assert_int_equal(dg_dma_iova_unlink(&st, (uint64_t)i * G, 256,
+			assert_int_equal(dg_dma_iova_unlink(&w.st, (uint64_t)i * G, 256,
 							    DG_DMA_TO_DEVICE, NULL),
 					 0);
-	assert_int_equal(dg_dma_iova_free(&st), 0);
-	close_dev(&f);
-	free(buf);
+	link_close(&w);
 }
 
 /*
@@ -280,83 +306,76 @@ static void test_link_batch_timeout_keeps_slots(void **state)
  * invalidation is not confirmed, the slots stay pending - not linkable (-EEXIST), the range
  * not freeable (-EBUSY) - until housekeeping sees a completion.
  */
-static void link_single_timeout(bool reference)
+static const struct link_case {
+	const char *name;
+	bool reference; /* the Linux reference's queue and device (else strict's) */
+} link_cases[] = {
+	{"test_link_single_timeout_keeps_slots", false},
+	{"test_link_reference_timeout_keeps_slots", true},
+};
+#define NLINK (sizeof(link_cases) / sizeof(link_cases[0]))
+
+static void test_link_single_timeout(void **state)
 {
-	enum { SLOTS = 8 };
+	const struct link_case *lc = *state;
+	const bool reference = lc->reference;
 	/* the reference links every slot; strict leaves 4..7 free for the bulk link */
-	const unsigned int nl = reference ? SLOTS : 4;
-	struct dma_fixture f;
+	const unsigned int nl = reference ? LINK_SLOTS : 4;
+	struct link_world w;
 	struct dg_dma_dev_config c;
-	struct dg_dma_iova_state st = {0};
-	uint8_t *buf = pages(SLOTS), got[8];
-	void *bufs[SLOTS];
-	uint64_t dma[SLOTS], d;
+	uint8_t got[8];
+	uint64_t d;
 
 	fixture_config(&c, DG_DMA_STRICT, reference);
-	open_dev(&f, reference, &c);
-	link_range(f.dd, &st, buf, bufs, SLOTS);
+	link_open(&w, reference, &c);
 	for (unsigned int i = 0; i < nl; i++)
-		assert_int_equal(dg_dma_iova_link(&st, (uint64_t)i * G, bufs[i], 256,
-						  DG_DMA_TO_DEVICE, &dma[i]),
+		assert_int_equal(dg_dma_iova_link(&w.st, (uint64_t)i * G, w.bufs[i], 256,
+						  DG_DMA_TO_DEVICE, &w.dma[i]),
 				 0);
-	assert_int_equal(dg_dma_iova_sync(&st, 0, SLOTS * G), 0);
+	assert_int_equal(dg_dma_iova_sync(&w.st, 0, LINK_SLOTS * G), 0);
 	/* one DMA, then the device stays online and never acknowledges again */
-	assert_int_equal(dg_dev_read(f.dev, dma[1], got, 8), 0);
-	assert_int_equal(dg_dma_iova_unlink(&st, G, 256, DG_DMA_TO_DEVICE, NULL), -ETIMEDOUT);
-	assert_true(stats(f.dd).quarantined >= 1);
-	assert_int_equal(dg_dma_iova_link(&st, G, bufs[1], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
-	dg_dma_housekeep(f.dma); /* the device still does not answer: nothing released */
-	assert_true(stats(f.dd).quarantined >= 1);
-	assert_int_equal(dg_dma_iova_link(&st, G, bufs[1], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
+	assert_int_equal(dg_dev_read(w.f.dev, w.dma[1], got, 8), 0);
+	assert_int_equal(dg_dma_iova_unlink(&w.st, G, 256, DG_DMA_TO_DEVICE, NULL), -ETIMEDOUT);
+	assert_true(stats(w.f.dd).quarantined >= 1);
+	assert_int_equal(dg_dma_iova_link(&w.st, G, w.bufs[1], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
+	dg_dma_housekeep(w.f.dma); /* the device still does not answer: nothing released */
+	assert_true(stats(w.f.dd).quarantined >= 1);
+	assert_int_equal(dg_dma_iova_link(&w.st, G, w.bufs[1], 256, DG_DMA_TO_DEVICE, &d), -EEXIST);
 	if (!reference) {
 		/* a bulk link into the free slots 4, 5, 6 whose third buffer is refused: the
 		 * two linked ones are undone, and the undo's invalidation times out too */
-		void *bad[3] = {bufs[4], bufs[5], NULL};
+		void *bad[3] = {w.bufs[4], w.bufs[5], NULL};
 		uint64_t bd[3];
 
-		assert_int_equal(dg_dma_iova_link_bulk(&st, 4 * G, G, bad, 3, 256, DG_DMA_TO_DEVICE,
-						       bd),
+		assert_int_equal(dg_dma_iova_link_bulk(&w.st, 4 * G, G, bad, 3, 256,
+						       DG_DMA_TO_DEVICE, bd),
 				 -EINVAL);
 		for (unsigned int i = 4; i < 6; i++)
-			assert_int_equal(dg_dma_iova_link(&st, (uint64_t)i * G, bufs[i], 256,
+			assert_int_equal(dg_dma_iova_link(&w.st, (uint64_t)i * G, w.bufs[i], 256,
 							  DG_DMA_TO_DEVICE, &d),
 					 -EEXIST);
 		/* slot 6 was never linked: free */
-		assert_int_equal(dg_dma_iova_link(&st, 6 * G, bufs[6], 256, DG_DMA_TO_DEVICE, &d),
-				 0);
-		assert_int_equal(dg_dma_iova_unlink(&st, 6 * G, 256, DG_DMA_TO_DEVICE, NULL),
+		assert_int_equal(
+			dg_dma_iova_link(&w.st, 6 * G, w.bufs[6], 256, DG_DMA_TO_DEVICE, &d), 0);
+		assert_int_equal(dg_dma_iova_unlink(&w.st, 6 * G, 256, DG_DMA_TO_DEVICE, NULL),
 				 -ETIMEDOUT);
 	}
-	assert_int_equal(dg_dma_iova_free(&st), -EBUSY);
+	assert_int_equal(dg_dma_iova_free(&w.st), -EBUSY);
 	/* recovery: the device reaches a quiescent point, housekeeping confirms */
-	recover(&f);
-	assert_int_equal(stats(f.dd).quarantined, 0);
-	assert_int_equal(dg_dev_read(f.dev, st.addr + G, got, 8), -EFAULT);
-	assert_int_equal(dg_dma_iova_link(&st, G, bufs[1], 256, DG_DMA_TO_DEVICE, &d), 0);
+	recover(&w.f);
+	assert_int_equal(stats(w.f.dd).quarantined, 0);
+	assert_int_equal(dg_dev_read(w.f.dev, w.st.addr + G, got, 8), -EFAULT);
+	assert_int_equal(dg_dma_iova_link(&w.st, G, w.bufs[1], 256, DG_DMA_TO_DEVICE, &d), 0);
 	if (!reference) { /* the undone slots can be linked again */
-		assert_int_equal(dg_dev_read(f.dev, st.addr + 4 * G, got, 8), -EFAULT);
-		assert_int_equal(dg_dma_iova_link(&st, 4 * G, bufs[4], 256, DG_DMA_TO_DEVICE, &d),
-				 0);
-		assert_int_equal(dg_dma_iova_unlink(&st, 4 * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
+		assert_int_equal(dg_dev_read(w.f.dev, w.st.addr + 4 * G, got, 8), -EFAULT);
+		assert_int_equal(
+			dg_dma_iova_link(&w.st, 4 * G, w.bufs[4], 256, DG_DMA_TO_DEVICE, &d), 0);
+		assert_int_equal(dg_dma_iova_unlink(&w.st, 4 * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
 	}
 	for (unsigned int i = 0; i < nl; i++)
 		assert_int_equal(
-			dg_dma_iova_unlink(&st, (uint64_t)i * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
-	assert_int_equal(dg_dma_iova_free(&st), 0);
-	close_dev(&f);
-	free(buf);
-}
-
-static void test_link_single_timeout_keeps_slots(void **state)
-{
-	(void)state;
-	link_single_timeout(false);
-}
-
-static void test_link_reference_timeout_keeps_slots(void **state)
-{
-	(void)state;
-	link_single_timeout(true);
+			dg_dma_iova_unlink(&w.st, (uint64_t)i * G, 256, DG_DMA_TO_DEVICE, NULL), 0);
+	link_close(&w);
 }
 
 /*
@@ -414,14 +433,22 @@ static void test_lazy_full_queue_timeout(void **state)
 	free(more);
 }
 
+/* The case link_cases[i] of test_link_single_timeout, by its name (cmocka's initial state:
+ * the case). */
+#define LINK_TEST(i)                                                                             \
+	{                                                                                        \
+		link_cases[i].name, test_link_single_timeout, NULL, NULL, (void *)&link_cases[i] \
+	}
+static_assert(NLINK == 2, "a LINK_TEST() in main() for every case of link_cases");
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_batch_timeout_no_reuse),
 		cmocka_unit_test(test_runs_end_timeout),
 		cmocka_unit_test(test_link_batch_timeout_keeps_slots),
-		cmocka_unit_test(test_link_single_timeout_keeps_slots),
-		cmocka_unit_test(test_link_reference_timeout_keeps_slots),
+		LINK_TEST(0),
+		LINK_TEST(1),
 		cmocka_unit_test(test_lazy_full_queue_timeout),
 	};
 
