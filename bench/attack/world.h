@@ -14,9 +14,9 @@
  *
  * Everything runs in the calling thread except the DMA layer's housekeeping thread (lazy
  * timeouts, quarantine retries), so a run is reproducible up to those timings and the CPU the
- * thread runs on (the library's per-CPU structures); on the virtual clock and one CPU, exactly. Devices use
- * auto-offline (dev.h) so the driver's waits in the same thread never wait for them, except
- * where an attack turns it off to withhold acknowledgements.
+ * thread runs on (the library's per-CPU structures); on the virtual clock and one CPU,
+ * exactly. Devices use auto-offline (dev.h) so the driver's waits in the same thread never
+ * wait for them, except where an attack turns it off to withhold acknowledgements.
  */
 #ifndef DG_BENCH_ATTACK_WORLD_H
 #define DG_BENCH_ATTACK_WORLD_H

@@ -637,6 +637,8 @@ void wl_report_transfers(FILE *out, const struct wl_result *res, size_t n,
 			 const struct bench_xfer *x);
 int wl_report_json(const char *path, struct wl_result *res, size_t n,
 		   const struct wl_report_opts *o);
+/* The CSV (columns: docs/bench-json.md) to @out; wl_report_csv() writes it to the file @path. */
+void wl_report_csv_write(FILE *out, struct wl_result *res, size_t n);
 int wl_report_csv(const char *path, struct wl_result *res, size_t n);
 int wl_report_plot(const char *target, struct wl_result *res, size_t n);
 void wl_plot_ascii(FILE *out, struct wl_result *res, size_t n, unsigned int width);

@@ -538,14 +538,8 @@ int wl_report_json(const char *path, struct wl_result *res, size_t n,
 
 /* ---- CSV ---------------------------------------------------------------------------------------- */
 
-int wl_report_csv(const char *path, struct wl_result *res, size_t n)
+void wl_report_csv_write(FILE *f, struct wl_result *res, size_t n)
 {
-	FILE *f = fopen(path, "w");
-
-	if (!f) {
-		fprintf(stderr, "bench workloads: cannot write %s: %s\n", path, strerror(errno));
-		return -errno;
-	}
 	fprintf(f, "workload,policy,unit,throughput,throughput_identity,ratio_to_identity,"
 		   "ratio_spread,driver_dma_ns_per_io,device_translate_ns_per_io,"
 		   "iotlb_misses_per_4k,walks_per_4k,invalidations_per_io,waits_per_io,window_ns,"
@@ -579,6 +573,17 @@ int wl_report_csv(const char *path, struct wl_result *res, size_t n)
 		}
 		fputc('\n', f);
 	}
+}
+
+int wl_report_csv(const char *path, struct wl_result *res, size_t n)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f) {
+		fprintf(stderr, "bench workloads: cannot write %s: %s\n", path, strerror(errno));
+		return -errno;
+	}
+	wl_report_csv_write(f, res, n);
 	if (fclose(f)) {
 		fprintf(stderr, "bench workloads: cannot write %s\n", path);
 		return -EIO;

@@ -149,9 +149,10 @@
  * bounce_map_fill(), larger ones to the locked path; copies of up to SMALL_COPY bytes are
  * inline (copy_small()); sync of a range starting in a slot's first unit reads that unit's
  * record (no search over the orders), and the receive's (small, for the CPU, from-device) is
- * the policy's sync itself, a leaf whose record check is one test of the word's low byte; an unmap without a copy-back is the claim and the push
- * (or the batch entry); counters are bumped through the thread's last counter block inline,
- * the lookup of another one is a tail call (count_slow()). The bulk calls
+ * the policy's sync itself, a leaf whose record check is one test of the word's low byte;
+ * an unmap without a copy-back is the claim and the push (or the batch entry); counters are
+ * bumped through the thread's last counter block inline, the lookup of another one is a tail
+ * call (count_slow()). The bulk calls
  * (dma_bounce_map_bulk, dma_bounce_unmap_bulk: a ring's refill and a poll's reap) do the
  * per-call work once - one dispatch, one stack lookup, one counter update - and loop over
  * the slots; a receive refill in a write-only area is a loop of pop, record, publish.

@@ -11,8 +11,8 @@
  *
  * A scatterlist is fixed only when every entry is: one entry outside sends the whole list to
  * strict, its dma fields untouched until then (each entry is looked up once, twice past
- * DMA_FIXED_SG_LOCAL entries). Its unmap is a no-op only when every entry is fixed and was not merged (dma_len ==
- * len); otherwise the list goes to strict's unmap.
+ * DMA_FIXED_SG_LOCAL entries). Its unmap is a no-op only when every entry is fixed and was
+ * not merged (dma_len == len); otherwise the list goes to strict's unmap.
  *
  * The bulk calls (dg_dma_map_bulk/dg_dma_unmap_bulk, which check the arguments and dispatch
  * here through the policy's ops->fixed, its struct dma_fixed): a map takes each buffer as

@@ -715,6 +715,13 @@ static dg_always_inline size_t batch_cmds(const struct dg_dma_batch *b, const ui
 	return nc;
 }
 
+/* @b's wait covers a submit that ended at @seq: a wait for the later one covers the earlier. */
+static dg_always_inline void batch_covers(struct dg_dma_batch *b, uint64_t seq)
+{
+	if (seq > b->seq)
+		b->seq = seq;
+}
+
 /* Submit the commands of @nr runs (batch_cmds()) after the clears (the general way: a
  * page-table call's clears change the gather, so the commands are known only after them),
  * the two steps with nothing between. Never fails (dma_inval_reserve's fallbacks): the
@@ -729,8 +736,7 @@ static dg_always_inline int batch_submit_cmds(struct dg_dma_batch *b, const uint
 	uint64_t seq;
 
 	dma_inval_submit(b->dev, cmds, nc, &seq);
-	if (seq > b->seq)
-		b->seq = seq; /* a wait for the later one covers the earlier ones */
+	batch_covers(b, seq);
 	return 0;
 }
 
@@ -787,8 +793,7 @@ static dg_always_inline int batch_issue_runs(struct dg_dma_batch *b)
 	batch_note_pieces(b, pe, npe, true);
 	b->nsub = b->n;
 	dma_inval_post(b->dev, post, nc, &t, &seq);
-	if (seq > b->seq)
-		b->seq = seq; /* a wait for the later one covers the earlier ones */
+	batch_covers(b, seq);
 	return 0;
 }
 

@@ -15,9 +15,9 @@
  *
  * Wait counters (iommu: one slot per thread, the threads past WAIT_STAT_THREADS share one
  * with atomic adds): WAITERS threads (default 40, more than the slots) each wait WAIT_ROUNDS
- * / 16 times (WAIT_ROUNDS default 20000) for a command of their own and 64 * WAIT_ROUNDS times for seq 0 (coalesced, back to back: the
- * shared slot's counts race); dg_iommu_stats() must count every wait exactly (plain stores to
- * the shared slot lose some: seen failing).
+ * / 16 times (WAIT_ROUNDS default 20000) for a command of their own and 64 * WAIT_ROUNDS
+ * times for seq 0 (coalesced, back to back: the shared slot's counts race); dg_iommu_stats()
+ * must count every wait exactly (plain stores to the shared slot lose some: seen failing).
  */
 #include "dma/dma_internal.h"
 #include "iommu/iommu_internal.h"
